@@ -1,0 +1,110 @@
+/**
+ * The narrow interface between the local service (`src/server/`) and the neural policy engine
+ * (`src/engine/`). The service owns models, checkpoints, jobs, events and files on disk; the engine
+ * owns weights, tokenization, sampling and gradient steps. Nothing else crosses this line.
+ */
+import type {
+  ChatCompletionRequestBody,
+  ChatCompletionResult,
+  ExperimentalTrainingConfig,
+  SFTRow,
+  SFTTrainingConfig,
+  TrajectoryGroup,
+} from '../schema/index.js';
+
+/**
+ * Which weights to use: a base model, optionally with a trained checkpoint on top.
+ * `checkpointPath` is a directory written earlier by {@link Engine.train} (null = the base weights).
+ */
+export interface PolicyRef {
+  /** A base model id from {@link Engine.baseModels}. */
+  readonly baseModel: string;
+  /** Directory of a checkpoint written by `train`, or null for the base model's own weights. */
+  readonly checkpointPath: string | null;
+  /** Stable cache key for these weights (the service uses `<model_id>:<step>`, or the base id). */
+  readonly key: string;
+}
+
+/** Numbers reported by the engine while a job runs; the service turns them into job events. */
+export type EngineTrainingEvent =
+  | { readonly type: 'training_started'; readonly data: { readonly num_sequences: number } }
+  | { readonly type: 'gradient_step'; readonly data: Readonly<Record<string, number>> };
+
+/** One training job handed to the engine. The engine writes the new checkpoint to `outputPath`. */
+export type EngineTrainingJob =
+  | {
+      readonly kind: 'rl';
+      readonly policy: PolicyRef;
+      /** Directory to create and write the trained checkpoint into (weights + metadata). */
+      readonly outputPath: string;
+      /** Step number the new checkpoint will have (recorded in its metadata). */
+      readonly step: number;
+      readonly trajectoryGroups: readonly TrajectoryGroup[];
+      readonly config: ExperimentalTrainingConfig | null;
+    }
+  | {
+      readonly kind: 'sft';
+      readonly policy: PolicyRef;
+      readonly outputPath: string;
+      readonly step: number;
+      /** Parsed JSONL rows `{messages, tools?}`; the last assistant message(s) are learned. */
+      readonly rows: readonly SFTRow[];
+      readonly config: SFTTrainingConfig | null;
+    };
+
+/** What a finished training job reports back (stored with the checkpoint). */
+export interface EngineTrainingResult {
+  /** Final metrics of the job, numbers only (stored as the checkpoint's `metrics`). */
+  readonly metrics: Readonly<Record<string, number>>;
+}
+
+/**
+ * A policy engine: samples chat completions with logprobs and trains checkpoints.
+ * Implementations must be safe to call concurrently: `chatCompletion` calls that arrive together
+ * are batched into shared forward passes, and `train` runs off the caller's event loop so that
+ * completions keep being answered while a job trains.
+ */
+export interface Engine {
+  /** Ids of the trainable base models, as listed by `GET /v1/preview/base-models`. */
+  baseModels(): readonly string[];
+
+  /**
+   * Samples completions for an already validated chat-completions request.
+   * The engine renders the chat template (messages and tools), samples `n` choices, and returns
+   * OpenAI-shaped choices (with `logprobs` when requested) and usage counts.
+   * The service fills `id`, `object`, `created` and `model` around the result.
+   * Throws {@link EngineInputError} for a request it cannot serve (e.g. a prompt longer than the
+   * context); the service answers that with a 4xx.
+   */
+  chatCompletion(
+    policy: PolicyRef,
+    request: ChatCompletionRequestBody,
+    options?: { readonly signal?: AbortSignal },
+  ): Promise<ChatCompletionResult>;
+
+  /**
+   * Runs one training job to completion and writes the new checkpoint to `job.outputPath`.
+   * Reports `training_started` once and `gradient_step` once per optimizer step via `onEvent`.
+   * Rejects with an Error whose message is fit to show the user when the job cannot be done
+   * (bad data, a Choice without logprobs, ...); the service records it as `training_failed`.
+   */
+  train(
+    job: EngineTrainingJob,
+    options: { readonly onEvent: (event: EngineTrainingEvent) => void; readonly signal?: AbortSignal },
+  ): Promise<EngineTrainingResult>;
+
+  /** Frees workers and cached weights. */
+  close(): Promise<void>;
+}
+
+/** A request the engine cannot serve because of its content (answered by the service as 400/422). */
+export class EngineInputError extends Error {
+  override readonly name = 'EngineInputError';
+  constructor(
+    message: string,
+    /** Where in the request the problem is, FastAPI style (e.g. `['body', 'messages']`). */
+    readonly loc: readonly (string | number)[] = ['body'],
+  ) {
+    super(message);
+  }
+}

@@ -1,0 +1,12 @@
+/**
+ * zod schemas of every wire type of the training API: the single source of truth that the
+ * client, the local service, the rollout runner and the CLI all import. Each schema has a
+ * same-named inferred type. Names follow the OpenAPI component names in `shared/api/`.
+ * @module
+ */
+export * from './messages.js';
+export * from './choice.js';
+export * from './trajectory.js';
+export * from './page.js';
+export * from './api.js';
+export * from './chat.js';

@@ -1,0 +1,39 @@
+/** Cursor pages: `{object: "list", data, first_id, last_id, has_more}`. */
+import { z } from 'zod';
+
+/**
+ * Builds the schema of a cursor page of `item`.
+ * @example
+ * const CheckpointPage = page(CheckpointResponse);
+ */
+export function page<Item extends z.ZodType>(item: Item) {
+  return z.object({
+    object: z.string().default('list'),
+    data: z.array(item),
+    first_id: z.string().default(''),
+    last_id: z.string().default(''),
+    has_more: z.boolean(),
+  });
+}
+
+/** A page of items of type `T`. */
+export interface Page<T> {
+  object: string;
+  data: T[];
+  first_id: string;
+  last_id: string;
+  has_more: boolean;
+}
+
+/** Query of a list operation: `after` (the id of the last item seen) and `limit` (1..100, default 20). */
+export const PageQuery = z.object({
+  after: z.string().optional(),
+  limit: z.coerce.number().int().min(1).max(100).default(20),
+});
+export type PageQuery = z.output<typeof PageQuery>;
+
+/** Query of the checkpoint list: a page query plus `order` (by step, default `asc`). */
+export const CheckpointListQuery = PageQuery.extend({
+  order: z.enum(['asc', 'desc']).default('asc'),
+});
+export type CheckpointListQuery = z.output<typeof CheckpointListQuery>;

@@ -1,0 +1,86 @@
+/** Trajectories, groups and the log request: the training data that crosses the wire. */
+import { z } from 'zod';
+import { Choice } from './choice.js';
+import { ChatCompletionFunctionToolParam, ChatCompletionMessageParam } from './messages.js';
+
+/**
+ * An item of `messages_and_choices`: a message (has `role`, context only) or a `Choice`
+ * (no `role`, trainable).
+ */
+export const MessageOrChoice = z.union([ChatCompletionMessageParam, Choice]);
+export type MessageOrChoice = z.infer<typeof MessageOrChoice>;
+
+/** True when an item of `messages_and_choices` is a trainable `Choice` rather than a message. */
+export function isChoice(item: MessageOrChoice): item is Choice {
+  return !('role' in item) || item.role === undefined;
+}
+
+/** Numeric, integer or boolean metrics (the only values the contract allows). */
+export const Metrics = z.record(z.string(), z.union([z.number(), z.boolean()]));
+export type Metrics = z.infer<typeof Metrics>;
+
+/** A sub-agent's conversation inside a trajectory (`additional_histories`). */
+export const History = z.looseObject({
+  messages_and_choices: z.array(MessageOrChoice),
+  tools: z.array(ChatCompletionFunctionToolParam).nullable().optional(),
+});
+export type History = z.infer<typeof History>;
+
+/** The newer document's name for {@link History}. */
+export const LegacyHistory = History;
+export type LegacyHistory = History;
+
+/**
+ * One rollout: its conversation, reward, metrics and the policy versions it sampled from.
+ * `{}` is valid and parses to the defaults.
+ */
+export const Trajectory = z.looseObject({
+  messages_and_choices: z.array(MessageOrChoice).default([]),
+  tools: z.array(ChatCompletionFunctionToolParam).nullable().optional(),
+  additional_histories: z.array(History).default([]),
+  reward: z.number().default(0),
+  initial_policy_version: z.int().nullable().optional(),
+  final_policy_version: z.int().nullable().optional(),
+  metrics: Metrics.default({}),
+  metadata: z.record(z.string(), z.unknown()).default({}),
+  logs: z.array(z.string()).default([]),
+  start_time: z.iso.datetime({ offset: true, local: true }).optional(),
+  exchanges: z.record(z.string(), z.unknown()).optional(),
+});
+/** A parsed trajectory (defaults applied). */
+export type Trajectory = z.output<typeof Trajectory>;
+/** A trajectory as it may be written before parsing (fields with defaults may be left out). */
+export type TrajectoryInput = z.input<typeof Trajectory>;
+
+/** A rollout that failed, kept with its group (`{type, message, traceback}`). */
+export const PydanticException = z.object({
+  type: z.string(),
+  message: z.string(),
+  traceback: z.string(),
+});
+export type PydanticException = z.infer<typeof PydanticException>;
+
+/** Short name for {@link PydanticException}. */
+export const TrajectoryException = PydanticException;
+export type TrajectoryException = PydanticException;
+
+/** The rollouts of one scenario, compared against each other for advantages. */
+export const TrajectoryGroup = z.object({
+  trajectories: z.array(Trajectory),
+  exceptions: z.array(PydanticException).optional(),
+  metadata: z.record(z.string(), z.unknown()).optional(),
+  metrics: Metrics.optional(),
+  logs: z.array(z.string()).optional(),
+});
+export type TrajectoryGroup = z.output<typeof TrajectoryGroup>;
+/** A group as it may be written before parsing. */
+export type TrajectoryGroupInput = z.input<typeof TrajectoryGroup>;
+
+/** Body of `POST /v1/preview/models/{model_id}/log`. Real clients repeat `model_id` in it. */
+export const LogRequest = z.object({
+  split: z.string(),
+  trajectory_groups: z.array(TrajectoryGroup),
+  model_id: z.string().optional(),
+});
+export type LogRequest = z.output<typeof LogRequest>;
+export type LogRequestInput = z.input<typeof LogRequest>;
