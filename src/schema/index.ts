@@ -10,3 +10,4 @@ export * from './trajectory.js';
 export * from './page.js';
 export * from './api.js';
 export * from './chat.js';
+export * from './metrics.js';

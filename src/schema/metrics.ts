@@ -1,0 +1,105 @@
+/**
+ * The per-step metrics of logged trajectory groups, named as clients and dashboards expect
+ * (`reward`, `reward_std_dev`, `exception_rate`, trajectory metric means, `group_<name>` means,
+ * `data/step_*` counts). One implementation, used by the local service's log route and by the
+ * framework's `history.jsonl`.
+ */
+import type { TrajectoryGroup } from './trajectory.js';
+
+/**
+ * Computes a step's metrics from its trajectory groups, without the split prefix.
+ *
+ * - `reward`: mean reward over all trajectories;
+ * - `reward_std_dev`: mean over groups (with at least one trajectory) of the population standard
+ *   deviation of the group's rewards;
+ * - `exception_rate`: exceptions / (trajectories + exceptions);
+ * - each trajectory metric: its mean over the trajectories that report it (booleans count 0/1);
+ * - `group_<name>`: the mean of each group metric over the groups that report it;
+ * - `data/step_num_trajectories`, `data/step_num_groups_submitted`,
+ *   `data/step_num_groups_trainable` (a group is trainable when its rewards are not all equal).
+ *
+ * Means over nothing are left out (no `reward` when there is no trajectory); counts are always
+ * present. Non-finite values are ignored.
+ * @example
+ * computeStepMetrics([{ trajectories: [{ reward: 1, metrics: { solved: true } }, { reward: 0, metrics: { solved: false } }] }]);
+ * // { solved: 0.5, reward: 0.5, reward_std_dev: 0.5, exception_rate: 0, 'data/step_num_trajectories': 2, ... }
+ */
+export function computeStepMetrics(groups: readonly TrajectoryGroup[]): Record<string, number> {
+  const trajectoryMetrics = new Map<string, Mean>();
+  const groupMetrics = new Map<string, Mean>();
+  const rewards = new Mean();
+  const groupStdDevs = new Mean();
+  let trajectoryCount = 0;
+  let exceptionCount = 0;
+  let trainableGroups = 0;
+
+  for (const group of groups) {
+    const trajectories = group.trajectories ?? [];
+    const groupRewards: number[] = [];
+    for (const trajectory of trajectories) {
+      trajectoryCount += 1;
+      const reward = trajectory.reward ?? 0;
+      if (Number.isFinite(reward)) {
+        rewards.add(reward);
+        groupRewards.push(reward);
+      }
+      for (const [name, value] of Object.entries(trajectory.metrics ?? {})) addMetric(trajectoryMetrics, name, value);
+    }
+    exceptionCount += group.exceptions?.length ?? 0;
+    for (const [name, value] of Object.entries(group.metrics ?? {})) addMetric(groupMetrics, `group_${name}`, value);
+    if (groupRewards.length > 0) groupStdDevs.add(populationStdDev(groupRewards));
+    if (groupRewards.some((reward) => reward !== groupRewards[0])) trainableGroups += 1;
+  }
+
+  const metrics: Record<string, number> = {};
+  for (const [name, mean] of trajectoryMetrics) metrics[name] = mean.value();
+  for (const [name, mean] of groupMetrics) metrics[name] = mean.value();
+  // The standard names come last so that a trajectory metric called `reward` cannot shadow them.
+  if (rewards.count > 0) metrics['reward'] = rewards.value();
+  if (groupStdDevs.count > 0) metrics['reward_std_dev'] = groupStdDevs.value();
+  if (trajectoryCount + exceptionCount > 0) metrics['exception_rate'] = exceptionCount / (trajectoryCount + exceptionCount);
+  metrics['data/step_num_trajectories'] = trajectoryCount;
+  metrics['data/step_num_groups_submitted'] = groups.length;
+  metrics['data/step_num_groups_trainable'] = trainableGroups;
+  return metrics;
+}
+
+/**
+ * Prefixes every metric name with its split: `reward` becomes `train/reward`.
+ * @example
+ * prefixMetrics({ reward: 0.5 }, 'val'); // { 'val/reward': 0.5 }
+ */
+export function prefixMetrics(metrics: Readonly<Record<string, number>>, split: string): Record<string, number> {
+  const prefixed: Record<string, number> = {};
+  for (const [name, value] of Object.entries(metrics)) prefixed[`${split}/${name}`] = value;
+  return prefixed;
+}
+
+class Mean {
+  count = 0;
+  private sum = 0;
+  add(value: number): void {
+    this.sum += value;
+    this.count += 1;
+  }
+  value(): number {
+    return this.sum / this.count;
+  }
+}
+
+function addMetric(into: Map<string, Mean>, name: string, value: number | boolean | undefined): void {
+  const numeric = typeof value === 'boolean' ? Number(value) : value;
+  if (typeof numeric !== 'number' || !Number.isFinite(numeric)) return;
+  let mean = into.get(name);
+  if (mean === undefined) {
+    mean = new Mean();
+    into.set(name, mean);
+  }
+  mean.add(numeric);
+}
+
+function populationStdDev(values: readonly number[]): number {
+  const mean = values.reduce((sum, value) => sum + value, 0) / values.length;
+  const variance = values.reduce((sum, value) => sum + (value - mean) ** 2, 0) / values.length;
+  return Math.sqrt(variance);
+}
