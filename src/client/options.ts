@@ -1,0 +1,78 @@
+/** Options of the client and of each call. */
+
+/** Options of `new TrainingClient(options)`. Each resolves explicit option > environment variable > default. */
+export interface ClientOptions {
+  /**
+   * The API key, sent as `Authorization: Bearer <key>`.
+   * @default process.env.POLICYLOOP_API_KEY, else process.env.WANDB_API_KEY; none is an error
+   */
+  apiKey?: string | undefined;
+  /**
+   * Base URL of the training API. `/v1` is appended when it does not end with it.
+   * @default process.env.POLICYLOOP_BASE_URL, else 'https://api.training.wandb.ai/v1'
+   */
+  baseURL?: string | undefined;
+  /**
+   * Base URL of the inference API, used by `client.inference.models.list()` (`GET /v1/models`).
+   * @default process.env.POLICYLOOP_INFERENCE_BASE_URL, else 'https://api.inference.wandb.ai/v1'
+   */
+  inferenceBaseURL?: string | undefined;
+  /**
+   * Time allowed for each attempt (request and response body), in milliseconds.
+   * @default 60_000
+   */
+  timeout?: number | undefined;
+  /**
+   * Retries after the first attempt, for GET, DELETE and POSTs with an idempotency key.
+   * @default 2
+   */
+  maxRetries?: number | undefined;
+  /**
+   * The `fetch` to use (tests inject one; also for proxies or custom agents).
+   * @default globalThis.fetch
+   */
+  fetch?: typeof fetch | undefined;
+  /** Headers sent with every request (a call's own `headers` win). */
+  defaultHeaders?: Record<string, string> | undefined;
+}
+
+/** Per-call options, the last argument of every method; each overrides the client's setting. */
+export interface RequestOptions {
+  /** Aborts the call, including any wait between retries (rejects with `APIUserAbortError`). */
+  signal?: AbortSignal | undefined;
+  /** Time allowed for each attempt, in milliseconds (overrides the client's `timeout`). */
+  timeout?: number | undefined;
+  /** Retries after the first attempt (overrides the client's `maxRetries`). */
+  maxRetries?: number | undefined;
+  /** Extra headers for this call (win over the client's and the defaults). */
+  headers?: Record<string, string> | undefined;
+  /**
+   * Sent as `Idempotency-Key`. A POST carrying one is retried like a GET (without one, a POST
+   * is never retried: it may already have taken effect).
+   */
+  idempotencyKey?: string | undefined;
+}
+
+/** Query of `client.checkpoints.list`. */
+export interface CheckpointListParams {
+  /** The id of the last checkpoint seen; the page starts after it. */
+  after?: string | undefined;
+  /** Items per page, 1..100 (the service's default is 20). */
+  limit?: number | undefined;
+  /** Order by step (the service's default is `asc`). */
+  order?: 'asc' | 'desc' | undefined;
+}
+
+/** Query of `client.jobs.events`. */
+export interface EventListParams {
+  /** The id of the last event seen; the page starts after it. */
+  after?: string | undefined;
+  /** Items per page, 1..100 (the service's default is 20). */
+  limit?: number | undefined;
+}
+
+/** Options of `client.inference.models.list`. */
+export interface InferenceModelListOptions extends RequestOptions {
+  /** A W&B `team/project`, sent as the `OpenAI-Project` header (lists the project's models too). */
+  project?: string | undefined;
+}

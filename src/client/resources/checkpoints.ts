@@ -1,0 +1,71 @@
+/** `client.checkpoints`: list and delete a model's checkpoints. */
+import { CheckpointPage, DeleteCheckpointsRequest, DeleteCheckpointsResponse } from '../../schema/index.js';
+import type { CheckpointResponse } from '../../schema/index.js';
+import { CheckpointListQuery, encodePathParameter, parseArgument } from '../arguments.js';
+import type { CheckpointListParams, RequestOptions } from '../options.js';
+import { PagePromise } from '../pagination.js';
+import type { Transport } from '../transport.js';
+
+/** Operations on checkpoints (`/v1/preview/models/{model_id}/checkpoints`). */
+export class Checkpoints {
+  readonly #transport: Transport;
+
+  /** Internal: use `client.checkpoints`. */
+  constructor(transport: Transport) {
+    this.#transport = transport;
+  }
+
+  /**
+   * Lists a model's checkpoints (`GET .../checkpoints`), a cursor page ordered by step.
+   * `await` it for one page, or `for await` over every checkpoint.
+   * @example
+   * // The current step (policy version): the newest checkpoint's, or 0 before any training.
+   * const page = await client.checkpoints.list(model.id, { limit: 1, order: 'desc' });
+   * const step = page.data[0]?.step ?? 0;
+   */
+  list(modelId: string, query: CheckpointListParams = {}, options?: RequestOptions): PagePromise<CheckpointResponse> {
+    const template = '/preview/models/{model_id}/checkpoints';
+    const context = `GET ${template}`;
+    const id = encodePathParameter(modelId, 'modelId', context);
+    const checked = parseArgument(CheckpointListQuery, query, 'query', context);
+    return new PagePromise(
+      (after) =>
+        this.#transport.request(
+          {
+            method: 'GET',
+            path: `/preview/models/${id}/checkpoints`,
+            template,
+            query: { after, limit: checked.limit, order: checked.order },
+            response: CheckpointPage,
+            responseName: 'CheckpointPage',
+          },
+          options,
+        ),
+      checked.after,
+    );
+  }
+
+  /**
+   * Deletes checkpoints by step (`DELETE .../checkpoints` with the JSON body `{steps}`).
+   * Steps that do not exist are reported back, not an error.
+   * @example
+   * const { deleted_count, not_found_steps } = await client.checkpoints.delete(model.id, { steps: [1, 2] });
+   */
+  delete(modelId: string, body: DeleteCheckpointsRequest, options?: RequestOptions): Promise<DeleteCheckpointsResponse> {
+    const template = '/preview/models/{model_id}/checkpoints';
+    const context = `DELETE ${template}`;
+    const id = encodePathParameter(modelId, 'modelId', context);
+    const data = parseArgument(DeleteCheckpointsRequest, body, 'body', context);
+    return this.#transport.request(
+      {
+        method: 'DELETE',
+        path: `/preview/models/${id}/checkpoints`,
+        template,
+        body: data,
+        response: DeleteCheckpointsResponse,
+        responseName: 'DeleteCheckpointsResponse',
+      },
+      options,
+    );
+  }
+}

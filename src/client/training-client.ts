@@ -1,0 +1,146 @@
+/** The client of the training API. */
+import { z } from 'zod';
+import { SystemCheckResponse } from '../schema/index.js';
+import { ENV, readEnv, readFirstEnv } from '../internal/env.js';
+import { MissingApiKeyError } from './errors.js';
+import type { ClientOptions, RequestOptions } from './options.js';
+import { BaseModels } from './resources/base-models.js';
+import { Checkpoints } from './resources/checkpoints.js';
+import { Inference } from './resources/inference.js';
+import { Jobs } from './resources/jobs.js';
+import { Models } from './resources/models.js';
+import { checkMaxRetries, checkTimeout, Transport } from './transport.js';
+import { normalizeBaseURL } from './url.js';
+
+/** The hosted training API. */
+export const DEFAULT_BASE_URL = 'https://api.training.wandb.ai/v1';
+/** The hosted inference API. */
+export const DEFAULT_INFERENCE_BASE_URL = 'https://api.inference.wandb.ai/v1';
+/** Time allowed per attempt, in milliseconds. */
+export const DEFAULT_TIMEOUT_MS = 60_000;
+/** Retries after the first attempt. */
+export const DEFAULT_MAX_RETRIES = 2;
+
+const AnyJSON = z.unknown();
+
+/**
+ * A typed client for any service that implements the training API contract: the hosted
+ * W&B / CoreWeave Serverless Training API or the local service of `policyloop/server`.
+ * Settings resolve explicit option > environment variable > default.
+ * @example
+ * const client = new TrainingClient({ baseURL: 'http://127.0.0.1:8000/v1', apiKey: 'local' });
+ * const model = await client.models.create({
+ *   project: 'demo', name: 'agent', base_model: 'policyloop/tiny', return_existing: true,
+ * });
+ * for await (const checkpoint of client.checkpoints.list(model.id)) console.log(checkpoint.step);
+ */
+export class TrainingClient {
+  /** Base URL of the training API, normalised to end in `/v1`. */
+  readonly baseURL: string;
+  /** Base URL of the inference API, normalised to end in `/v1`. */
+  readonly inferenceBaseURL: string;
+  /** Time allowed per attempt, in milliseconds. */
+  readonly timeout: number;
+  /** Retries after the first attempt. */
+  readonly maxRetries: number;
+  /** The trainable base models. */
+  readonly baseModels: BaseModels;
+  /** Trainable models: register, delete, log. */
+  readonly models: Models;
+  /** A model's checkpoints: list, delete. */
+  readonly checkpoints: Checkpoints;
+  /** Training jobs: start RL and SFT, read, follow events. */
+  readonly jobs: Jobs;
+  /** The inference API (`GET /v1/models`). */
+  readonly inference: Inference;
+  // Private so that logging or inspecting the client never shows the key.
+  readonly #apiKey: string;
+  readonly #transport: Transport;
+
+  /**
+   * @throws {MissingApiKeyError} when no key is given and neither `POLICYLOOP_API_KEY` nor
+   *   `WANDB_API_KEY` is set.
+   * @throws {InvalidArgumentError} for a malformed base URL, timeout or retry count.
+   */
+  constructor(options: ClientOptions = {}) {
+    const apiKey = nonEmpty(options.apiKey) ?? readFirstEnv([ENV.apiKey, ENV.wandbApiKey])?.value;
+    if (apiKey === undefined) throw new MissingApiKeyError();
+    this.#apiKey = apiKey;
+    this.baseURL = normalizeBaseURL(
+      nonEmpty(options.baseURL) ?? readEnv(ENV.baseURL) ?? DEFAULT_BASE_URL,
+      'baseURL',
+    );
+    this.inferenceBaseURL = normalizeBaseURL(
+      nonEmpty(options.inferenceBaseURL) ?? readEnv(ENV.inferenceBaseURL) ?? DEFAULT_INFERENCE_BASE_URL,
+      'inferenceBaseURL',
+    );
+    this.timeout = checkTimeout(options.timeout ?? DEFAULT_TIMEOUT_MS, 'timeout');
+    this.maxRetries = checkMaxRetries(options.maxRetries ?? DEFAULT_MAX_RETRIES, 'maxRetries');
+    const injected = options.fetch;
+    this.#transport = new Transport({
+      apiKey,
+      baseURL: this.baseURL,
+      timeout: this.timeout,
+      maxRetries: this.maxRetries,
+      // Looked up at call time, so that a `fetch` patched after construction is used.
+      fetch: injected ?? ((input, init) => globalThis.fetch(input, init)),
+      defaultHeaders: { ...options.defaultHeaders },
+    });
+    this.baseModels = new BaseModels(this.#transport);
+    this.models = new Models(this.#transport);
+    this.checkpoints = new Checkpoints(this.#transport);
+    this.jobs = new Jobs(this.#transport);
+    this.inference = new Inference(this.#transport, this.inferenceBaseURL);
+  }
+
+  /** The API key in use (a getter, so that it does not show when the client is logged). */
+  get apiKey(): string {
+    return this.#apiKey;
+  }
+
+  /**
+   * Liveness (`GET /v1/health`); resolves to whatever JSON the service returns.
+   * @example
+   * await client.health({ timeout: 2_000, maxRetries: 0 });
+   */
+  health(options?: RequestOptions): Promise<unknown> {
+    return this.#transport.request(
+      { method: 'GET', path: '/health', template: '/health', response: AnyJSON, responseName: 'JSON' },
+      options,
+    );
+  }
+
+  /**
+   * Readiness of the service's parts (`GET /v1/system-check`). When a check fails the service
+   * answers 503, which rejects with an `InternalServerError` whose `body` holds the checks.
+   * Like every GET it is retried on 5xx; pass `{ maxRetries: 0 }` for a quick answer.
+   * @example
+   * try {
+   *   const checks = await client.systemCheck({ maxRetries: 0 });
+   * } catch (error) {
+   *   if (error instanceof InternalServerError) console.log(error.body);
+   * }
+   */
+  systemCheck(options?: RequestOptions): Promise<SystemCheckResponse> {
+    return this.#transport.request(
+      {
+        method: 'GET',
+        path: '/system-check',
+        template: '/system-check',
+        response: SystemCheckResponse,
+        responseName: 'SystemCheckResponse',
+      },
+      options,
+    );
+  }
+
+  /** Keeps the key out of `util.inspect` / `console.log` output. */
+  [Symbol.for('nodejs.util.inspect.custom')](): object {
+    return { baseURL: this.baseURL, inferenceBaseURL: this.inferenceBaseURL, timeout: this.timeout, maxRetries: this.maxRetries };
+  }
+}
+
+function nonEmpty(value: string | undefined): string | undefined {
+  const trimmed = value?.trim();
+  return trimmed === undefined || trimmed === '' ? undefined : trimmed;
+}
