@@ -104,6 +104,14 @@ export class PagePromise<Item extends { id: string }> implements PromiseLike<Pag
     this.#after = after;
   }
 
+  /**
+   * A page promise that rejects with `error` when awaited or iterated: list methods use it for
+   * bad arguments, so that every method reports them the same way (a rejection, before any request).
+   */
+  static reject<Item extends { id: string }>(error: unknown): PagePromise<Item> {
+    return new PagePromise<Item>(() => Promise.reject(error));
+  }
+
   #load(): Promise<Page<Item>> {
     this.#page ??= this.#fetchPage(this.#after).then((body) => new Page(body, this.#fetchPage));
     return this.#page;

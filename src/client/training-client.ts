@@ -103,7 +103,7 @@ export class TrainingClient {
    * @example
    * await client.health({ timeout: 2_000, maxRetries: 0 });
    */
-  health(options?: RequestOptions): Promise<unknown> {
+  async health(options?: RequestOptions): Promise<unknown> {
     return this.#transport.request(
       { method: 'GET', path: '/health', template: '/health', response: AnyJSON, responseName: 'JSON' },
       options,
@@ -121,7 +121,7 @@ export class TrainingClient {
    *   if (error instanceof InternalServerError) console.log(error.body);
    * }
    */
-  systemCheck(options?: RequestOptions): Promise<SystemCheckResponse> {
+  async systemCheck(options?: RequestOptions): Promise<SystemCheckResponse> {
     return this.#transport.request(
       {
         method: 'GET',

@@ -17,7 +17,7 @@ export class BaseModels {
    * @example
    * const ids = await client.baseModels.list(); // ['Qwen/Qwen2.5-14B-Instruct', ...]
    */
-  list(options?: RequestOptions): Promise<BaseModelList> {
+  async list(options?: RequestOptions): Promise<BaseModelList> {
     return this.#transport.request(
       {
         method: 'GET',

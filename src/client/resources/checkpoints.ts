@@ -26,8 +26,14 @@ export class Checkpoints {
   list(modelId: string, query: CheckpointListParams = {}, options?: RequestOptions): PagePromise<CheckpointResponse> {
     const template = '/preview/models/{model_id}/checkpoints';
     const context = `GET ${template}`;
-    const id = encodePathParameter(modelId, 'modelId', context);
-    const checked = parseArgument(CheckpointListQuery, query, 'query', context);
+    let id: string;
+    let checked: { after?: string | undefined; limit?: number | undefined; order?: 'asc' | 'desc' | undefined };
+    try {
+      id = encodePathParameter(modelId, 'modelId', context);
+      checked = parseArgument(CheckpointListQuery, query, 'query', context);
+    } catch (error) {
+      return PagePromise.reject(error);
+    }
     return new PagePromise(
       (after) =>
         this.#transport.request(
@@ -51,7 +57,7 @@ export class Checkpoints {
    * @example
    * const { deleted_count, not_found_steps } = await client.checkpoints.delete(model.id, { steps: [1, 2] });
    */
-  delete(modelId: string, body: DeleteCheckpointsRequest, options?: RequestOptions): Promise<DeleteCheckpointsResponse> {
+  async delete(modelId: string, body: DeleteCheckpointsRequest, options?: RequestOptions): Promise<DeleteCheckpointsResponse> {
     const template = '/preview/models/{model_id}/checkpoints';
     const context = `DELETE ${template}`;
     const id = encodePathParameter(modelId, 'modelId', context);

@@ -28,7 +28,7 @@ export class InferenceModels {
    * @example
    * const { data } = await client.inference.models.list({ project: 'my-team/demo' });
    */
-  list(options: InferenceModelListOptions = {}): Promise<InferenceModelList> {
+  async list(options: InferenceModelListOptions = {}): Promise<InferenceModelList> {
     const { project, ...requestOptions } = options;
     const checked = parseArgument(Project, project, 'options.project', 'GET /models');
     return this.#transport.request(

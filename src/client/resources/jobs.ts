@@ -30,7 +30,7 @@ export class Jobs {
    * @example
    * const job = await client.jobs.createRL({ model_id: model.id, trajectory_groups: groups });
    */
-  createRL(body: CreateTrainingJobInput, options?: RequestOptions): Promise<TrainingJobResponse> {
+  async createRL(body: CreateTrainingJobInput, options?: RequestOptions): Promise<TrainingJobResponse> {
     const data = parseArgument(CreateTrainingJob, body, 'body', 'POST /preview/training-jobs');
     return this.#transport.request(
       {
@@ -53,7 +53,7 @@ export class Jobs {
    *   model_id: model.id, training_data_url: 'https://example.com/data.jsonl', config: { learning_rate: 1e-4 },
    * });
    */
-  createSFT(body: CreateSFTTrainingJobInput, options?: RequestOptions): Promise<TrainingJobResponse> {
+  async createSFT(body: CreateSFTTrainingJobInput, options?: RequestOptions): Promise<TrainingJobResponse> {
     const data = parseArgument(CreateSFTTrainingJob, body, 'body', 'POST /preview/sft-training-jobs');
     return this.#transport.request(
       {
@@ -75,7 +75,7 @@ export class Jobs {
    * const job = await client.jobs.retrieve(jobId);
    * if (job.status === 'FAILED') console.log(job.error_message);
    */
-  retrieve(jobId: string, options?: RequestOptions): Promise<TrainingJobResponse> {
+  async retrieve(jobId: string, options?: RequestOptions): Promise<TrainingJobResponse> {
     const template = '/preview/training-jobs/{job_id}';
     const id = encodePathParameter(jobId, 'jobId', `GET ${template}`);
     return this.#transport.request(
@@ -102,8 +102,14 @@ export class Jobs {
   events(jobId: string, query: EventListParams = {}, options?: RequestOptions): PagePromise<TrainingJobEventResponse> {
     const template = '/preview/training-jobs/{job_id}/events';
     const context = `GET ${template}`;
-    const id = encodePathParameter(jobId, 'jobId', context);
-    const checked = parseArgument(ListQuery, query, 'query', context);
+    let id: string;
+    let checked: { after?: string | undefined; limit?: number | undefined };
+    try {
+      id = encodePathParameter(jobId, 'jobId', context);
+      checked = parseArgument(ListQuery, query, 'query', context);
+    } catch (error) {
+      return PagePromise.reject(error);
+    }
     return new PagePromise(
       (after) =>
         this.#transport.request(

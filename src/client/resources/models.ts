@@ -27,7 +27,7 @@ export class Models {
    *   project: 'demo', name: 'agent-001', base_model: 'Qwen/Qwen2.5-14B-Instruct', return_existing: true,
    * });
    */
-  create(body: ModelCreateInput, options?: RequestOptions): Promise<ModelResponse> {
+  async create(body: ModelCreateInput, options?: RequestOptions): Promise<ModelResponse> {
     const context = 'POST /preview/models';
     const data = parseArgument(ModelCreate, body, 'body', context);
     return this.#transport.request(
@@ -48,7 +48,7 @@ export class Models {
    * @example
    * const { deleted_checkpoints } = await client.models.delete(model.id);
    */
-  delete(modelId: string, options?: RequestOptions): Promise<DeleteModelResponse> {
+  async delete(modelId: string, options?: RequestOptions): Promise<DeleteModelResponse> {
     const template = '/preview/models/{model_id}';
     const id = encodePathParameter(modelId, 'modelId', `DELETE ${template}`);
     return this.#transport.request(
@@ -69,7 +69,7 @@ export class Models {
    * @example
    * await client.models.log(model.id, { split: 'val', trajectory_groups: groups });
    */
-  log(modelId: string, body: LogRequestInput, options?: RequestOptions): Promise<unknown> {
+  async log(modelId: string, body: LogRequestInput, options?: RequestOptions): Promise<unknown> {
     const template = '/preview/models/{model_id}/log';
     const context = `POST ${template}`;
     const id = encodePathParameter(modelId, 'modelId', context);
