@@ -1,0 +1,171 @@
+/**
+ * Conformance of the zod schemas with the wire contract: every corpus instance is checked by our
+ * zod schema and, through ajv, by the same type's JSON schema in both OpenAPI documents. They must
+ * agree (accept vs reject) except for the deliberate differences listed below, which
+ * `docs/schema.md` explains.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import * as schemaModule from '../../src/schema/index.js';
+import { corpus, type CorpusCase, type SchemaName } from './corpus/index.js';
+import { contractDirectory, documentNames, targetOf, validatorOf, type DocumentName } from './contract-documents.js';
+
+/** Instances of a schema on which zod and one document disagree on purpose, and why. */
+interface DeliberateDifference {
+  schema: SchemaName;
+  document: DocumentName;
+  /** Corpus case ids. */
+  ids: string[];
+  reason: string;
+}
+
+const OLD: DocumentName = 'openapi.json';
+const LATEST: DocumentName = 'openapi.latest.json';
+
+/** Keep short: fix the zod schema instead when it is simply wrong. Explained in `docs/schema.md`. */
+const deliberateDifferences: DeliberateDifference[] = [
+  // The two documents disagree; we follow the newer one where it adds or closes, the older where it is the primary contract.
+  {
+    schema: 'SFTTrainingConfig',
+    document: OLD,
+    ids: ['SFTTrainingConfig/unknown-key', 'SFTTrainingConfig/metric-logging-unknown-key', 'SFTTrainingConfig/assistant-turns-first'],
+    reason: 'latest closes the SFT config and declares assistant_turns; the older leaves it open',
+  },
+  {
+    schema: 'SFTMetricLoggingConfig',
+    document: OLD,
+    ids: ['SFTMetricLoggingConfig/unknown-key', 'SFTMetricLoggingConfig/step-zero', 'SFTMetricLoggingConfig/enabled-string'],
+    reason: 'the older document types metric_logging as any object; latest closes and types it',
+  },
+  {
+    schema: 'SFTExperimentalTrainingConfig',
+    document: OLD,
+    ids: ['SFTExperimentalTrainingConfig/any-key'],
+    reason: 'the older document takes any object as the SFT experimental_config; latest closes it empty',
+  },
+  {
+    schema: 'CreateSFTTrainingJob',
+    document: OLD,
+    ids: ['CreateSFTTrainingJob/unknown-key', 'CreateSFTTrainingJob/experimental-key'],
+    reason: 'latest closes the SFT job body and its experimental_config',
+  },
+  {
+    schema: 'TrajectoryGroup',
+    document: OLD,
+    ids: ['TrajectoryGroup/metrics-string', 'TrajectoryGroup/exception-missing-message'],
+    reason: 'the older document does not declare exceptions/metadata/metrics/logs (any value passes as an extra key); latest types them',
+  },
+  {
+    schema: 'TrajectoryGroup',
+    document: LATEST,
+    ids: ['TrajectoryGroup/missing-trajectories'],
+    reason: 'latest makes trajectories optional; the primary contract requires it and every real client sends it',
+  },
+  {
+    schema: 'Trajectory',
+    document: OLD,
+    ids: ['Trajectory/metadata-nested', 'Trajectory/exchanges-not-object'],
+    reason: 'latest loosens metadata to any JSON value and declares exchanges as an object',
+  },
+  {
+    schema: 'TrainingJobResponse',
+    document: LATEST,
+    ids: ['TrainingJobResponse/short-form'],
+    reason: 'the older service returns only {id}; latest requires the full form; a client must accept both',
+  },
+  {
+    schema: 'TrainingJobResponse',
+    document: OLD,
+    ids: ['TrainingJobResponse/bad-status', 'TrainingJobResponse/bad-timestamp'],
+    reason: 'the older document declares only id; we type the full form of latest',
+  },
+  // Formats: zod's checks are not ajv-formats'.
+  {
+    schema: 'Trajectory',
+    document: OLD,
+    ids: ['Trajectory/start-time-naive'],
+    reason: "zod's datetime accepts an ISO time without offset (Python's datetime.now()); ajv-formats' date-time requires one",
+  },
+  {
+    schema: 'Trajectory',
+    document: LATEST,
+    ids: ['Trajectory/start-time-naive'],
+    reason: "zod's datetime accepts an ISO time without offset (Python's datetime.now()); ajv-formats' date-time requires one",
+  },
+  {
+    schema: 'Uuid',
+    document: OLD,
+    ids: ['Uuid/urn'],
+    reason: "ajv-formats' uuid also accepts the urn:uuid: prefix; zod takes the 8-4-4-4-12 form only",
+  },
+  {
+    schema: 'Uuid',
+    document: LATEST,
+    ids: ['Uuid/urn'],
+    reason: "ajv-formats' uuid also accepts the urn:uuid: prefix; zod takes the 8-4-4-4-12 form only",
+  },
+];
+
+function zodSchema(name: SchemaName): z.ZodType {
+  return schemaModule[name] as z.ZodType;
+}
+
+function describeZodIssues(error: z.ZodError | undefined): string {
+  return error ? z.prettifyError(error) : 'accepted';
+}
+
+function differenceOf(testCase: CorpusCase, document: DocumentName): DeliberateDifference | undefined {
+  return deliberateDifferences.find(
+    (row) => row.ids.includes(testCase.id) && row.document === document && row.schema === testCase.schema,
+  );
+}
+
+describe('conformance corpus', () => {
+  it('holds at least 150 instances with unique ids, valid and invalid ones for every schema it names', () => {
+    expect(corpus.length).toBeGreaterThanOrEqual(150);
+    const ids = corpus.map((testCase) => testCase.id);
+    expect(new Set(ids).size).toBe(ids.length);
+    const names = new Set(corpus.map((testCase) => testCase.schema));
+    for (const name of names) {
+      const verdicts = new Set(corpus.filter((testCase) => testCase.schema === name).map((testCase) => testCase.valid));
+      // Aliases of another schema need only one instance; the others need both verdicts.
+      if (!['TokenLogprob', 'TrajectoryException'].includes(name)) expect([name, [...verdicts].sort()]).toEqual([name, [false, true]]);
+    }
+  });
+
+  it('every deliberate difference names an existing instance of its schema', () => {
+    for (const row of deliberateDifferences) {
+      for (const id of row.ids) expect(corpus.find((testCase) => testCase.id === id)?.schema, id).toBe(row.schema);
+      expect(targetOf(row.schema, row.document), `${row.schema} has no ${row.document} schema`).not.toBeNull();
+    }
+  });
+
+  it.each(corpus.map((testCase) => [testCase.id, testCase] as const))('%s', (_id, testCase) => {
+    const result = zodSchema(testCase.schema).safeParse(testCase.value);
+    expect(result.success, `zod: ${describeZodIssues(result.error)}`).toBe(testCase.valid);
+
+    for (const document of documentNames) {
+      const target = targetOf(testCase.schema, document);
+      if (!target) continue;
+      const validate = validatorOf(document, target.pointer);
+      const documentAccepts = validate(testCase.value);
+      const disagree = target.relation === 'same' ? documentAccepts !== result.success : result.success && !documentAccepts;
+      const difference = differenceOf(testCase, document);
+      const detail = `${document} ${documentAccepts ? 'accepts' : `rejects (${JSON.stringify(validate.errors?.slice(0, 3))})`}, zod ${
+        result.success ? 'accepts' : 'rejects'
+      }`;
+      if (difference) expect(disagree, `listed as a deliberate difference but they agree: ${detail}`).toBe(true);
+      else expect(disagree, detail).toBe(false);
+    }
+  });
+});
+
+describe('contract documents', () => {
+  const shared = new URL('../../../shared/api/', import.meta.url);
+  it.skipIf(!existsSync(shared))('the vendored copies equal the shared contract', () => {
+    for (const name of documentNames) {
+      expect(readFileSync(new URL(name, contractDirectory), 'utf8'), name).toBe(readFileSync(new URL(name, shared), 'utf8'));
+    }
+  });
+});
