@@ -1,0 +1,109 @@
+/** The local service as a web-standard `fetch` handler: Hono routes over the store, engine and job queue. */
+import { resolve } from 'node:path';
+import { Hono } from 'hono';
+import type { Engine } from '../engine/types.js';
+import { ApiKeyChecker } from './auth.js';
+import { HttpError, RequestValidationError } from './http-error.js';
+import { JobRunner } from './job-runner.js';
+import { resolveServerOptions, type ServerOptions } from './options.js';
+import { RouteTable } from './route-table.js';
+import { registerInferenceRoutes } from './routes/inference-routes.js';
+import { registerJobRoutes } from './routes/job-routes.js';
+import { registerModelRoutes } from './routes/model-routes.js';
+import { registerSystemRoutes } from './routes/system-routes.js';
+import type { ServiceContext } from './service-context.js';
+import { Store } from './store.js';
+
+/** A running service instance (not yet listening: see `serve`). */
+export interface App {
+  /** Answers one request; never rejects (errors become responses). */
+  fetch(request: Request): Promise<Response>;
+  /**
+   * Stops the service: fails queued jobs, aborts running ones (each gets its terminal event),
+   * closes the store and, when the service created it, the engine. Later requests get 503.
+   */
+  close(): Promise<void>;
+  /** The engine the service samples and trains with. */
+  readonly engine: Engine;
+  /** Absolute path of the data directory (store and weight files). */
+  readonly dataDir: string;
+}
+
+/** Paths that keep answering after `close` (they report the stopped state themselves). */
+const ALWAYS_ON = new Set(['/v1/health', '/v1/system-check']);
+
+/**
+ * Creates the local service: opens (or creates) the store in `dataDir`, fails jobs that a
+ * previous process left unfinished, and returns its `fetch` handler.
+ * @example
+ * const app = await createApp({ dataDir: '/tmp/policyloop' });
+ * const response = await app.fetch(new Request('http://local/v1/health'));
+ * await app.close();
+ */
+export async function createApp(options: ServerOptions = {}): Promise<App> {
+  const resolved = resolveServerOptions(options);
+  const dataDir = resolve(resolved.dataDir);
+  const settings = { ...resolved, dataDir };
+  const ownsEngine = options.engine === undefined;
+  const engine = options.engine ?? (await loadDefaultEngine());
+  let store: Store;
+  try {
+    store = Store.openIn(dataDir);
+  } catch (error) {
+    if (ownsEngine) await engine.close();
+    throw error;
+  }
+  const runner = new JobRunner({ store, engine, dataDir, maxConcurrentJobs: settings.maxConcurrentJobs, logger: settings.logger });
+  const failed = await runner.failInterruptedJobs();
+  if (failed > 0) settings.logger.warn(`failed ${failed} job(s) left unfinished by a previous process`);
+
+  const service: ServiceContext = { options: settings, store, engine, runner, keys: new ApiKeyChecker(settings.apiKeys) };
+  const hono = new Hono();
+  const routes = new RouteTable(hono);
+  let closed = false;
+
+  hono.use('*', async (context, next) => {
+    if (closed && !ALWAYS_ON.has(context.req.path)) throw new HttpError(503, 'The service is stopped');
+    await next();
+  });
+  registerSystemRoutes(routes, service);
+  registerModelRoutes(routes, service);
+  registerJobRoutes(routes, service);
+  registerInferenceRoutes(routes, service);
+
+  hono.notFound((context) => {
+    const allowed = routes.allowedMethods(context.req.path);
+    if (allowed.length > 0) return context.json({ detail: 'Method Not Allowed' }, 405, { allow: allowed.join(', ') });
+    return context.json({ detail: 'Not Found' }, 404);
+  });
+  hono.onError((error, context) => {
+    if (error instanceof RequestValidationError) return context.json({ detail: error.issues }, 422);
+    if (error instanceof HttpError) return context.json({ detail: error.message }, error.status as 400, error.headers);
+    settings.logger.error(`${context.req.method} ${context.req.path} failed: ${error.stack ?? error.message}`);
+    return context.json({ detail: 'Internal server error' }, 500);
+  });
+
+  let closing: Promise<void> | undefined;
+  return {
+    engine,
+    dataDir,
+    async fetch(request: Request): Promise<Response> {
+      return await hono.fetch(request);
+    },
+    close(): Promise<void> {
+      closing ??= (async () => {
+        closed = true;
+        await runner.close();
+        store.close();
+        if (ownsEngine) await engine.close();
+      })();
+      return closing;
+    },
+  };
+}
+
+/** Loads the local engine only when it is needed, so importing the server stays cheap. */
+async function loadDefaultEngine(): Promise<Engine> {
+  const module = (await import('../engine/index.js')) as { createEngine(): Promise<Engine> };
+  return await module.createEngine();
+}

@@ -1,0 +1,78 @@
+/** Listens on a TCP port with `@hono/node-server` (a thin adapter around the `fetch` handler). */
+import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
+import { createAdaptorServer } from '@hono/node-server';
+import { createApp, type App } from './app.js';
+import { DEV_API_KEY, type ServeOptions } from './options.js';
+
+/** A listening service. */
+export interface ServeHandle {
+  /** `http://HOST:PORT` (no trailing slash). */
+  readonly url: string;
+  /** `url + '/v1'`: what an OpenAI-compatible client takes as `baseURL`. */
+  readonly baseURL: string;
+  /** A key the service accepts (the first configured one). */
+  readonly apiKey: string;
+  /** The port it listens on (the chosen one when asked for port 0). */
+  readonly port: number;
+  /** The service behind the port. */
+  readonly app: App;
+  /**
+   * Stops listening, lets in-flight requests finish (at most `timeoutMs`, default 10 s), then
+   * closes the service (jobs get their terminal events, the store is closed).
+   */
+  close(timeoutMs?: number): Promise<void>;
+}
+
+/**
+ * Starts the local service and listens on `host:port` (default `127.0.0.1:8000`; port 0 picks a
+ * free port).
+ * @example
+ * const server = await serve({ port: 0, dataDir: '/tmp/policyloop' });
+ * const client = new OpenAI({ baseURL: server.baseURL, apiKey: server.apiKey });
+ * await server.close();
+ */
+export async function serve(options: ServeOptions = {}): Promise<ServeHandle> {
+  const host = options.host ?? '127.0.0.1';
+  const port = options.port ?? 8000;
+  if (!Number.isInteger(port) || port < 0 || port > 65_535) throw new RangeError(`Expected \`port\` between 0 and 65535, got ${port}`);
+  const app = await createApp(options);
+  const server = createAdaptorServer({ fetch: (request: Request) => app.fetch(request), hostname: host }) as Server;
+  try {
+    await new Promise<void>((resolveListen, rejectListen) => {
+      server.once('error', rejectListen);
+      server.listen(port, host, () => {
+        server.off('error', rejectListen);
+        resolveListen();
+      });
+    });
+  } catch (error) {
+    await app.close();
+    throw error;
+  }
+  const address = server.address() as AddressInfo;
+  const urlHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  const url = `http://${urlHost}:${address.port}`;
+  let closing: Promise<void> | undefined;
+  return {
+    url,
+    baseURL: `${url}/v1`,
+    apiKey: options.apiKeys?.[0] ?? DEV_API_KEY,
+    port: address.port,
+    app,
+    close(timeoutMs = 10_000): Promise<void> {
+      closing ??= (async () => {
+        await new Promise<void>((resolveClose) => {
+          const timer = setTimeout(() => server.closeAllConnections(), timeoutMs);
+          server.close(() => {
+            clearTimeout(timer);
+            resolveClose();
+          });
+          server.closeIdleConnections();
+        });
+        await app.close();
+      })();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,72 @@
+/**
+ * Schema migrations of the local service's SQLite store, applied in order by the `user_version`
+ * pragma: migration `i` moves a database from version `i` to `i + 1`. Only ever append.
+ */
+export const MIGRATIONS: readonly string[] = [
+  `
+  CREATE TABLE models (
+    id TEXT PRIMARY KEY,
+    entity TEXT NOT NULL,
+    project TEXT NOT NULL,
+    name TEXT NOT NULL,
+    base_model TEXT NOT NULL,
+    latest_step INTEGER NOT NULL DEFAULT 0,
+    created_at TEXT NOT NULL,
+    UNIQUE (entity, project, name)
+  );
+  CREATE TABLE checkpoints (
+    id TEXT PRIMARY KEY,
+    model_id TEXT NOT NULL REFERENCES models(id) ON DELETE CASCADE,
+    step INTEGER NOT NULL,
+    metrics TEXT NOT NULL,
+    path TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    UNIQUE (model_id, step)
+  );
+  CREATE TABLE jobs (
+    id TEXT PRIMARY KEY,
+    model_id TEXT NOT NULL REFERENCES models(id) ON DELETE CASCADE,
+    kind TEXT NOT NULL,
+    status TEXT NOT NULL,
+    progress REAL,
+    num_sequences INTEGER,
+    steps_done INTEGER NOT NULL DEFAULT 0,
+    error_message TEXT,
+    request TEXT NOT NULL,
+    output_path TEXT,
+    training_start TEXT,
+    training_end TEXT,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+  );
+  CREATE INDEX jobs_by_model ON jobs (model_id);
+  CREATE INDEX jobs_by_status ON jobs (status);
+  CREATE TABLE job_events (
+    sequence INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
+    type TEXT NOT NULL,
+    data TEXT NOT NULL,
+    created_at TEXT NOT NULL
+  );
+  CREATE INDEX job_events_by_job ON job_events (job_id, sequence);
+  CREATE TABLE trajectory_groups (
+    sequence INTEGER PRIMARY KEY AUTOINCREMENT,
+    model_id TEXT NOT NULL REFERENCES models(id) ON DELETE CASCADE,
+    split TEXT NOT NULL,
+    step INTEGER NOT NULL,
+    data TEXT NOT NULL,
+    created_at TEXT NOT NULL
+  );
+  CREATE INDEX trajectory_groups_by_model ON trajectory_groups (model_id, split, step);
+  CREATE TABLE step_metrics (
+    sequence INTEGER PRIMARY KEY AUTOINCREMENT,
+    model_id TEXT NOT NULL REFERENCES models(id) ON DELETE CASCADE,
+    split TEXT NOT NULL,
+    step INTEGER NOT NULL,
+    metrics TEXT NOT NULL,
+    created_at TEXT NOT NULL
+  );
+  CREATE INDEX step_metrics_by_model ON step_metrics (model_id, split, step);
+  `,
+];

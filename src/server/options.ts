@@ -1,0 +1,72 @@
+/** Options of the local service and their documented defaults, resolved in one place. */
+import type { Engine } from '../engine/types.js';
+
+/**
+ * The documented development API key, used when no key is configured. Anyone can read it in the
+ * docs: configure your own keys (`apiKeys`, `--api-key`) before exposing the service beyond loopback.
+ */
+export const DEV_API_KEY = 'policyloop-local-dev-key';
+
+/** Where the service writes its notes. The service never writes to the console on its own. */
+export interface ServerLogger {
+  info(message: string): void;
+  warn(message: string): void;
+  error(message: string): void;
+}
+
+/** Options of {@link createApp} (and of `serve`). */
+export interface ServerOptions {
+  /** Directory of the SQLite store and the weight files. @default '.policyloop' */
+  dataDir?: string | undefined;
+  /** Accepted Bearer keys. @default [DEV_API_KEY] */
+  apiKeys?: readonly string[] | undefined;
+  /**
+   * The policy engine. @default the local engine (`createEngine()` of `policyloop`'s engine),
+   * loaded on first use and closed with the service; an engine passed in is not closed.
+   */
+  engine?: Engine | undefined;
+  /** Largest accepted request body in bytes; larger ones are answered 413. @default 64 MiB */
+  maxBodyBytes?: number | undefined;
+  /** How many jobs of different models may train at once (one model's jobs never overlap). @default 1 */
+  maxConcurrentJobs?: number | undefined;
+  /** Entity given to models registered with a null or missing entity. @default 'local' */
+  entity?: string | undefined;
+  /** Receives the service's notes (job starts and failures, unexpected errors). @default none */
+  logger?: ServerLogger | undefined;
+}
+
+/** Options of `serve`: the app's options plus where to listen. */
+export interface ServeOptions extends ServerOptions {
+  /** Interface to listen on. @default '127.0.0.1' */
+  host?: string | undefined;
+  /** Port to listen on; 0 picks a free port. @default 8000 */
+  port?: number | undefined;
+}
+
+/** {@link ServerOptions} with every default applied (the engine is resolved separately). */
+export interface ResolvedServerOptions {
+  readonly dataDir: string;
+  readonly apiKeys: readonly string[];
+  readonly maxBodyBytes: number;
+  readonly maxConcurrentJobs: number;
+  readonly entity: string;
+  readonly logger: ServerLogger;
+}
+
+const SILENT_LOGGER: ServerLogger = { info: () => undefined, warn: () => undefined, error: () => undefined };
+
+/** Applies the defaults and rejects nonsensical values before anything is opened. */
+export function resolveServerOptions(options: ServerOptions): ResolvedServerOptions {
+  const apiKeys = options.apiKeys ?? [DEV_API_KEY];
+  if (apiKeys.length === 0) throw new TypeError('Expected at least one API key in `apiKeys`, got an empty list');
+  for (const key of apiKeys) {
+    if (typeof key !== 'string' || key.length === 0) throw new TypeError('Expected every API key in `apiKeys` to be a non-empty string');
+  }
+  const maxBodyBytes = options.maxBodyBytes ?? 64 * 1024 * 1024;
+  if (!Number.isInteger(maxBodyBytes) || maxBodyBytes < 1) throw new RangeError(`Expected \`maxBodyBytes\` to be a positive integer, got ${maxBodyBytes}`);
+  const maxConcurrentJobs = options.maxConcurrentJobs ?? 1;
+  if (!Number.isInteger(maxConcurrentJobs) || maxConcurrentJobs < 1) throw new RangeError(`Expected \`maxConcurrentJobs\` to be a positive integer, got ${maxConcurrentJobs}`);
+  const entity = options.entity ?? 'local';
+  if (entity === '') throw new TypeError('Expected `entity` to be a non-empty string');
+  return { dataDir: options.dataDir ?? '.policyloop', apiKeys, maxBodyBytes, maxConcurrentJobs, entity, logger: options.logger ?? SILENT_LOGGER };
+}

@@ -1,0 +1,67 @@
+/**
+ * Reads a JSON request body under a size limit: a declared `Content-Length` over the limit is
+ * refused before anything is read, and a streamed body is counted as it arrives and refused as
+ * soon as it passes the limit, so an oversized body is never buffered whole.
+ */
+import { HttpError, RequestValidationError } from './http-error.js';
+
+/** Marker for a request that sent no body at all. */
+export const NO_BODY: unique symbol = Symbol('no body');
+
+/**
+ * Reads and parses the JSON body of `request`. Throws 413 ({@link HttpError}) over `maxBytes`,
+ * 422 ({@link RequestValidationError}, type `json_invalid`) for bytes that are not JSON.
+ * Returns {@link NO_BODY} for an empty body.
+ */
+export async function readJsonBody(request: Request, maxBytes: number): Promise<unknown> {
+  const text = await readBodyText(request, maxBytes);
+  if (text.trim() === '') return NO_BODY;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    const position = /position (\d+)/.exec(message)?.[1];
+    throw new RequestValidationError([
+      {
+        loc: ['body', position === undefined ? text.length : Number(position)],
+        msg: 'JSON decode error',
+        type: 'json_invalid',
+        ctx: { error: message },
+      },
+    ]);
+  }
+}
+
+/** Reads the body as UTF-8 text under the limit. */
+export async function readBodyText(request: Request, maxBytes: number): Promise<string> {
+  const declared = request.headers.get('content-length');
+  if (declared !== null && /^\d+$/.test(declared.trim()) && Number(declared) > maxBytes) {
+    throw tooLarge(`Request body of ${declared} bytes is over the limit of ${maxBytes} bytes`);
+  }
+  const body = request.body;
+  if (body === null) return '';
+  const reader = body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > maxBytes) {
+      await reader.cancel().catch(() => undefined);
+      throw tooLarge(`Request body is over the limit of ${maxBytes} bytes`);
+    }
+    chunks.push(value);
+  }
+  const bytes = Buffer.concat(chunks, total);
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    throw new RequestValidationError([{ loc: ['body'], msg: 'Request body is not valid UTF-8', type: 'json_invalid' }]);
+  }
+}
+
+function tooLarge(message: string): HttpError {
+  // Closing the connection: the client may still be sending the rest of the body.
+  return new HttpError(413, message, { connection: 'close' });
+}

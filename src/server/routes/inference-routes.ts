@@ -1,0 +1,59 @@
+/** The inference API on the same port: chat completions (plain and streamed) and `GET /v1/models`. */
+import { randomUUID } from 'node:crypto';
+import type { Context } from 'hono';
+import { ChatCompletionRequestBody, type ChatCompletionResponseBody, type InferenceModel, type InferenceModelList } from '../../schema/index.js';
+import { EngineInputError } from '../../engine/types.js';
+import { completionChunks, eventStream } from '../chat-completion-stream.js';
+import { RequestValidationError } from '../http-error.js';
+import { inferenceName, resolveInferenceModel } from '../inference-names.js';
+import type { RouteTable } from '../route-table.js';
+import { readBody, requireAuth, type ServiceContext } from '../service-context.js';
+
+/** Registers `POST /v1/chat/completions` (with and without the trailing slash) and `GET /v1/models`. */
+export function registerInferenceRoutes(routes: RouteTable, service: ServiceContext): void {
+  const chatCompletions = async (context: Context): Promise<Response> => {
+    requireAuth(service, context);
+    const request = await readBody(service, context, ChatCompletionRequestBody);
+    const { policy } = resolveInferenceModel(request.model, {
+      store: service.store,
+      baseModels: service.engine.baseModels(),
+      dataDir: service.options.dataDir,
+      defaultEntity: service.options.entity,
+    });
+    let result;
+    try {
+      result = await service.engine.chatCompletion(policy, request, { signal: context.req.raw.signal });
+    } catch (error) {
+      if (error instanceof EngineInputError) {
+        throw new RequestValidationError([{ loc: error.loc.length > 0 ? [...error.loc] : ['body'], msg: error.message, type: 'value_error' }]);
+      }
+      throw error;
+    }
+    const identity = { id: `chatcmpl-${randomUUID().replaceAll('-', '')}`, created: Math.floor(Date.now() / 1000), model: request.model };
+    if (request.stream === true) {
+      const chunks = completionChunks(identity, result, request.stream_options?.include_usage === true);
+      return new Response(eventStream(chunks), {
+        headers: { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' },
+      });
+    }
+    const body: ChatCompletionResponseBody = { ...identity, object: 'chat.completion', choices: result.choices, usage: result.usage, system_fingerprint: null };
+    return context.json(body);
+  };
+  routes.add('POST', '/v1/chat/completions', chatCompletions);
+  routes.add('POST', '/v1/chat/completions/', chatCompletions);
+
+  routes.add('GET', '/v1/models', async (context) => {
+    requireAuth(service, context);
+    const data: InferenceModel[] = service.engine.baseModels().map((id) => ({ id, object: 'model', created: 0, owned_by: 'policyloop' }));
+    for (const model of service.store.listModels()) {
+      const created = Math.floor(Date.parse(model.created_at) / 1000);
+      data.push({ id: inferenceName(model), object: 'model', created, owned_by: model.entity, root: model.base_model });
+      data.push({ id: inferenceName(model, 0), object: 'model', created, owned_by: model.entity, root: model.base_model });
+      for (const checkpoint of service.store.allCheckpoints(model.id)) {
+        data.push({ id: inferenceName(model, checkpoint.step), object: 'model', created: Math.floor(Date.parse(checkpoint.created_at) / 1000), owned_by: model.entity, root: model.base_model });
+      }
+    }
+    const body: InferenceModelList = { object: 'list', data };
+    return context.json(body);
+  });
+}

@@ -1,0 +1,69 @@
+/** Training jobs (RL and SFT), their state and their events. */
+import { CreateSFTTrainingJob, CreateTrainingJob, PageQuery, type TrainingJobDetails } from '../../schema/index.js';
+import { HttpError, validationFailure } from '../http-error.js';
+import type { RouteTable } from '../route-table.js';
+import { readBody, readIdParam, readQuery, requireAuth, requireModel, type ServiceContext } from '../service-context.js';
+import type { JobRecord } from '../store.js';
+import { checkTrainingDataUrl } from '../training-data.js';
+import { toPage } from './pages.js';
+
+/** Registers job creation (RL, SFT), job state and job events. */
+export function registerJobRoutes(routes: RouteTable, service: ServiceContext): void {
+  const { store, runner } = service;
+
+  routes.add('POST', '/v1/preview/training-jobs', async (context) => {
+    requireAuth(service, context);
+    const body = await readBody(service, context, CreateTrainingJob);
+    requireModel(service, body.model_id);
+    const job = store.createJob({ modelId: body.model_id, kind: 'rl', request: body });
+    runner.enqueue(job.id, job.model_id);
+    return context.json(toJobResponse(job));
+  });
+
+  routes.add('POST', '/v1/preview/sft-training-jobs', async (context) => {
+    requireAuth(service, context);
+    const body = await readBody(service, context, CreateSFTTrainingJob);
+    checkTrainingDataUrl(body.training_data_url);
+    requireModel(service, body.model_id);
+    const job = store.createJob({ modelId: body.model_id, kind: 'sft', request: body });
+    runner.enqueue(job.id, job.model_id);
+    return context.json(toJobResponse(job));
+  });
+
+  routes.add('GET', '/v1/preview/training-jobs/:training_job_id', async (context) => {
+    requireAuth(service, context);
+    const jobId = readIdParam(context, 'training_job_id');
+    return context.json(toJobResponse(requireJob(service, jobId)));
+  });
+
+  routes.add('GET', '/v1/preview/training-jobs/:training_job_id/events', async (context) => {
+    requireAuth(service, context);
+    const jobId = readIdParam(context, 'training_job_id');
+    const query = readQuery(context, PageQuery);
+    requireJob(service, jobId);
+    const page = store.listEvents(jobId, query);
+    if (page === undefined) throw validationFailure(['query', 'after'], `No event with id ${JSON.stringify(query.after)} in this job's list`);
+    return context.json(toPage(page.items, page.hasMore));
+  });
+}
+
+function requireJob(service: ServiceContext, jobId: string): JobRecord {
+  const job = service.store.getJob(jobId);
+  if (job === undefined) throw new HttpError(404, `Training job ${jobId} not found`);
+  return job;
+}
+
+/** The full wire form of a job (the newer contract's `TrainingJobResponse`). */
+export function toJobResponse(job: JobRecord): TrainingJobDetails {
+  return {
+    id: job.id,
+    model_id: job.model_id,
+    status: job.status,
+    progress: job.progress,
+    error_message: job.error_message,
+    training_start: job.training_start,
+    training_end: job.training_end,
+    created_at: job.created_at,
+    updated_at: job.updated_at,
+  };
+}

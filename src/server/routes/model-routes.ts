@@ -1,0 +1,107 @@
+/** Models, checkpoints and the log route. */
+import { rm } from 'node:fs/promises';
+import { resolve } from 'node:path';
+import {
+  CheckpointListQuery,
+  computeStepMetrics,
+  DeleteCheckpointsRequest,
+  LogRequest,
+  ModelCreate,
+  prefixMetrics,
+  type CheckpointResponse,
+  type DeleteCheckpointsResponse,
+  type DeleteModelResponse,
+  type ModelResponse,
+} from '../../schema/index.js';
+import { HttpError, validationFailure } from '../http-error.js';
+import type { RouteTable } from '../route-table.js';
+import { readBody, readIdParam, readQuery, requireAuth, requireModel, type ServiceContext } from '../service-context.js';
+import type { CheckpointRecord, ModelRecord } from '../store.js';
+import { toPage } from './pages.js';
+
+/** Characters that would make a model's inference name (`wandb-artifact:///e/p/n:stepN`) ambiguous. */
+const NAME_FORBIDDEN = /[/:\s]/;
+
+/** Registers the model, checkpoint and log operations. */
+export function registerModelRoutes(routes: RouteTable, service: ServiceContext): void {
+  const { store, engine, options } = service;
+
+  routes.add('POST', '/v1/preview/models', async (context) => {
+    requireAuth(service, context);
+    const body = await readBody(service, context, ModelCreate);
+    const entity = body.entity ?? options.entity;
+    for (const [field, value] of [
+      ['entity', entity],
+      ['project', body.project],
+      ['name', body.name],
+    ] as const) {
+      if (value === '') throw validationFailure(['body', field], `Expected a non-empty ${field}`, 'string_too_short');
+      if (NAME_FORBIDDEN.test(value)) throw validationFailure(['body', field], `Expected a ${field} without '/', ':' or spaces, got ${JSON.stringify(value)}`, 'string_pattern_mismatch');
+    }
+    const baseModels = engine.baseModels();
+    if (!baseModels.includes(body.base_model)) {
+      throw validationFailure(['body', 'base_model'], `Unknown base model ${JSON.stringify(body.base_model)}; expected one of: ${baseModels.join(', ')}`);
+    }
+    const existing = store.findModel(entity, body.project, body.name);
+    if (existing !== undefined) {
+      const name = `${entity}/${body.project}/${body.name}`;
+      if (!body.return_existing) throw new HttpError(409, `Model ${name} already exists; send return_existing: true to get it`);
+      if (existing.base_model !== body.base_model) {
+        throw new HttpError(409, `Model ${name} already exists with base model ${existing.base_model}, not ${body.base_model}`);
+      }
+      return context.json(toModelResponse(existing));
+    }
+    return context.json(toModelResponse(store.createModel({ entity, project: body.project, name: body.name, base_model: body.base_model })));
+  });
+
+  routes.add('DELETE', '/v1/preview/models/:model_id', async (context) => {
+    requireAuth(service, context);
+    const modelId = readIdParam(context, 'model_id');
+    const deleted = store.deleteModel(modelId);
+    if (deleted === undefined) throw new HttpError(404, `Model ${modelId} not found`);
+    await service.runner.stopModel(modelId);
+    await rm(resolve(options.dataDir, 'weights', modelId), { recursive: true, force: true });
+    const response: DeleteModelResponse = { model_id: modelId, deleted_checkpoints: deleted.length, deleted_run: false };
+    return context.json(response);
+  });
+
+  routes.add('GET', '/v1/preview/models/:model_id/checkpoints', async (context) => {
+    requireAuth(service, context);
+    const modelId = readIdParam(context, 'model_id');
+    const query = readQuery(context, CheckpointListQuery);
+    requireModel(service, modelId);
+    const page = store.listCheckpoints(modelId, query);
+    if (page === undefined) throw validationFailure(['query', 'after'], `No checkpoint with id ${JSON.stringify(query.after)} in this model's list`);
+    return context.json(toPage(page.items.map(toCheckpointResponse), page.hasMore));
+  });
+
+  routes.add('DELETE', '/v1/preview/models/:model_id/checkpoints', async (context) => {
+    requireAuth(service, context);
+    const modelId = readIdParam(context, 'model_id');
+    const body = await readBody(service, context, DeleteCheckpointsRequest);
+    requireModel(service, modelId);
+    const { deleted, notFound } = store.deleteCheckpoints(modelId, body.steps);
+    await Promise.all(deleted.map((checkpoint) => rm(resolve(options.dataDir, checkpoint.path), { recursive: true, force: true })));
+    const response: DeleteCheckpointsResponse = { deleted_count: deleted.length, not_found_steps: notFound };
+    return context.json(response);
+  });
+
+  routes.add('POST', '/v1/preview/models/:model_id/log', async (context) => {
+    requireAuth(service, context);
+    const modelId = readIdParam(context, 'model_id');
+    const body = await readBody(service, context, LogRequest);
+    const model = requireModel(service, modelId);
+    const metrics = computeStepMetrics(body.trajectory_groups);
+    store.insertLog({ modelId, split: body.split, step: model.latest_step, groups: body.trajectory_groups, metrics });
+    return context.json({ model_id: modelId, split: body.split, step: model.latest_step, metrics: prefixMetrics(metrics, body.split) });
+  });
+}
+
+/** The wire form of a model. */
+export function toModelResponse(model: ModelRecord): ModelResponse {
+  return { id: model.id, entity: model.entity, project: model.project, name: model.name, base_model: model.base_model, run_id: null };
+}
+
+function toCheckpointResponse(checkpoint: CheckpointRecord): CheckpointResponse {
+  return { id: checkpoint.id, step: checkpoint.step, metrics: checkpoint.metrics };
+}

@@ -1,0 +1,55 @@
+/** What every route handler needs: the store, the engine, the job runner and request helpers. */
+import type { Context } from 'hono';
+import type { z } from 'zod';
+import { Uuid } from '../schema/index.js';
+import type { Engine } from '../engine/types.js';
+import type { ApiKeyChecker } from './auth.js';
+import { HttpError, RequestValidationError } from './http-error.js';
+import type { JobRunner } from './job-runner.js';
+import type { ResolvedServerOptions } from './options.js';
+import { NO_BODY, readJsonBody } from './request-body.js';
+import type { ModelRecord, Store } from './store.js';
+import { parseOrThrow } from './validation.js';
+
+/** The parts of one service instance, shared by its routes. */
+export interface ServiceContext {
+  readonly options: ResolvedServerOptions;
+  readonly store: Store;
+  readonly engine: Engine;
+  readonly runner: JobRunner;
+  readonly keys: ApiKeyChecker;
+}
+
+/** Throws 401 unless the request carries a valid Bearer key. */
+export function requireAuth(service: ServiceContext, context: Context): void {
+  service.keys.check(context.req.header('authorization'));
+}
+
+/** Reads the JSON body under the size limit and validates it with `schema` (422 with `body` locs). */
+export async function readBody<Schema extends z.ZodType>(service: ServiceContext, context: Context, schema: Schema): Promise<z.output<Schema>> {
+  const value = await readJsonBody(context.req.raw, service.options.maxBodyBytes);
+  if (value === NO_BODY) throw new RequestValidationError([{ loc: ['body'], msg: 'Field required', type: 'missing' }]);
+  return parseOrThrow(schema, value, 'body');
+}
+
+/** Validates the query string with `schema` (422 with `query` locs). */
+export function readQuery<Schema extends z.ZodType>(context: Context, schema: Schema): z.output<Schema> {
+  return parseOrThrow(schema, context.req.query(), 'query');
+}
+
+/** Reads a UUID path parameter (422 with a `path` loc when it is not a UUID). */
+export function readIdParam(context: Context, name: string): string {
+  const value = context.req.param(name) ?? '';
+  const result = Uuid.safeParse(value);
+  if (!result.success) {
+    throw new RequestValidationError([{ loc: ['path', name], msg: `Input should be a valid UUID, got ${JSON.stringify(value.slice(0, 100))}`, type: 'uuid_parsing' }]);
+  }
+  return result.data;
+}
+
+/** The model with this id, or a 404. */
+export function requireModel(service: ServiceContext, modelId: string): ModelRecord {
+  const model = service.store.getModel(modelId);
+  if (model === undefined) throw new HttpError(404, `Model ${modelId} not found`);
+  return model;
+}

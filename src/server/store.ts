@@ -1,0 +1,411 @@
+/**
+ * The local service's durable state: models, checkpoints, jobs, job events, logged trajectory
+ * groups and step metrics in one SQLite file (`<dataDir>/policyloop.db`). WAL with
+ * `synchronous=FULL`, so a write acknowledged to a client survives `kill -9` of the process.
+ */
+import { randomUUID } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import type { TrainingJobEventType, TrainingJobStatus } from '../schema/index.js';
+import { MIGRATIONS } from './migrations.js';
+
+/** A registered model row. */
+export interface ModelRecord {
+  readonly id: string;
+  readonly entity: string;
+  readonly project: string;
+  readonly name: string;
+  readonly base_model: string;
+  /** Step of the newest checkpoint ever made (0 = base); the next job makes `latest_step + 1`. */
+  readonly latest_step: number;
+  readonly created_at: string;
+}
+
+/** A checkpoint row; `path` is relative to the data directory. */
+export interface CheckpointRecord {
+  readonly id: string;
+  readonly model_id: string;
+  readonly step: number;
+  readonly metrics: Record<string, number>;
+  readonly path: string;
+  readonly created_at: string;
+}
+
+/** Kind of a training job. */
+export type JobKind = 'rl' | 'sft';
+
+/** A training job row. `request` is the validated request body, as JSON. */
+export interface JobRecord {
+  readonly id: string;
+  readonly model_id: string;
+  readonly kind: JobKind;
+  readonly status: TrainingJobStatus;
+  readonly progress: number | null;
+  readonly num_sequences: number | null;
+  readonly steps_done: number;
+  readonly error_message: string | null;
+  readonly request: string;
+  readonly output_path: string | null;
+  readonly training_start: string | null;
+  readonly training_end: string | null;
+  readonly created_at: string;
+  readonly updated_at: string;
+}
+
+/** A job event as the API shows it. */
+export interface EventRecord {
+  readonly id: string;
+  readonly type: TrainingJobEventType;
+  readonly data: Record<string, unknown>;
+}
+
+/** One page of items and whether more follow. `undefined` from a list call means an unknown cursor. */
+export interface StorePage<T> {
+  readonly items: T[];
+  readonly hasMore: boolean;
+}
+
+interface CheckpointRow {
+  id: string;
+  model_id: string;
+  step: number;
+  metrics: string;
+  path: string;
+  created_at: string;
+}
+
+/** Name of the database file inside the data directory. */
+export const DATABASE_FILE = 'policyloop.db';
+
+function now(): string {
+  return new Date().toISOString();
+}
+
+/** The SQLite store. All calls are synchronous (better-sqlite3) and therefore never interleave. */
+export class Store {
+  private readonly db: Database.Database;
+  private open = true;
+
+  private constructor(db: Database.Database) {
+    this.db = db;
+  }
+
+  /** Opens (creating when needed) the store in `dataDir` and brings its schema up to date. */
+  static openIn(dataDir: string): Store {
+    mkdirSync(dataDir, { recursive: true });
+    const db = new Database(join(dataDir, DATABASE_FILE));
+    try {
+      db.pragma('journal_mode = WAL');
+      // FULL: every commit is fsynced, so a 200 answer means the write is on disk.
+      db.pragma('synchronous = FULL');
+      db.pragma('foreign_keys = ON');
+      db.pragma('busy_timeout = 5000');
+      migrate(db);
+    } catch (error) {
+      db.close();
+      throw error;
+    }
+    return new Store(db);
+  }
+
+  /** True until {@link close}. */
+  get isOpen(): boolean {
+    return this.open;
+  }
+
+  /** Closes the database; later calls throw. */
+  close(): void {
+    if (!this.open) return;
+    this.open = false;
+    this.db.close();
+  }
+
+  /** A cheap round trip that proves the database answers (for the system check). */
+  ping(): void {
+    this.db.prepare('SELECT COUNT(*) AS count FROM models').get();
+  }
+
+  // ---- models ----
+
+  /** Inserts a model; the caller has checked that the name is free. */
+  createModel(fields: { entity: string; project: string; name: string; base_model: string }): ModelRecord {
+    const record: ModelRecord = { id: randomUUID(), ...fields, latest_step: 0, created_at: now() };
+    this.db
+      .prepare('INSERT INTO models (id, entity, project, name, base_model, latest_step, created_at) VALUES (@id, @entity, @project, @name, @base_model, @latest_step, @created_at)')
+      .run(record);
+    return record;
+  }
+
+  /** A model by id. */
+  getModel(id: string): ModelRecord | undefined {
+    return this.db.prepare('SELECT * FROM models WHERE id = ?').get(id) as ModelRecord | undefined;
+  }
+
+  /** A model by its unique name. */
+  findModel(entity: string, project: string, name: string): ModelRecord | undefined {
+    return this.db.prepare('SELECT * FROM models WHERE entity = ? AND project = ? AND name = ?').get(entity, project, name) as ModelRecord | undefined;
+  }
+
+  /** Models whose project and name match, in any entity (for short inference names). */
+  findModelsByProjectAndName(project: string, name: string): ModelRecord[] {
+    return this.db.prepare('SELECT * FROM models WHERE project = ? AND name = ? ORDER BY created_at').all(project, name) as ModelRecord[];
+  }
+
+  /** Models with this name, in any entity and project (for the shortest inference names). */
+  findModelsByName(name: string): ModelRecord[] {
+    return this.db.prepare('SELECT * FROM models WHERE name = ? ORDER BY created_at').all(name) as ModelRecord[];
+  }
+
+  /** Every model, oldest first. */
+  listModels(): ModelRecord[] {
+    return this.db.prepare('SELECT * FROM models ORDER BY created_at, id').all() as ModelRecord[];
+  }
+
+  /**
+   * Deletes a model with its checkpoints, jobs, events, logged groups and metrics (one transaction).
+   * Returns the deleted checkpoint rows (so their files can go too), or undefined when unknown.
+   */
+  deleteModel(id: string): CheckpointRecord[] | undefined {
+    return this.db.transaction(() => {
+      if (this.getModel(id) === undefined) return undefined;
+      const checkpoints = this.allCheckpoints(id);
+      this.db.prepare('DELETE FROM models WHERE id = ?').run(id);
+      return checkpoints;
+    })();
+  }
+
+  // ---- checkpoints ----
+
+  /** All checkpoints of a model by step ascending. */
+  allCheckpoints(modelId: string): CheckpointRecord[] {
+    const rows = this.db.prepare('SELECT * FROM checkpoints WHERE model_id = ? ORDER BY step').all(modelId) as CheckpointRow[];
+    return rows.map(toCheckpoint);
+  }
+
+  /** The checkpoint of a model at a step. */
+  getCheckpoint(modelId: string, step: number): CheckpointRecord | undefined {
+    const row = this.db.prepare('SELECT * FROM checkpoints WHERE model_id = ? AND step = ?').get(modelId, step) as CheckpointRow | undefined;
+    return row === undefined ? undefined : toCheckpoint(row);
+  }
+
+  /** The newest existing checkpoint of a model (undefined = only the base weights). */
+  newestCheckpoint(modelId: string): CheckpointRecord | undefined {
+    const row = this.db.prepare('SELECT * FROM checkpoints WHERE model_id = ? ORDER BY step DESC LIMIT 1').get(modelId) as CheckpointRow | undefined;
+    return row === undefined ? undefined : toCheckpoint(row);
+  }
+
+  /** A page of checkpoints by step; undefined when `after` is not a checkpoint of this model. */
+  listCheckpoints(modelId: string, query: { after?: string | undefined; limit: number; order: 'asc' | 'desc' }): StorePage<CheckpointRecord> | undefined {
+    const comparison = query.order === 'asc' ? '>' : '<';
+    const direction = query.order === 'asc' ? 'ASC' : 'DESC';
+    let rows: CheckpointRow[];
+    if (query.after === undefined) {
+      rows = this.db.prepare(`SELECT * FROM checkpoints WHERE model_id = ? ORDER BY step ${direction} LIMIT ?`).all(modelId, query.limit + 1) as CheckpointRow[];
+    } else {
+      const cursor = this.db.prepare('SELECT step FROM checkpoints WHERE model_id = ? AND id = ?').get(modelId, query.after) as { step: number } | undefined;
+      if (cursor === undefined) return undefined;
+      rows = this.db
+        .prepare(`SELECT * FROM checkpoints WHERE model_id = ? AND step ${comparison} ? ORDER BY step ${direction} LIMIT ?`)
+        .all(modelId, cursor.step, query.limit + 1) as CheckpointRow[];
+    }
+    return { items: rows.slice(0, query.limit).map(toCheckpoint), hasMore: rows.length > query.limit };
+  }
+
+  /** Deletes the checkpoints at `steps`; returns the deleted rows and the steps that had none. */
+  deleteCheckpoints(modelId: string, steps: readonly number[]): { deleted: CheckpointRecord[]; notFound: number[] } {
+    return this.db.transaction(() => {
+      const deleted: CheckpointRecord[] = [];
+      const notFound: number[] = [];
+      const seen = new Set<number>();
+      for (const step of steps) {
+        if (seen.has(step)) continue;
+        seen.add(step);
+        const checkpoint = this.getCheckpoint(modelId, step);
+        if (checkpoint === undefined) {
+          notFound.push(step);
+          continue;
+        }
+        this.db.prepare('DELETE FROM checkpoints WHERE id = ?').run(checkpoint.id);
+        deleted.push(checkpoint);
+      }
+      return { deleted, notFound };
+    })();
+  }
+
+  // ---- logs ----
+
+  /** Stores logged groups (one row each) and the step's metrics, atomically. */
+  insertLog(entry: { modelId: string; split: string; step: number; groups: readonly unknown[]; metrics: Record<string, number> }): void {
+    this.db.transaction(() => {
+      const createdAt = now();
+      const insertGroup = this.db.prepare('INSERT INTO trajectory_groups (model_id, split, step, data, created_at) VALUES (?, ?, ?, ?, ?)');
+      for (const group of entry.groups) insertGroup.run(entry.modelId, entry.split, entry.step, JSON.stringify(group), createdAt);
+      this.db
+        .prepare('INSERT INTO step_metrics (model_id, split, step, metrics, created_at) VALUES (?, ?, ?, ?, ?)')
+        .run(entry.modelId, entry.split, entry.step, JSON.stringify(entry.metrics), createdAt);
+    })();
+  }
+
+  /** Logged metrics rows of a model, oldest first. */
+  listStepMetrics(modelId: string): { split: string; step: number; metrics: Record<string, number> }[] {
+    const rows = this.db.prepare('SELECT split, step, metrics FROM step_metrics WHERE model_id = ? ORDER BY sequence').all(modelId) as { split: string; step: number; metrics: string }[];
+    return rows.map((row) => ({ split: row.split, step: row.step, metrics: JSON.parse(row.metrics) as Record<string, number> }));
+  }
+
+  /** How many trajectory groups were logged for a model. */
+  countTrajectoryGroups(modelId: string): number {
+    return (this.db.prepare('SELECT COUNT(*) AS count FROM trajectory_groups WHERE model_id = ?').get(modelId) as { count: number }).count;
+  }
+
+  // ---- jobs ----
+
+  /** Inserts a PENDING job. */
+  createJob(fields: { modelId: string; kind: JobKind; request: unknown }): JobRecord {
+    const createdAt = now();
+    const record: JobRecord = {
+      id: randomUUID(),
+      model_id: fields.modelId,
+      kind: fields.kind,
+      status: 'PENDING',
+      progress: null,
+      num_sequences: null,
+      steps_done: 0,
+      error_message: null,
+      request: JSON.stringify(fields.request),
+      output_path: null,
+      training_start: null,
+      training_end: null,
+      created_at: createdAt,
+      updated_at: createdAt,
+    };
+    this.db
+      .prepare(
+        `INSERT INTO jobs (id, model_id, kind, status, progress, num_sequences, steps_done, error_message, request, output_path, training_start, training_end, created_at, updated_at)
+         VALUES (@id, @model_id, @kind, @status, @progress, @num_sequences, @steps_done, @error_message, @request, @output_path, @training_start, @training_end, @created_at, @updated_at)`,
+      )
+      .run(record);
+    return record;
+  }
+
+  /** A job by id. */
+  getJob(id: string): JobRecord | undefined {
+    return this.db.prepare('SELECT * FROM jobs WHERE id = ?').get(id) as JobRecord | undefined;
+  }
+
+  /** Jobs in the given states, oldest first. */
+  jobsWithStatus(statuses: readonly TrainingJobStatus[]): JobRecord[] {
+    const marks = statuses.map(() => '?').join(', ');
+    return this.db.prepare(`SELECT * FROM jobs WHERE status IN (${marks}) ORDER BY created_at`).all(...statuses) as JobRecord[];
+  }
+
+  /** PENDING -> RUNNING; false when the job is gone or not pending any more. */
+  markJobRunning(id: string, outputPath: string): boolean {
+    const time = now();
+    const result = this.db
+      .prepare("UPDATE jobs SET status = 'RUNNING', progress = 0, output_path = ?, training_start = ?, updated_at = ? WHERE id = ? AND status = 'PENDING'")
+      .run(outputPath, time, time, id);
+    return result.changes === 1;
+  }
+
+  /**
+   * Records a `training_started` or `gradient_step` event of a RUNNING job and updates its
+   * progress (gradient steps done / `num_sequences`). Ignored once the job is not RUNNING.
+   */
+  recordProgressEvent(jobId: string, type: 'training_started' | 'gradient_step', data: Record<string, unknown>): void {
+    this.db.transaction(() => {
+      const job = this.getJob(jobId);
+      if (job === undefined || job.status !== 'RUNNING') return;
+      const time = now();
+      if (type === 'training_started') {
+        const numSequences = typeof data['num_sequences'] === 'number' ? data['num_sequences'] : null;
+        this.db.prepare('UPDATE jobs SET num_sequences = ?, updated_at = ? WHERE id = ?').run(numSequences, time, jobId);
+      } else {
+        const stepsDone = job.steps_done + 1;
+        const progress = job.num_sequences !== null && job.num_sequences > 0 ? Math.min(1, stepsDone / job.num_sequences) : job.progress;
+        this.db.prepare('UPDATE jobs SET steps_done = ?, progress = ?, updated_at = ? WHERE id = ?').run(stepsDone, progress, time, jobId);
+      }
+      this.insertEvent(jobId, type, data, time);
+    })();
+  }
+
+  /**
+   * Finishes a RUNNING job: inserts its checkpoint, advances the model's step, marks the job
+   * COMPLETED and appends `training_ended`, in one transaction (the checkpoint is visible before
+   * the event). Returns false, changing nothing, when the job or its model is gone or the job is
+   * no longer RUNNING.
+   */
+  completeJob(jobId: string, checkpoint: { step: number; metrics: Record<string, number>; path: string }): boolean {
+    return this.db.transaction(() => {
+      const job = this.getJob(jobId);
+      if (job === undefined || job.status !== 'RUNNING') return false;
+      const model = this.getModel(job.model_id);
+      if (model === undefined) return false;
+      const time = now();
+      this.db.prepare('DELETE FROM checkpoints WHERE model_id = ? AND step = ?').run(model.id, checkpoint.step);
+      this.db
+        .prepare('INSERT INTO checkpoints (id, model_id, step, metrics, path, created_at) VALUES (?, ?, ?, ?, ?, ?)')
+        .run(randomUUID(), model.id, checkpoint.step, JSON.stringify(checkpoint.metrics), checkpoint.path, time);
+      this.db.prepare('UPDATE models SET latest_step = MAX(latest_step, ?) WHERE id = ?').run(checkpoint.step, model.id);
+      this.db
+        .prepare("UPDATE jobs SET status = 'COMPLETED', progress = 1, training_end = ?, updated_at = ? WHERE id = ?")
+        .run(time, time, jobId);
+      this.insertEvent(jobId, 'training_ended', {}, time);
+      return true;
+    })();
+  }
+
+  /**
+   * Fails a PENDING or RUNNING job with its terminal `training_failed` event. Returns false,
+   * changing nothing, when the job is gone or already ended (so there is exactly one terminal event).
+   */
+  failJob(jobId: string, message: string): boolean {
+    return this.db.transaction(() => {
+      const job = this.getJob(jobId);
+      if (job === undefined || (job.status !== 'PENDING' && job.status !== 'RUNNING')) return false;
+      const time = now();
+      this.db
+        .prepare("UPDATE jobs SET status = 'FAILED', error_message = ?, training_end = ?, updated_at = ? WHERE id = ?")
+        .run(message, time, time, jobId);
+      this.insertEvent(jobId, 'training_failed', { error_message: message }, time);
+      return true;
+    })();
+  }
+
+  /** A page of a job's events in order; undefined when `after` is not an event of this job. */
+  listEvents(jobId: string, query: { after?: string | undefined; limit: number }): StorePage<EventRecord> | undefined {
+    let from = 0;
+    if (query.after !== undefined) {
+      const cursor = this.db.prepare('SELECT sequence FROM job_events WHERE job_id = ? AND id = ?').get(jobId, query.after) as { sequence: number } | undefined;
+      if (cursor === undefined) return undefined;
+      from = cursor.sequence;
+    }
+    const rows = this.db
+      .prepare('SELECT id, type, data FROM job_events WHERE job_id = ? AND sequence > ? ORDER BY sequence LIMIT ?')
+      .all(jobId, from, query.limit + 1) as { id: string; type: TrainingJobEventType; data: string }[];
+    const items = rows.slice(0, query.limit).map((row) => ({ id: row.id, type: row.type, data: JSON.parse(row.data) as Record<string, unknown> }));
+    return { items, hasMore: rows.length > query.limit };
+  }
+
+  private insertEvent(jobId: string, type: TrainingJobEventType, data: Record<string, unknown>, time: string): void {
+    this.db.prepare('INSERT INTO job_events (id, job_id, type, data, created_at) VALUES (?, ?, ?, ?, ?)').run(randomUUID(), jobId, type, JSON.stringify(data), time);
+  }
+}
+
+function toCheckpoint(row: CheckpointRow): CheckpointRecord {
+  return { ...row, metrics: JSON.parse(row.metrics) as Record<string, number> };
+}
+
+function migrate(db: Database.Database): void {
+  const version = db.pragma('user_version', { simple: true }) as number;
+  if (version > MIGRATIONS.length) {
+    throw new Error(`The store's schema version is ${version}, newer than this policyloop knows (${MIGRATIONS.length}); upgrade policyloop or use another data directory.`);
+  }
+  for (let index = version; index < MIGRATIONS.length; index += 1) {
+    const migration = MIGRATIONS[index] as string;
+    db.transaction(() => {
+      db.exec(migration);
+      db.pragma(`user_version = ${index + 1}`);
+    })();
+  }
+}

@@ -1,0 +1,113 @@
+/**
+ * A small deterministic stand-in for the policy engine, for developing and testing the service
+ * around the engine seam: it echoes prompts, calls tools on request and "trains" by writing a
+ * JSON file. Tests that need exact control over job timing (holding a job RUNNING, failing on
+ * purpose) use it; everything else runs against the real engine.
+ */
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { EngineInputError, type Engine, type EngineTrainingEvent, type EngineTrainingJob, type EngineTrainingResult, type PolicyRef } from '../../../src/engine/types.js';
+import type { ChatCompletionRequestBody, ChatCompletionResult, Choice, ChatCompletionTokenLogprob } from '../../../src/schema/index.js';
+
+/** Options of the stand-in. */
+export interface StandInEngineOptions {
+  /** Pause between gradient steps. @default 5 */
+  readonly stepDelayMs?: number;
+  /** When set, every job waits for this promise before its first step (to hold jobs RUNNING). */
+  readonly gate?: () => Promise<void>;
+}
+
+/** A stand-in engine plus what it was asked to do. */
+export interface StandInEngine extends Engine {
+  readonly trainedJobs: EngineTrainingJob[];
+  readonly policies: PolicyRef[];
+}
+
+/** Base models the stand-in serves (the real engine's ids). */
+export const STAND_IN_BASE_MODELS = ['policyloop/tiny-chat', 'policyloop/small-chat'];
+
+/** Creates the stand-in. `experimental_config.learning_rate < 0` or an SFT row saying "fail" make a job fail. */
+export function createStandInEngine(options: StandInEngineOptions = {}): StandInEngine {
+  const trainedJobs: EngineTrainingJob[] = [];
+  const policies: PolicyRef[] = [];
+  const stepDelayMs = options.stepDelayMs ?? 5;
+  return {
+    trainedJobs,
+    policies,
+    baseModels: () => STAND_IN_BASE_MODELS,
+    async chatCompletion(policy: PolicyRef, request: ChatCompletionRequestBody): Promise<ChatCompletionResult> {
+      policies.push(policy);
+      const last = request.messages[request.messages.length - 1];
+      const text = typeof last?.content === 'string' ? last.content : '';
+      if (text.length > 1000) throw new EngineInputError('Prompt is longer than the context of 1000 characters', ['body', 'messages']);
+      const maxTokens = request.max_completion_tokens ?? request.max_tokens ?? 16;
+      const choices: Choice[] = [];
+      const n = request.n ?? 1;
+      for (let index = 0; index < n; index += 1) {
+        const full = `echo ${index}: ${text}`;
+        const content = full.slice(0, maxTokens);
+        const callTool = request.tools !== undefined && request.tools !== null && request.tools.length > 0 && (request.tool_choice === 'required' || typeof request.tool_choice === 'object');
+        const tokens: ChatCompletionTokenLogprob[] = [...content].map((character) => ({
+          token: character,
+          bytes: [...Buffer.from(character)],
+          logprob: -0.5,
+          top_logprobs: request.top_logprobs ? [{ token: character, bytes: [...Buffer.from(character)], logprob: -0.5 }] : [],
+        }));
+        const tool = request.tools?.[0];
+        const choice: Choice =
+          callTool && tool !== undefined && tool.type === 'function'
+            ? {
+                index,
+                finish_reason: 'tool_calls',
+                logprobs: request.logprobs ? { content: tokens, refusal: null } : null,
+                message: { role: 'assistant', content: null, tool_calls: [{ id: `call_${index}`, type: 'function', function: { name: tool.function.name, arguments: '{"x": 1}' } }] },
+              }
+            : {
+                index,
+                finish_reason: content.length < full.length ? 'length' : 'stop',
+                logprobs: request.logprobs ? { content: tokens, refusal: null } : null,
+                message: { role: 'assistant', content },
+              };
+        choices.push(choice);
+      }
+      const promptTokens = text.length + 4;
+      const completionTokens = choices.reduce((sum, choice) => sum + (choice.message.content?.length ?? 4), 0);
+      return { choices, usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens } };
+    },
+    async train(job: EngineTrainingJob, trainOptions: { onEvent: (event: EngineTrainingEvent) => void; signal?: AbortSignal }): Promise<EngineTrainingResult> {
+      trainedJobs.push(job);
+      const sequences = job.kind === 'rl' ? job.trajectoryGroups.length : job.rows.length;
+      if (options.gate !== undefined) await abortable(options.gate(), trainOptions.signal);
+      if (job.kind === 'rl' && (job.config?.learning_rate ?? 1) < 0) throw new Error(`learning_rate must be positive, got ${job.config?.learning_rate}`);
+      if (job.kind === 'sft' && JSON.stringify(job.rows).includes('"fail"')) throw new Error('SFT row asked to fail');
+      trainOptions.onEvent({ type: 'training_started', data: { num_sequences: sequences } });
+      for (let step = 0; step < sequences; step += 1) {
+        await abortable(new Promise((resolve) => setTimeout(resolve, stepDelayMs)), trainOptions.signal);
+        trainOptions.onEvent({ type: 'gradient_step', data: { loss: 1 / (step + 1), learning_rate: 0.001 } });
+      }
+      await mkdir(job.outputPath, { recursive: true });
+      await writeFile(join(job.outputPath, 'weights.json'), JSON.stringify({ step: job.step, from: job.policy.key }));
+      return { metrics: { loss: 0.5, steps: sequences } };
+    },
+    async close(): Promise<void> {},
+  };
+}
+
+async function abortable<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (signal === undefined) return await promise;
+  signal.throwIfAborted();
+  return await new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(signal.reason instanceof Error ? signal.reason : new Error('aborted'));
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error instanceof Error ? error : new Error(String(error)));
+      },
+    );
+  });
+}
