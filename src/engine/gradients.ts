@@ -1,0 +1,140 @@
+/**
+ * Gradients of the kernels the transformer's training pass uses. tfjs-core's Node bundle does not
+ * register any gradient (its `register_all_gradients` module is only importable through a
+ * bundler), so the engine registers these itself, following tfjs-core's own definitions.
+ */
+import type { GradConfig, NamedAttrMap, Tensor } from '@tensorflow/tfjs-core';
+import type { TensorFlow } from './backend.js';
+
+/** Registers the gradients once per thread. */
+export function registerGradients(tf: TensorFlow): void {
+  const reduceTo = (gradient: Tensor, shape: number[], outputShape: number[]): Tensor => {
+    const axes = tf.broadcast_util.getReductionAxes(shape, outputShape);
+    return tf.reshape(axes.length > 0 ? tf.sum(gradient, axes) : gradient, shape);
+  };
+  const binary = (kernelName: string, gradient: (dy: Tensor, a: Tensor, b: Tensor) => [Tensor, Tensor]): GradConfig => ({
+    kernelName,
+    inputsToSave: ['a', 'b'],
+    gradFunc: (dy, saved) => {
+      const [a, b] = saved as [Tensor, Tensor];
+      const outputShape = tf.broadcast_util.assertAndGetBroadcastShape(a.shape, b.shape);
+      return {
+        a: () => reduceTo(gradient(dy as Tensor, a, b)[0], a.shape, outputShape),
+        b: () => reduceTo(gradient(dy as Tensor, a, b)[1], b.shape, outputShape),
+      };
+    },
+  });
+  const attribute = <T>(attrs: NamedAttrMap, name: string): T => attrs[name] as unknown as T;
+  const expandReduced = (dy: Tensor, x: Tensor, attrs: NamedAttrMap): { expanded: Tensor; count: number } => {
+    const axes = tf.util.parseAxisParam(attribute<number | number[]>(attrs, 'axis'), x.shape);
+    const shape = x.shape.slice();
+    let count = 1;
+    for (const axis of axes) {
+      count *= shape[axis] as number;
+      shape[axis] = 1;
+    }
+    return { expanded: tf.mul(tf.reshape(dy, shape), tf.ones(x.shape, 'float32')), count };
+  };
+  const configs: GradConfig[] = [
+    binary('Add', (dy) => [dy, dy]),
+    binary('Sub', (dy) => [dy, tf.neg(dy)]),
+    binary('Multiply', (dy, a, b) => [tf.mul(dy, tf.cast(b, 'float32')), tf.mul(dy, tf.cast(a, 'float32'))]),
+    binary('RealDiv', (dy, a, b) => [tf.div(dy, b), tf.neg(tf.div(tf.mul(dy, a), tf.square(b)))]),
+    binary('Minimum', (dy, a, b) => [tf.mul(dy, tf.cast(tf.lessEqual(a, b), 'float32')), tf.mul(dy, tf.cast(tf.greater(a, b), 'float32'))]),
+    {
+      kernelName: 'BatchMatMul',
+      inputsToSave: ['a', 'b'],
+      gradFunc: (dy, saved, attrs) => {
+        const [a, b] = saved as [Tensor, Tensor];
+        const d = dy as Tensor;
+        const transposeA = attribute<boolean>(attrs, 'transposeA');
+        const transposeB = attribute<boolean>(attrs, 'transposeB');
+        if (!transposeA && !transposeB) return { a: () => tf.matMul(d, b, false, true), b: () => tf.matMul(a, d, true, false) };
+        if (!transposeA && transposeB) return { a: () => tf.matMul(d, b, false, false), b: () => tf.matMul(d, a, true, false) };
+        if (transposeA && !transposeB) return { a: () => tf.matMul(b, d, false, true), b: () => tf.matMul(a, d, false, false) };
+        return { a: () => tf.matMul(b, d, true, true), b: () => tf.matMul(d, a, true, true) };
+      },
+    },
+    { kernelName: 'Reshape', inputsToSave: ['x'], gradFunc: (dy, saved) => ({ x: () => tf.reshape(dy as Tensor, (saved[0] as Tensor).shape) }) },
+    {
+      kernelName: 'Transpose',
+      gradFunc: (dy, _saved, attrs) => {
+        const perm = attribute<number[]>(attrs, 'perm');
+        const inverse = perm.map((_, index) => perm.indexOf(index));
+        return { x: () => tf.transpose(dy as Tensor, inverse) };
+      },
+    },
+    {
+      kernelName: 'Slice',
+      inputsToSave: ['x'],
+      gradFunc: (dy, saved, attrs) => {
+        const x = saved[0] as Tensor;
+        const begin = attribute<number[]>(attrs, 'begin');
+        const size = attribute<number[]>(attrs, 'size');
+        const paddings = x.shape.map((dimension, axis): [number, number] => {
+          const start = begin[axis] ?? 0;
+          const length = size[axis] === undefined || size[axis] === -1 ? dimension - start : (size[axis] as number);
+          return [start, dimension - start - length];
+        });
+        return { x: () => tf.pad(dy as Tensor, paddings) };
+      },
+    },
+    {
+      kernelName: 'Sum',
+      inputsToSave: ['x'],
+      gradFunc: (dy, saved, attrs) => ({ x: () => expandReduced(dy as Tensor, saved[0] as Tensor, attrs).expanded }),
+    },
+    {
+      kernelName: 'Mean',
+      inputsToSave: ['x'],
+      gradFunc: (dy, saved, attrs) => ({
+        x: () => {
+          const { expanded, count } = expandReduced(dy as Tensor, saved[0] as Tensor, attrs);
+          return tf.div(expanded, count);
+        },
+      }),
+    },
+    { kernelName: 'Square', inputsToSave: ['x'], gradFunc: (dy, saved) => ({ x: () => tf.mul(dy as Tensor, tf.mul(saved[0] as Tensor, 2)) }) },
+    {
+      kernelName: 'Rsqrt',
+      inputsToSave: ['x'],
+      gradFunc: (dy, saved) => ({ x: () => tf.neg(tf.div(dy as Tensor, tf.mul(tf.pow(saved[0] as Tensor, 1.5), 2))) }),
+    },
+    {
+      kernelName: 'Sigmoid',
+      outputsToSave: [true],
+      gradFunc: (dy, saved) => {
+        const y = saved[0] as Tensor;
+        return { x: () => tf.mul(dy as Tensor, tf.mul(y, tf.sub(1, y))) };
+      },
+    },
+    { kernelName: 'Exp', outputsToSave: [true], gradFunc: (dy, saved) => ({ x: () => tf.mul(dy as Tensor, saved[0] as Tensor) }) },
+    { kernelName: 'Neg', gradFunc: (dy) => ({ x: () => tf.neg(dy as Tensor) }) },
+    { kernelName: 'Cast', gradFunc: (dy) => ({ x: () => tf.clone(dy as Tensor) }) },
+    { kernelName: 'Identity', gradFunc: (dy) => ({ x: () => tf.cast(dy as Tensor, 'float32') }) },
+    {
+      kernelName: 'Softmax',
+      outputsToSave: [true],
+      gradFunc: (dy, saved, attrs) => {
+        const y = saved[0] as Tensor;
+        const dim = attribute<number>(attrs, 'dim');
+        const dyTimesY = tf.mul(dy as Tensor, y);
+        return { logits: () => tf.sub(dyTimesY, tf.mul(tf.sum(dyTimesY, [dim], true), y)) };
+      },
+    },
+    {
+      kernelName: 'SplitV',
+      gradFunc: (dy, _saved, attrs) => ({ x: () => tf.concat(dy as Tensor[], attribute<number>(attrs, 'axis')) }),
+    },
+    {
+      kernelName: 'ClipByValue',
+      inputsToSave: ['x'],
+      gradFunc: (dy, saved, attrs) => {
+        const x = saved[0] as Tensor;
+        const inside = tf.logicalAnd(tf.greaterEqual(x, attribute<number>(attrs, 'clipValueMin')), tf.lessEqual(x, attribute<number>(attrs, 'clipValueMax')));
+        return { x: () => tf.where(inside, dy as Tensor, tf.zerosLike(dy as Tensor)) };
+      },
+    },
+  ];
+  for (const config of configs) tf.registerGradient(config);
+}

@@ -1,0 +1,84 @@
+/**
+ * The safetensors file format, for float32 tensors: an 8-byte little-endian header length, a JSON
+ * header `{name: {dtype: "F32", shape, data_offsets: [begin, end]}, "__metadata__": {...}}`, then
+ * the raw little-endian data.
+ */
+import { readFile, writeFile } from 'node:fs/promises';
+
+/** A named float32 tensor in host memory. */
+export interface HostTensor {
+  readonly shape: readonly number[];
+  readonly data: Float32Array;
+}
+
+const littleEndian = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+
+/** Serialises tensors (in name order) to safetensors bytes. */
+export function encodeSafetensors(tensors: ReadonlyMap<string, HostTensor>, metadata: Record<string, string> = {}): Uint8Array {
+  const names = [...tensors.keys()].sort();
+  const header: Record<string, unknown> = { __metadata__: metadata };
+  let offset = 0;
+  for (const name of names) {
+    const tensor = tensors.get(name) as HostTensor;
+    const bytes = tensor.data.length * 4;
+    header[name] = { dtype: 'F32', shape: [...tensor.shape], data_offsets: [offset, offset + bytes] };
+    offset += bytes;
+  }
+  let headerText = JSON.stringify(header);
+  // Pad the header so that the data starts 8-byte aligned, as the reference writer does.
+  while ((8 + headerText.length) % 8 !== 0) headerText += ' ';
+  const headerBytes = new TextEncoder().encode(headerText);
+  const out = new Uint8Array(8 + headerBytes.length + offset);
+  const view = new DataView(out.buffer);
+  view.setBigUint64(0, BigInt(headerBytes.length), true);
+  out.set(headerBytes, 8);
+  let position = 8 + headerBytes.length;
+  for (const name of names) {
+    const tensor = tensors.get(name) as HostTensor;
+    if (littleEndian) {
+      out.set(new Uint8Array(tensor.data.buffer, tensor.data.byteOffset, tensor.data.byteLength), position);
+    } else {
+      tensor.data.forEach((value, index) => view.setFloat32(position + index * 4, value, true));
+    }
+    position += tensor.data.byteLength;
+  }
+  return out;
+}
+
+/** Parses safetensors bytes holding F32 tensors. Throws on anything else, saying what it found. */
+export function decodeSafetensors(bytes: Uint8Array): { tensors: Map<string, HostTensor>; metadata: Record<string, string> } {
+  if (bytes.length < 8) throw new Error(`Expected a safetensors file of at least 8 bytes, got ${bytes.length}.`);
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const headerLength = Number(view.getBigUint64(0, true));
+  if (8 + headerLength > bytes.length) throw new Error(`Safetensors header length ${headerLength} exceeds the file size ${bytes.length}.`);
+  const header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + headerLength))) as Record<string, unknown>;
+  const dataStart = 8 + headerLength;
+  const tensors = new Map<string, HostTensor>();
+  let metadata: Record<string, string> = {};
+  for (const [name, value] of Object.entries(header)) {
+    if (name === '__metadata__') {
+      metadata = (value ?? {}) as Record<string, string>;
+      continue;
+    }
+    const entry = value as { dtype: string; shape: number[]; data_offsets: [number, number] };
+    if (entry.dtype !== 'F32') throw new Error(`Expected F32 tensors in safetensors, got ${entry.dtype} for ${name}.`);
+    const [begin, end] = entry.data_offsets;
+    const count = (end - begin) / 4;
+    const expected = entry.shape.reduce((a, b) => a * b, 1);
+    if (count !== expected) throw new Error(`Tensor ${name} has ${count} values but shape ${JSON.stringify(entry.shape)}.`);
+    const data = new Float32Array(count);
+    for (let index = 0; index < count; index += 1) data[index] = view.getFloat32(dataStart + begin + index * 4, true);
+    tensors.set(name, { shape: entry.shape, data });
+  }
+  return { tensors, metadata };
+}
+
+/** Writes tensors to a safetensors file. */
+export async function writeSafetensors(path: string, tensors: ReadonlyMap<string, HostTensor>, metadata: Record<string, string> = {}): Promise<void> {
+  await writeFile(path, encodeSafetensors(tensors, metadata));
+}
+
+/** Reads a safetensors file of F32 tensors. */
+export async function readSafetensors(path: string): Promise<{ tensors: Map<string, HostTensor>; metadata: Record<string, string> }> {
+  return decodeSafetensors(await readFile(path));
+}

@@ -1,0 +1,239 @@
+/**
+ * Batched autoregressive sampling: one prefill over all prompts, then one decoding step per new
+ * token for every unfinished row, each row with its own temperature, top-p, random stream, stop
+ * sequences and token budget.
+ */
+import type { Tensor2D } from '@tensorflow/tfjs-core';
+import type { TensorFlow } from './backend.js';
+import type { ModelConfig } from './model-config.js';
+import type { SeededRandom } from './random.js';
+import { END_TOKEN_ID, decodeTokens } from './tokenizer.js';
+import { decodeStep, disposeCache, prefill, selectCacheRows } from './transformer.js';
+import type { KeyValueCache, ParameterTensors } from './transformer.js';
+
+/** How one row is sampled. */
+export interface RowSampling {
+  /** 0 = greedy. Logprobs are reported at this temperature (at 1 when greedy). */
+  readonly temperature: number;
+  /** Nucleus sampling mass in (0, 1]. */
+  readonly topP: number;
+  /** Maximum number of new tokens (already capped by the context). */
+  readonly maxTokens: number;
+  /** Stop sequences: generation ends before the first of them. */
+  readonly stop: readonly string[];
+  /** Alternatives to report per token (0 = none). */
+  readonly topLogprobs: number;
+  /** The row's random stream. */
+  readonly random: SeededRandom;
+}
+
+/** One sequence to extend. */
+export interface GenerationRow {
+  readonly prompt: readonly number[];
+  readonly sampling: RowSampling;
+  /** Polled between steps; a cancelled row stops early and its result is dropped. */
+  readonly isCancelled?: () => boolean;
+}
+
+/** An alternative token and its logprob. */
+export interface TokenAlternative {
+  readonly id: number;
+  readonly logprob: number;
+}
+
+/** What a row produced. */
+export interface GeneratedSequence {
+  /** Sampled tokens that belong to the completion (stop-sequence tokens removed; `<|end|>` kept). */
+  readonly tokens: number[];
+  /** Logprob of each token of `tokens` under the sampling distribution. */
+  readonly logprobs: number[];
+  /** The top alternatives of each token of `tokens` (empty arrays unless asked for). */
+  readonly alternatives: TokenAlternative[][];
+  /** Text of the completion (without `<|end|>` and without the stop sequence). */
+  readonly text: string;
+  /** `stop` (end token or stop sequence) or `length` (token budget or context exhausted). */
+  readonly finishReason: 'stop' | 'length';
+  /** Number of tokens sampled, including any dropped stop-sequence tokens. */
+  readonly sampledCount: number;
+}
+
+/** The sampled token of one row, with its logprob and alternatives. */
+export interface SampledToken {
+  readonly id: number;
+  readonly logprob: number;
+  readonly alternatives: TokenAlternative[];
+}
+
+/**
+ * Samples one token from a row of logits. The reported logprob is that of the full distribution at
+ * the row's temperature (top-p truncation is not reflected); greedy rows report temperature-1
+ * logprobs.
+ */
+export function sampleToken(logits: Float32Array, sampling: RowSampling): SampledToken {
+  const size = logits.length;
+  const temperature = sampling.temperature > 0 ? sampling.temperature : 1;
+  let max = -Infinity;
+  for (let index = 0; index < size; index += 1) max = Math.max(max, (logits[index] as number) / temperature);
+  let total = 0;
+  for (let index = 0; index < size; index += 1) total += Math.exp((logits[index] as number) / temperature - max);
+  const logNormaliser = max + Math.log(total);
+  const logprobs = new Float64Array(size);
+  for (let index = 0; index < size; index += 1) logprobs[index] = (logits[index] as number) / temperature - logNormaliser;
+
+  let chosen = 0;
+  if (sampling.temperature <= 0) {
+    for (let index = 1; index < size; index += 1) if ((logprobs[index] as number) > (logprobs[chosen] as number)) chosen = index;
+  } else if (sampling.topP < 1) {
+    const order = Array.from({ length: size }, (_, index) => index).sort((a, b) => (logprobs[b] as number) - (logprobs[a] as number));
+    let mass = 0;
+    let kept = 0;
+    while (kept < size && mass < sampling.topP) {
+      mass += Math.exp(logprobs[order[kept] as number] as number);
+      kept += 1;
+    }
+    let target = sampling.random.next() * mass;
+    chosen = order[kept - 1] as number;
+    for (let rank = 0; rank < kept; rank += 1) {
+      target -= Math.exp(logprobs[order[rank] as number] as number);
+      if (target <= 0) {
+        chosen = order[rank] as number;
+        break;
+      }
+    }
+  } else {
+    let target = sampling.random.next();
+    chosen = size - 1;
+    for (let index = 0; index < size; index += 1) {
+      target -= Math.exp(logprobs[index] as number);
+      if (target <= 0) {
+        chosen = index;
+        break;
+      }
+    }
+  }
+  const alternatives: TokenAlternative[] = [];
+  if (sampling.topLogprobs > 0) {
+    const order = Array.from({ length: size }, (_, index) => index).sort((a, b) => (logprobs[b] as number) - (logprobs[a] as number));
+    for (const id of order.slice(0, sampling.topLogprobs)) alternatives.push({ id, logprob: logprobs[id] as number });
+  }
+  return { id: chosen, logprob: logprobs[chosen] as number, alternatives };
+}
+
+interface RowState {
+  readonly row: GenerationRow;
+  readonly tokens: number[];
+  readonly logprobs: number[];
+  readonly alternatives: TokenAlternative[][];
+  finishReason: 'stop' | 'length' | null;
+  text: string;
+  keptTokens: number;
+}
+
+function finishOnStop(state: RowState): void {
+  const { stop } = state.row.sampling;
+  const ended = state.tokens[state.tokens.length - 1] === END_TOKEN_ID;
+  const body = ended ? state.tokens.slice(0, -1) : state.tokens;
+  const text = decodeTokens(body);
+  let cut = -1;
+  for (const sequence of stop) {
+    if (sequence.length === 0) continue;
+    const at = text.indexOf(sequence);
+    if (at >= 0 && (cut < 0 || at < cut)) cut = at;
+  }
+  if (cut >= 0) {
+    let kept = body.length;
+    while (kept > 0 && decodeTokens(body.slice(0, kept)).length > cut) kept -= 1;
+    state.finishReason = 'stop';
+    state.text = text.slice(0, cut);
+    state.keptTokens = kept;
+    return;
+  }
+  state.text = text;
+  state.keptTokens = state.tokens.length;
+  if (ended) state.finishReason = 'stop';
+  else if (state.tokens.length >= state.row.sampling.maxTokens) state.finishReason = 'length';
+}
+
+/** Waits for the event loop to run other work (HTTP requests) between decoding steps. */
+export function yieldToEventLoop(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
+/**
+ * Extends every row until it ends, sharing each forward pass across rows. Rows must have prompts
+ * of at least one token, shorter than the context, and `maxTokens >= 1` that fits the context.
+ */
+export async function generate(tf: TensorFlow, config: ModelConfig, parameters: ParameterTensors, rows: readonly GenerationRow[]): Promise<GeneratedSequence[]> {
+  const states: RowState[] = rows.map((row) => ({ row, tokens: [], logprobs: [], alternatives: [], finishReason: null, text: '', keptTokens: 0 }));
+  if (rows.length === 0) return [];
+  const promptLength = Math.max(...rows.map((row) => row.prompt.length));
+  const padded = new Int32Array(rows.length * promptLength);
+  rows.forEach((row, index) => padded.set(row.prompt, index * promptLength));
+  let cache: KeyValueCache;
+  let logitsData: Float32Array;
+  {
+    const result = tf.tidy(() => {
+      const output = prefill(tf, config, parameters, padded, rows.length, promptLength, rows.map((row) => row.prompt.length));
+      return { logits: output.logits, keys: output.cache.keys, values: output.cache.values };
+    });
+    cache = { keys: result.keys, values: result.values };
+    logitsData = (await result.logits.data()) as Float32Array;
+    result.logits.dispose();
+  }
+  let active = states.map((_, index) => index);
+  let step = 0;
+  try {
+    for (;;) {
+      const vocabulary = config.vocabularySize;
+      active.forEach((stateIndex, position) => {
+        const state = states[stateIndex] as RowState;
+        const sampled = sampleToken(logitsData.subarray(position * vocabulary, (position + 1) * vocabulary), state.row.sampling);
+        state.tokens.push(sampled.id);
+        state.logprobs.push(sampled.logprob);
+        state.alternatives.push(sampled.alternatives);
+        finishOnStop(state);
+        if (state.finishReason === null && state.row.prompt.length + state.tokens.length >= config.contextLength) state.finishReason = 'length';
+        if (state.row.isCancelled?.()) state.finishReason = 'length';
+      });
+      const remaining = active.map((stateIndex, position) => ({ stateIndex, position })).filter(({ stateIndex }) => (states[stateIndex] as RowState).finishReason === null);
+      if (remaining.length === 0) break;
+      if (remaining.length < active.length) {
+        const selected = selectCacheRows(tf, config, cache, remaining.map(({ position }) => position));
+        disposeCache(cache);
+        cache = selected;
+      }
+      active = remaining.map(({ stateIndex }) => stateIndex);
+      step += 1;
+      const keyLength = promptLength + step;
+      const tokens = new Int32Array(active.length);
+      const positions = new Int32Array(active.length);
+      const keyMask = new Float32Array(active.length * keyLength);
+      active.forEach((stateIndex, position) => {
+        const state = states[stateIndex] as RowState;
+        tokens[position] = state.tokens[state.tokens.length - 1] as number;
+        positions[position] = state.row.prompt.length + state.tokens.length - 1;
+        for (let key = state.row.prompt.length; key < promptLength; key += 1) keyMask[position * keyLength + key] = -1e9;
+      });
+      const previous = cache;
+      const result = tf.tidy(() => {
+        const output = decodeStep(tf, config, parameters, previous, tokens, positions, keyMask);
+        return { logits: output.logits, keys: output.cache.keys, values: output.cache.values };
+      });
+      disposeCache(previous);
+      cache = { keys: result.keys, values: result.values };
+      logitsData = (await (result.logits as Tensor2D).data()) as Float32Array;
+      result.logits.dispose();
+      await yieldToEventLoop();
+    }
+  } finally {
+    disposeCache(cache);
+  }
+  return states.map((state) => ({
+    tokens: state.tokens.slice(0, state.keptTokens),
+    logprobs: state.logprobs.slice(0, state.keptTokens),
+    alternatives: state.alternatives.slice(0, state.keptTokens),
+    text: state.text,
+    finishReason: state.finishReason ?? 'length',
+    sampledCount: state.tokens.length,
+  }));
+}

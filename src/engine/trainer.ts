@@ -1,0 +1,305 @@
+/**
+ * Runs one training job (RL or SFT) to completion in the current thread: loads the policy's
+ * weights and optimizer state, takes gradient steps, and writes the new checkpoint.
+ */
+import type { Tensor, Tensor1D } from '@tensorflow/tfjs-core';
+import type { ExperimentalTrainingConfig } from '../schema/index.js';
+import { loadTensorFlow } from './backend.js';
+import type { TensorFlow } from './backend.js';
+import { MODEL_CONFIGS } from './model-config.js';
+import type { ModelConfig } from './model-config.js';
+import { AdamW } from './optimizer.js';
+import { buildRlData, buildSftSequences, scalesRewards } from './training-data.js';
+import type { TrainingSequence } from './training-data.js';
+import { forwardLogits } from './transformer.js';
+import type { EngineTrainingEvent, EngineTrainingJob, EngineTrainingResult } from './types.js';
+import { initialWeights, parameterSpecs, readCheckpointWeights, readOptimizerState, writeCheckpoint } from './weights.js';
+import type { HostWeights } from './weights.js';
+
+/**
+ * Learning rate of RL jobs whose `experimental_config.learning_rate` is null or absent.
+ * Tuned for the engine's small models with AdamW; the hosted service's usual 5e-6 (for LoRA on
+ * 14B models) barely moves them.
+ */
+export const DEFAULT_LEARNING_RATE = 3e-3;
+
+/** Learning rate of SFT jobs whose `config.learning_rate` is null or absent. */
+export const DEFAULT_SFT_LEARNING_RATE = 3e-3;
+
+/** Rows per SFT batch when `batch_size` is `"auto"`, null or absent. */
+export const AUTO_SFT_BATCH_SIZE = 16;
+
+/** Padded tokens per forward pass; bigger batches accumulate gradients over several passes. */
+const TOKENS_PER_PASS = 8192;
+
+/** Hooks of a running job. */
+export interface TrainingHooks {
+  readonly onEvent: (event: EngineTrainingEvent) => void;
+  /** Polled between passes; when true the job stops with an error and writes nothing. */
+  readonly isCancelled?: () => boolean;
+}
+
+interface StepResult {
+  readonly loss: number;
+  readonly entropy: number;
+  readonly gradients: Map<string, Float32Array>;
+  readonly trainableTokens: number;
+  readonly meanRatio: number;
+  readonly clippedFraction: number;
+  readonly approximateKl: number;
+}
+
+interface LossSettings {
+  readonly kind: 'rl' | 'sft';
+  readonly lossFunction: 'cispo' | 'ppo';
+  readonly low: number;
+  readonly high: number;
+}
+
+function lossSettings(kind: 'rl' | 'sft', config: ExperimentalTrainingConfig | null): LossSettings {
+  const lossFunction = config?.loss_fn ?? (config?.ppo ? 'ppo' : 'cispo');
+  if (lossFunction === 'ppo') {
+    const epsilon = config?.epsilon ?? 0.2;
+    return { kind, lossFunction, low: 1 - epsilon, high: 1 + (config?.epsilon_high ?? epsilon) };
+  }
+  return { kind, lossFunction, low: 1 - (config?.epsilon ?? 1), high: 1 + (config?.epsilon_high ?? 4) };
+}
+
+function passes(sequences: readonly TrainingSequence[]): TrainingSequence[][] {
+  const sorted = [...sequences].sort((a, b) => a.tokens.length - b.tokens.length);
+  const result: TrainingSequence[][] = [];
+  let current: TrainingSequence[] = [];
+  for (const sequence of sorted) {
+    const length = Math.max(sequence.tokens.length, ...current.map((item) => item.tokens.length));
+    if (current.length > 0 && (current.length + 1) * length > TOKENS_PER_PASS) {
+      result.push(current);
+      current = [];
+    }
+    current.push(sequence);
+  }
+  if (current.length > 0) result.push(current);
+  return result;
+}
+
+/**
+ * Loss and gradients of one optimizer step over `sequences` (accumulated over passes). The loss is
+ * a mean over all trainable tokens of the step.
+ */
+function computeStep(tf: TensorFlow, config: ModelConfig, weights: HostWeights, sequences: readonly TrainingSequence[], settings: LossSettings): StepResult {
+  const names = parameterSpecs(config).map((spec) => spec.name);
+  const gradients = new Map<string, Float32Array>(names.map((name) => [name, new Float32Array((weights.get(name) as { data: Float32Array }).data.length)]));
+  const trainableTokens = sequences.reduce((sum, sequence) => sum + sequence.mask.slice(1).reduce((a, b) => a + b, 0), 0);
+  let loss = 0;
+  let entropySum = 0;
+  let ratioSum = 0;
+  let clipped = 0;
+  let klSum = 0;
+  if (trainableTokens === 0) return { loss: 0, entropy: 0, gradients, trainableTokens, meanRatio: 1, clippedFraction: 0, approximateKl: 0 };
+  for (const pass of passes(sequences)) {
+    const length = Math.min(config.contextLength + 1, Math.max(...pass.map((sequence) => sequence.tokens.length)));
+    const steps = length - 1;
+    const batch = pass.length;
+    const inputs = new Int32Array(batch * steps);
+    const targets = new Int32Array(batch * steps);
+    const mask = new Float32Array(batch * steps);
+    const advantages = new Float32Array(batch * steps);
+    const old = new Float32Array(batch * steps).fill(Number.NaN);
+    pass.forEach((sequence, row) => {
+      for (let t = 0; t < steps; t += 1) {
+        const index = row * steps + t;
+        if (t + 1 < sequence.tokens.length) {
+          inputs[index] = sequence.tokens[t] as number;
+          targets[index] = sequence.tokens[t + 1] as number;
+          mask[index] = sequence.mask[t + 1] as number;
+          advantages[index] = sequence.weights[t + 1] as number;
+          old[index] = sequence.oldLogprobs[t + 1] as number;
+        } else if (t < sequence.tokens.length) {
+          inputs[index] = sequence.tokens[t] as number;
+        }
+      }
+    });
+    const parameterTensors = names.map((name) => {
+      const tensor = weights.get(name) as { shape: readonly number[]; data: Float32Array };
+      return tf.tensor(tensor.data, [...tensor.shape]);
+    });
+    let entropyTensor: Tensor | null = null;
+    const { value, grads } = tf.valueAndGrads((...parameters: Tensor[]) => {
+      const byName = Object.fromEntries(names.map((name, index) => [name, parameters[index] as Tensor]));
+      const logits = forwardLogits(tf, config, byName, inputs, batch, steps);
+      const logprobs = tf.logSoftmax(logits);
+      const tokenLogprobs = tf.sum(tf.mul(logprobs, tf.oneHot(tf.tensor1d(targets, 'int32'), config.vocabularySize)), -1) as Tensor1D;
+      const maskTensor = tf.tensor1d(mask);
+      entropyTensor = tf.keep(tf.sum(tf.mul(tf.neg(tf.sum(tf.mul(tf.exp(logprobs), logprobs), -1)), maskTensor)));
+      if (settings.kind === 'sft') return tf.div(tf.neg(tf.sum(tf.mul(tokenLogprobs, maskTensor))), trainableTokens);
+      const current = tokenLogprobs.dataSync();
+      const oldValues = new Float32Array(old.length);
+      const ratios = new Float32Array(old.length);
+      for (let index = 0; index < old.length; index += 1) {
+        const previous = Number.isNaN(old[index] as number) ? (current[index] as number) : (old[index] as number);
+        oldValues[index] = previous;
+        ratios[index] = Math.exp((current[index] as number) - previous);
+        if ((mask[index] as number) > 0) {
+          ratioSum += ratios[index] as number;
+          klSum += previous - (current[index] as number);
+          if ((ratios[index] as number) < settings.low || (ratios[index] as number) > settings.high) clipped += 1;
+        }
+      }
+      const weighted = tf.mul(tf.tensor1d(advantages), maskTensor);
+      if (settings.lossFunction === 'cispo') {
+        // CISPO: the clipped importance weight is a constant (no gradient through it).
+        const clippedRatios = ratios.map((ratio) => Math.min(Math.max(ratio, settings.low), settings.high));
+        return tf.div(tf.neg(tf.sum(tf.mul(tf.mul(tokenLogprobs, tf.tensor1d(clippedRatios)), weighted))), trainableTokens);
+      }
+      const ratio = tf.exp(tf.sub(tokenLogprobs, tf.tensor1d(oldValues)));
+      const unclipped = tf.mul(ratio, weighted);
+      const clippedObjective = tf.mul(tf.clipByValue(ratio, settings.low, settings.high), weighted);
+      return tf.div(tf.neg(tf.sum(tf.minimum(unclipped, clippedObjective))), trainableTokens);
+    })(parameterTensors);
+    loss += value.dataSync()[0] as number;
+    entropySum += entropyTensor ? ((entropyTensor as Tensor).dataSync()[0] as number) : 0;
+    names.forEach((name, index) => {
+      const gradient = grads[index] as Tensor;
+      const values = gradient.dataSync();
+      const sum = gradients.get(name) as Float32Array;
+      for (let position = 0; position < sum.length; position += 1) sum[position] = (sum[position] as number) + (values[position] as number);
+    });
+    value.dispose();
+    (entropyTensor as Tensor | null)?.dispose();
+    for (const tensor of [...grads, ...parameterTensors]) tensor.dispose();
+  }
+  return {
+    loss,
+    entropy: entropySum / trainableTokens,
+    gradients,
+    trainableTokens,
+    meanRatio: ratioSum / trainableTokens || 1,
+    clippedFraction: clipped / trainableTokens,
+    approximateKl: klSum / trainableTokens,
+  };
+}
+
+function truncate(config: ModelConfig, sequences: TrainingSequence[]): { sequences: TrainingSequence[]; truncated: number } {
+  // One more token than the context fits: the last position only serves as a target.
+  const limit = config.contextLength + 1;
+  let truncated = 0;
+  const result = sequences.map((sequence) => {
+    if (sequence.tokens.length <= limit) return sequence;
+    truncated += 1;
+    return {
+      tokens: sequence.tokens.slice(0, limit),
+      mask: sequence.mask.slice(0, limit),
+      weights: sequence.weights.slice(0, limit),
+      oldLogprobs: sequence.oldLogprobs.slice(0, limit),
+    };
+  });
+  return { sequences: result, truncated };
+}
+
+function checkCancelled(hooks: TrainingHooks): void {
+  if (hooks.isCancelled?.()) throw new Error('The training job was cancelled.');
+}
+
+/** Model config of a job's base model, or an Error naming the known ones. */
+export function modelConfigOf(baseModel: string): ModelConfig {
+  const config = MODEL_CONFIGS.get(baseModel);
+  if (!config) throw new Error(`Unknown base model ${JSON.stringify(baseModel)}: expected one of ${[...MODEL_CONFIGS.keys()].join(', ')}.`);
+  return config;
+}
+
+/** Loads the weights of a policy: a checkpoint directory, or the base model's initial weights. */
+export async function loadPolicyWeights(config: ModelConfig, checkpointPath: string | null): Promise<HostWeights> {
+  return checkpointPath ? readCheckpointWeights(config, checkpointPath) : initialWeights(config);
+}
+
+/**
+ * Runs a training job in this thread and writes its checkpoint to `job.outputPath`.
+ * Rejects with an Error whose message is fit for the user.
+ */
+export async function runTrainingJob(job: EngineTrainingJob, hooks: TrainingHooks): Promise<EngineTrainingResult> {
+  const tf = await loadTensorFlow();
+  const config = modelConfigOf(job.policy.baseModel);
+  const weights = await loadPolicyWeights(config, job.policy.checkpointPath);
+  const optimizer = new AdamW(weights, job.policy.checkpointPath ? await readOptimizerState(config, job.policy.checkpointPath) : null);
+  let metrics: Record<string, number> = {};
+
+  if (job.kind === 'rl') {
+    const data = buildRlData(job.trajectoryGroups, job.config);
+    const { sequences, truncated } = truncate(config, data.sequences);
+    const learningRate = job.config?.learning_rate ?? DEFAULT_LEARNING_RATE;
+    hooks.onEvent({ type: 'training_started', data: { num_sequences: 1 } });
+    checkCancelled(hooks);
+    const settings = lossSettings('rl', job.config);
+    const step = computeStep(tf, config, weights, sequences, settings);
+    checkCancelled(hooks);
+    // No trainable token (every group had equal rewards): no update at all, not even weight decay.
+    const gradNorm = step.trainableTokens > 0 ? optimizer.step(step.gradients, learningRate) : 0;
+    metrics = {
+      loss: step.loss,
+      policy_loss: step.loss,
+      grad_norm: gradNorm,
+      entropy: step.entropy,
+      learning_rate: learningRate,
+      num_trajectories: data.trajectories,
+      num_trainable_tokens: step.trainableTokens,
+      num_groups_submitted: data.groupsSubmitted,
+      num_groups_trainable: data.groupsTrainable,
+      num_sequences_truncated: truncated,
+      reward: data.reward,
+      reward_std_dev: data.rewardStdDev,
+      importance_ratio: step.meanRatio,
+      clip_fraction: step.clippedFraction,
+      kl_div: step.approximateKl,
+      scale_rewards: scalesRewards(job.config) ? 1 : 0,
+    };
+    hooks.onEvent({ type: 'gradient_step', data: metrics });
+  } else {
+    const assistantTurns = job.config?.assistant_turns ?? 'all';
+    const built = buildSftSequences(job.rows, assistantTurns);
+    const { sequences, truncated } = truncate(config, built);
+    const requestedBatch = job.config?.batch_size;
+    const batchSize = typeof requestedBatch === 'number' && requestedBatch > 0 ? requestedBatch : Math.min(AUTO_SFT_BATCH_SIZE, Math.max(1, sequences.length));
+    const batches: TrainingSequence[][] = [];
+    for (let start = 0; start < sequences.length; start += batchSize) batches.push(sequences.slice(start, start + batchSize));
+    const rates = job.config?.learning_rate;
+    hooks.onEvent({ type: 'training_started', data: { num_sequences: batches.length } });
+    let totalTokens = 0;
+    let lossSum = 0;
+    for (const [index, batch] of batches.entries()) {
+      // Let a cancel message (worker thread) or other work in between batches.
+      await new Promise((resolve) => setImmediate(resolve));
+      checkCancelled(hooks);
+      // One learning rate per batch; a shorter list repeats its last value.
+      const learningRate = Array.isArray(rates) ? (rates[Math.min(index, rates.length - 1)] ?? DEFAULT_SFT_LEARNING_RATE) : (rates ?? DEFAULT_SFT_LEARNING_RATE);
+      const step = computeStep(tf, config, weights, batch, lossSettings('sft', null));
+      const gradNorm = step.trainableTokens > 0 ? optimizer.step(step.gradients, learningRate) : 0;
+      totalTokens += step.trainableTokens;
+      lossSum += step.loss * step.trainableTokens;
+      metrics = {
+        loss: step.loss,
+        grad_norm: gradNorm,
+        entropy: step.entropy,
+        learning_rate: learningRate,
+        num_trajectories: batch.length,
+        num_trainable_tokens: step.trainableTokens,
+        num_groups_trainable: 0,
+        num_sequences_truncated: truncated,
+        batch_index: index,
+        num_batches: batches.length,
+      };
+      hooks.onEvent({ type: 'gradient_step', data: metrics });
+    }
+    metrics = { ...metrics, mean_loss: totalTokens > 0 ? lossSum / totalTokens : 0, num_trainable_tokens_total: totalTokens };
+  }
+  checkCancelled(hooks);
+  await writeCheckpoint(job.outputPath, weights, optimizer.state(), {
+    format: 'policyloop-checkpoint',
+    base_model: config.id,
+    step: job.step,
+    kind: job.kind,
+    training_config: job.config,
+    optimizer_steps: optimizer.state().step,
+    metrics,
+    created_at: new Date().toISOString(),
+  });
+  return { metrics };
+}

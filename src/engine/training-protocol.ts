@@ -1,0 +1,11 @@
+/** Messages between the engine and its training worker thread. */
+import type { EngineTrainingEvent, EngineTrainingJob, EngineTrainingResult } from './types.js';
+
+/** Engine to worker. */
+export type TrainingRequest = { readonly type: 'train'; readonly id: number; readonly job: EngineTrainingJob } | { readonly type: 'cancel'; readonly id: number };
+
+/** Worker to engine. */
+export type TrainingResponse =
+  | { readonly type: 'event'; readonly id: number; readonly event: EngineTrainingEvent }
+  | { readonly type: 'done'; readonly id: number; readonly result: EngineTrainingResult }
+  | { readonly type: 'failed'; readonly id: number; readonly message: string };

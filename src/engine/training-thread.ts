@@ -1,0 +1,93 @@
+/**
+ * The engine's side of the training worker thread: starts it (from TS sources through tsx, or
+ * from compiled JS), hands it jobs and relays their events.
+ */
+import { createRequire } from 'node:module';
+import { pathToFileURL } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import type { TrainingRequest, TrainingResponse } from './training-protocol.js';
+import type { EngineTrainingEvent, EngineTrainingJob, EngineTrainingResult } from './types.js';
+
+interface RunningJob {
+  readonly onEvent: (event: EngineTrainingEvent) => void;
+  readonly resolve: (result: EngineTrainingResult) => void;
+  readonly reject: (error: Error) => void;
+}
+
+function startWorker(): Worker {
+  const fromSources = import.meta.url.endsWith('.ts');
+  if (!fromSources) return new Worker(new URL('./training-worker.js', import.meta.url));
+  // Running from TS sources (tsx, vitest): a worker does not inherit the parent's loader, so the
+  // worker first registers tsx (a devDependency) and then imports the TS entry point.
+  const tsxApi = createRequire(import.meta.url).resolve('tsx/esm/api').replace(/\.cjs$/, '.mjs');
+  const entry = new URL('./training-worker.ts', import.meta.url).href;
+  const bootstrap = `import { register } from ${JSON.stringify(pathToFileURL(tsxApi).href)};\nregister();\nawait import(${JSON.stringify(entry)});\n`;
+  return new Worker(new URL(`data:text/javascript,${encodeURIComponent(bootstrap)}`));
+}
+
+/** A training worker thread that runs jobs one at a time. */
+export class TrainingThread {
+  private worker: Worker | null = null;
+  private nextId = 1;
+  private readonly running = new Map<number, RunningJob>();
+
+  private ensureWorker(): Worker {
+    if (this.worker) return this.worker;
+    const worker = startWorker();
+    worker.on('message', (message: TrainingResponse) => {
+      const job = this.running.get(message.id);
+      if (!job) return;
+      if (message.type === 'event') {
+        job.onEvent(message.event);
+        return;
+      }
+      this.running.delete(message.id);
+      if (this.running.size === 0) worker.unref();
+      if (message.type === 'done') job.resolve(message.result);
+      else job.reject(new Error(message.message));
+    });
+    const failAll = (error: Error): void => {
+      this.worker = null;
+      for (const job of this.running.values()) job.reject(error);
+      this.running.clear();
+    };
+    worker.on('error', (error) => failAll(new Error(`The training worker crashed: ${error.message}`)));
+    worker.on('exit', (code) => failAll(new Error(`The training worker exited with code ${code} before the job ended.`)));
+    worker.unref();
+    this.worker = worker;
+    return worker;
+  }
+
+  /** Runs a job in the worker. Aborting `signal` cancels it between gradient passes. */
+  run(job: EngineTrainingJob, onEvent: (event: EngineTrainingEvent) => void, signal?: AbortSignal): Promise<EngineTrainingResult> {
+    if (signal?.aborted) return Promise.reject(new Error('The training job was cancelled before it started.'));
+    const worker = this.ensureWorker();
+    const id = this.nextId;
+    this.nextId += 1;
+    return new Promise<EngineTrainingResult>((resolve, reject) => {
+      const onAbort = (): void => worker.postMessage({ type: 'cancel', id } satisfies TrainingRequest);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      const done = (): void => signal?.removeEventListener('abort', onAbort);
+      this.running.set(id, {
+        onEvent,
+        resolve: (result) => {
+          done();
+          resolve(result);
+        },
+        reject: (error) => {
+          done();
+          reject(error);
+        },
+      });
+      worker.ref();
+      worker.postMessage({ type: 'train', id, job } satisfies TrainingRequest);
+    });
+  }
+
+  /** Stops the worker; running jobs fail. */
+  async close(): Promise<void> {
+    const worker = this.worker;
+    this.worker = null;
+    if (worker) await worker.terminate();
+  }
+}

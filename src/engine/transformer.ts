@@ -1,0 +1,168 @@
+/**
+ * The decoder-only transformer: pre-norm blocks of causal multi-head attention and a GELU MLP,
+ * learned absolute position embeddings, untied output projection.
+ *
+ * Two forward paths share the weights: {@link forwardLogits} over whole padded sequences (used by
+ * training, differentiable: token embeddings are `matMul(oneHot(x), E)` because the wasm backend
+ * has no gradient for `gather`), and the incremental path {@link prefill} + {@link decodeStep}
+ * with a key/value cache (used by sampling).
+ */
+import type { Tensor, Tensor2D, Tensor3D } from '@tensorflow/tfjs-core';
+import type { TensorFlow } from './backend.js';
+import type { ModelConfig } from './model-config.js';
+
+/** Weights as tensors, by parameter name. */
+export type ParameterTensors = Readonly<Record<string, Tensor>>;
+
+function parameter(parameters: ParameterTensors, name: string): Tensor {
+  const tensor = parameters[name];
+  if (!tensor) throw new Error(`Missing parameter ${name}.`);
+  return tensor;
+}
+
+function layerNorm(tf: TensorFlow, x: Tensor, scale: Tensor, bias: Tensor): Tensor {
+  const mean = tf.mean(x, -1, true);
+  const centered = tf.sub(x, mean);
+  const variance = tf.mean(tf.square(centered), -1, true);
+  return tf.add(tf.mul(tf.mul(centered, tf.rsqrt(tf.add(variance, 1e-5))), scale), bias);
+}
+
+function gelu(tf: TensorFlow, x: Tensor): Tensor {
+  // The sigmoid approximation of GELU: cheap, smooth, and differentiable with core ops.
+  return tf.mul(x, tf.sigmoid(tf.mul(x, 1.702)));
+}
+
+function mlp(tf: TensorFlow, parameters: ParameterTensors, prefix: string, x: Tensor2D): Tensor2D {
+  const h = layerNorm(tf, x, parameter(parameters, `${prefix}.mlp_norm.scale`), parameter(parameters, `${prefix}.mlp_norm.bias`)) as Tensor2D;
+  const up = gelu(tf, tf.add(tf.matMul(h, parameter(parameters, `${prefix}.mlp.up`) as Tensor2D), parameter(parameters, `${prefix}.mlp.up_bias`))) as Tensor2D;
+  return tf.add(tf.matMul(up, parameter(parameters, `${prefix}.mlp.down`) as Tensor2D), parameter(parameters, `${prefix}.mlp.down_bias`)) as Tensor2D;
+}
+
+/** Per-layer attention keys and values, each `[batch * heads, length, headDimension]`. */
+export interface KeyValueCache {
+  readonly keys: Tensor3D[];
+  readonly values: Tensor3D[];
+}
+
+/**
+ * Runs the blocks over `[batch, length]` token ids and returns the final hidden states
+ * `[batch * length, modelDimension]`. With `cache`, the layers' keys and values are pushed into it.
+ */
+function hiddenStates(tf: TensorFlow, config: ModelConfig, parameters: ParameterTensors, embedded: Tensor2D, batch: number, length: number, cache?: KeyValueCache): Tensor2D {
+  const d = config.modelDimension;
+  const heads = config.headCount;
+  const headDimension = d / heads;
+  // Causal mask: -1e9 above the diagonal. Right padding needs no extra mask: real tokens never
+  // look ahead, and padded positions are never read.
+  const maskValues = new Float32Array(length * length);
+  for (let row = 0; row < length; row += 1) for (let column = row + 1; column < length; column += 1) maskValues[row * length + column] = -1e9;
+  const mask = tf.tensor2d(maskValues, [length, length]);
+  let x = embedded;
+  const toHeads = (t: Tensor2D): Tensor3D =>
+    tf.reshape(tf.transpose(tf.reshape(t, [batch, length, heads, headDimension]), [0, 2, 1, 3]), [batch * heads, length, headDimension]);
+  for (let layer = 0; layer < config.layerCount; layer += 1) {
+    const prefix = `layers.${layer}`;
+    const h = layerNorm(tf, x, parameter(parameters, `${prefix}.attention_norm.scale`), parameter(parameters, `${prefix}.attention_norm.bias`)) as Tensor2D;
+    const qkv = tf.matMul(h, parameter(parameters, `${prefix}.attention.qkv`) as Tensor2D);
+    const [q, k, v] = tf.split(qkv, 3, 1) as [Tensor2D, Tensor2D, Tensor2D];
+    const qh = toHeads(q);
+    const kh = toHeads(k);
+    const vh = toHeads(v);
+    if (cache) {
+      cache.keys.push(tf.keep(kh));
+      cache.values.push(tf.keep(vh));
+    }
+    const scores = tf.add(tf.mul(tf.matMul(qh, kh, false, true), 1 / Math.sqrt(headDimension)), mask);
+    const attended = tf.matMul(tf.softmax(scores), vh);
+    const merged = tf.reshape(tf.transpose(tf.reshape(attended, [batch, heads, length, headDimension]), [0, 2, 1, 3]), [batch * length, d]);
+    x = tf.add(x, tf.matMul(merged as Tensor2D, parameter(parameters, `${prefix}.attention.output`) as Tensor2D));
+    x = tf.add(x, mlp(tf, parameters, prefix, x));
+  }
+  return layerNorm(tf, x, parameter(parameters, 'final_norm.scale'), parameter(parameters, 'final_norm.bias')) as Tensor2D;
+}
+
+function project(tf: TensorFlow, parameters: ParameterTensors, hidden: Tensor2D): Tensor2D {
+  return tf.add(tf.matMul(hidden, parameter(parameters, 'output') as Tensor2D), parameter(parameters, 'output_bias'));
+}
+
+/**
+ * Differentiable forward pass: next-token logits `[batch * length, vocabulary]` for right-padded
+ * token ids `[batch, length]` (row-major, `Int32Array` of `batch * length`).
+ */
+export function forwardLogits(tf: TensorFlow, config: ModelConfig, parameters: ParameterTensors, tokens: Int32Array, batch: number, length: number): Tensor2D {
+  if (length > config.contextLength) throw new Error(`Sequence of ${length} tokens exceeds the context of ${config.contextLength}.`);
+  const ids = tf.tensor1d(tokens, 'int32');
+  const tokenEmbedding = tf.matMul(tf.oneHot(ids, config.vocabularySize) as Tensor2D, parameter(parameters, 'token_embedding') as Tensor2D);
+  const positions = tf.slice(parameter(parameters, 'position_embedding'), [0, 0], [length, config.modelDimension]);
+  const embedded = tf.reshape(tf.add(tf.reshape(tokenEmbedding, [batch, length, config.modelDimension]), positions), [batch * length, config.modelDimension]) as Tensor2D;
+  return project(tf, parameters, hiddenStates(tf, config, parameters, embedded, batch, length));
+}
+
+/**
+ * Runs the prompts (right-padded `[batch, length]`, true lengths in `lengths`) and returns the
+ * logits of each row's last prompt token `[batch, vocabulary]` plus the filled key/value cache.
+ * Call inside `tf.tidy`; the cache tensors are kept and must be disposed by the caller.
+ */
+export function prefill(tf: TensorFlow, config: ModelConfig, parameters: ParameterTensors, tokens: Int32Array, batch: number, length: number, lengths: readonly number[]): { logits: Tensor2D; cache: KeyValueCache } {
+  const cache: KeyValueCache = { keys: [], values: [] };
+  const ids = tf.tensor1d(tokens, 'int32');
+  const tokenEmbedding = tf.gather(parameter(parameters, 'token_embedding'), ids) as Tensor2D;
+  const positions = tf.slice(parameter(parameters, 'position_embedding'), [0, 0], [length, config.modelDimension]);
+  const embedded = tf.reshape(tf.add(tf.reshape(tokenEmbedding, [batch, length, config.modelDimension]), positions), [batch * length, config.modelDimension]) as Tensor2D;
+  const hidden = hiddenStates(tf, config, parameters, embedded, batch, length, cache);
+  const last = tf.gather(hidden, tf.tensor1d(lengths.map((rowLength, row) => row * length + rowLength - 1), 'int32')) as Tensor2D;
+  return { logits: project(tf, parameters, last), cache };
+}
+
+/**
+ * One decoding step for `[batch]` new tokens at `positions`, attending over the cache plus the new
+ * token. `keyMask` is `[batch, cacheLength + 1]` of 0 (visible) or -1e9 (padding). Returns the
+ * next logits `[batch, vocabulary]` and the grown cache (kept; the caller disposes the old one).
+ */
+export function decodeStep(tf: TensorFlow, config: ModelConfig, parameters: ParameterTensors, cache: KeyValueCache, tokens: Int32Array, positions: Int32Array, keyMask: Float32Array): { logits: Tensor2D; cache: KeyValueCache } {
+  const batch = tokens.length;
+  const d = config.modelDimension;
+  const heads = config.headCount;
+  const headDimension = d / heads;
+  const next: KeyValueCache = { keys: [], values: [] };
+  let x = tf.add(
+    tf.gather(parameter(parameters, 'token_embedding'), tf.tensor1d(tokens, 'int32')),
+    tf.gather(parameter(parameters, 'position_embedding'), tf.tensor1d(positions, 'int32')),
+  ) as Tensor2D;
+  const keyLength = keyMask.length / batch;
+  const mask = tf.tensor4d(keyMask, [batch, 1, 1, keyLength]);
+  for (let layer = 0; layer < config.layerCount; layer += 1) {
+    const prefix = `layers.${layer}`;
+    const h = layerNorm(tf, x, parameter(parameters, `${prefix}.attention_norm.scale`), parameter(parameters, `${prefix}.attention_norm.bias`)) as Tensor2D;
+    const [q, k, v] = tf.split(tf.matMul(h, parameter(parameters, `${prefix}.attention.qkv`) as Tensor2D), 3, 1) as [Tensor2D, Tensor2D, Tensor2D];
+    const toHeads = (t: Tensor2D): Tensor3D => tf.reshape(t, [batch * heads, 1, headDimension]);
+    const keys = tf.keep(tf.concat([cache.keys[layer] as Tensor3D, toHeads(k)], 1));
+    const values = tf.keep(tf.concat([cache.values[layer] as Tensor3D, toHeads(v)], 1));
+    next.keys.push(keys);
+    next.values.push(values);
+    const scores = tf.reshape(tf.mul(tf.matMul(toHeads(q), keys, false, true), 1 / Math.sqrt(headDimension)), [batch, heads, 1, keyLength]);
+    const weights = tf.reshape(tf.softmax(tf.add(scores, mask)), [batch * heads, 1, keyLength]) as Tensor3D;
+    const merged = tf.reshape(tf.matMul(weights, values), [batch, d]) as Tensor2D;
+    x = tf.add(x, tf.matMul(merged, parameter(parameters, `${prefix}.attention.output`) as Tensor2D));
+    x = tf.add(x, mlp(tf, parameters, prefix, x));
+  }
+  const hidden = layerNorm(tf, x, parameter(parameters, 'final_norm.scale'), parameter(parameters, 'final_norm.bias')) as Tensor2D;
+  return { logits: project(tf, parameters, hidden), cache: next };
+}
+
+/** Keeps only the given batch rows of a cache (kept tensors; the caller disposes the old cache). */
+export function selectCacheRows(tf: TensorFlow, config: ModelConfig, cache: KeyValueCache, rows: readonly number[]): KeyValueCache {
+  const heads = config.headCount;
+  const indices = tf.tensor1d(rows.flatMap((row) => Array.from({ length: heads }, (_, head) => row * heads + head)), 'int32');
+  const result: KeyValueCache = {
+    keys: cache.keys.map((tensor) => tf.keep(tf.gather(tensor, indices)) as Tensor3D),
+    values: cache.values.map((tensor) => tf.keep(tf.gather(tensor, indices)) as Tensor3D),
+  };
+  indices.dispose();
+  return result;
+}
+
+/** Disposes a cache's tensors. */
+export function disposeCache(cache: KeyValueCache): void {
+  for (const tensor of [...cache.keys, ...cache.values]) tensor.dispose();
+}
