@@ -1,0 +1,115 @@
+/** Errors of the training layer: failed jobs, missing logprobs, timeouts, undeliverable logs. */
+import { PolicyloopError } from '../internal/errors.js';
+import type { TrainingJobEventResponse, TrainingJobResponse, TrajectoryGroupInput } from '../schema/index.js';
+
+/**
+ * A training job ended with `training_failed` (or in status `FAILED`). Carries the job as the
+ * service last reported it, the terminal event, and the service's own message.
+ * @example
+ * try {
+ *   await model.train(groups);
+ * } catch (error) {
+ *   if (error instanceof TrainingJobFailedError) console.error(error.job.id, error.serviceMessage);
+ * }
+ */
+export class TrainingJobFailedError extends PolicyloopError {
+  /** The job, as `GET /v1/preview/training-jobs/{id}` returned it after the failure. */
+  readonly job: TrainingJobResponse;
+  /** The terminal `training_failed` event, or null when the failure was seen in the job status. */
+  readonly event: TrainingJobEventResponse | null;
+  /** The service's explanation (`error_message`). */
+  readonly serviceMessage: string;
+
+  constructor(job: TrainingJobResponse, event: TrainingJobEventResponse | null, serviceMessage: string) {
+    super(`Training job ${job.id} failed: ${serviceMessage}`);
+    this.job = job;
+    this.event = event;
+    this.serviceMessage = serviceMessage;
+  }
+}
+
+/** Where in the training data a Choice without logprobs sits. */
+export interface ChoiceLocation {
+  /** Index of the group in the list passed to `train`. */
+  readonly groupIndex: number;
+  /** Index of the trajectory in its group. */
+  readonly trajectoryIndex: number;
+  /** Index of the sub-agent history in `additional_histories`, or null for the main conversation. */
+  readonly historyIndex: number | null;
+  /** Index of the Choice in `messages_and_choices`. */
+  readonly itemIndex: number;
+}
+
+/**
+ * A trainable `Choice` has no token logprobs, so an RL step cannot compute its importance ratio.
+ * Thrown before anything is uploaded. Request completions with `logprobs: true` (the model's
+ * `openai()` client does by default) or pass `allowTrainingWithoutLogprobs: true`.
+ */
+export class MissingLogprobsError extends PolicyloopError {
+  /** Where the first offending Choice is. */
+  readonly location: ChoiceLocation;
+  /** How many Choices in the data lack logprobs in all. */
+  readonly count: number;
+
+  constructor(location: ChoiceLocation, count: number) {
+    const where =
+      location.historyIndex === null
+        ? `messages_and_choices[${location.itemIndex}]`
+        : `additional_histories[${location.historyIndex}].messages_and_choices[${location.itemIndex}]`;
+    super(
+      `Expected every Choice to carry token logprobs, but trajectory ${location.trajectoryIndex} of group ` +
+        `${location.groupIndex} has none at ${where}` +
+        (count > 1 ? ` (${count} Choices lack them in all)` : '') +
+        '. Request completions with `logprobs: true` (model.openai() does by default), ' +
+        'or pass `allowTrainingWithoutLogprobs: true` to let the service use the current policy\'s logprobs.',
+    );
+    this.location = location;
+    this.count = count;
+  }
+}
+
+/**
+ * Following a training job took longer than the `timeout` given. The job may still be running on
+ * the service; its id is kept so it can be looked up later.
+ */
+export class TrainingTimeoutError extends PolicyloopError {
+  /** Id of the job that was being followed. */
+  readonly jobId: string;
+  /** The timeout that elapsed, in milliseconds. */
+  readonly timeoutMs: number;
+
+  constructor(jobId: string, timeoutMs: number) {
+    super(
+      `Training job ${jobId} did not finish within ${timeoutMs} ms; it may still be running on the service ` +
+        '(raise `timeout` to wait longer).',
+      { retryable: true },
+    );
+    this.jobId = jobId;
+    this.timeoutMs = timeoutMs;
+  }
+}
+
+/**
+ * Log batches could not be delivered and could not be written to the spool file either, so the
+ * groups exist only in this error. Nothing else is lost silently: a batch that is spooled is
+ * reported through the batcher's `batch:spooled` event instead.
+ */
+export class LogDeliveryError extends PolicyloopError {
+  /** The split of the batch. */
+  readonly split: string;
+  /** The groups that could be neither sent nor spooled (the only copy left). */
+  readonly trajectoryGroups: readonly TrajectoryGroupInput[];
+  /** Path of the spool file that could not be written. */
+  readonly spoolPath: string;
+
+  constructor(split: string, trajectoryGroups: readonly TrajectoryGroupInput[], spoolPath: string, cause: unknown) {
+    super(
+      `Could not deliver ${trajectoryGroups.length} ${split} trajectory group(s) to the log endpoint nor write them to ` +
+        `the spool file ${spoolPath}: ${cause instanceof Error ? cause.message : String(cause)}`,
+      { cause },
+    );
+    this.split = split;
+    this.trajectoryGroups = trajectoryGroups;
+    this.spoolPath = spoolPath;
+  }
+}

@@ -1,0 +1,160 @@
+/**
+ * Following a training job: poll its events (`?after=<last id>`, following `has_more`) until the
+ * terminal event, reporting progress on the way. Every wait is abortable and bounded by a timeout.
+ */
+import type { TrainingClient } from '../client/index.js';
+import { delay } from '../internal/delay.js';
+import type { TrainingJobEventResponse, TrainingJobResponse } from '../schema/index.js';
+import { TrainingJobFailedError, TrainingTimeoutError } from './errors.js';
+
+/**
+ * Default time between event polls, in milliseconds.
+ * @default 1000
+ */
+export const DEFAULT_POLL_INTERVAL_MS = 1_000;
+
+/**
+ * Default overall timeout of following a job, in milliseconds (one hour).
+ * @default 3_600_000
+ */
+export const DEFAULT_JOB_TIMEOUT_MS = 3_600_000;
+
+/** Progress of a job, reported after every event. */
+export interface JobProgress {
+  /** The job's id. */
+  readonly jobId: string;
+  /** The event just received. */
+  readonly event: TrainingJobEventResponse;
+  /** Gradient steps done so far. */
+  readonly gradientSteps: number;
+  /** Gradient steps the job announced (`training_started.num_sequences`), or null before it. */
+  readonly totalSteps: number | null;
+  /** `gradientSteps / totalSteps` clamped to 0..1, or null when the total is unknown. */
+  readonly fraction: number | null;
+  /** The metrics of the latest `gradient_step` event (numbers only). */
+  readonly metrics: Readonly<Record<string, number>>;
+}
+
+/** Options of {@link followTrainingJob}. */
+export interface FollowJobOptions {
+  /** Stops following (the job itself keeps running on the service). */
+  signal?: AbortSignal | undefined;
+  /**
+   * Overall time allowed, in milliseconds; then {@link TrainingTimeoutError}.
+   * @default 3_600_000
+   */
+  timeout?: number | undefined;
+  /**
+   * Time between polls when there is no new event, in milliseconds.
+   * @default 1000
+   */
+  pollInterval?: number | undefined;
+  /** Called after every event. */
+  onProgress?: ((progress: JobProgress) => void) | undefined;
+}
+
+/** How a followed job ended. */
+export interface FollowedJob {
+  /** Every event of the job, in order. */
+  readonly events: readonly TrainingJobEventResponse[];
+  /** Each metric of the `gradient_step` events, averaged over the steps. */
+  readonly metrics: Record<string, number>;
+}
+
+/**
+ * Polls the events of job `jobId` until `training_ended` (resolves) or `training_failed`
+ * (rejects with {@link TrainingJobFailedError} carrying the job and the service's message).
+ * Rejects with {@link TrainingTimeoutError} after `timeout`, and with the client's abort error
+ * when `signal` aborts.
+ * @example
+ * const job = await client.jobs.createRL({ model_id, trajectory_groups });
+ * const { metrics } = await followTrainingJob(client, job.id, { onProgress: (p) => console.log(p.fraction) });
+ */
+export async function followTrainingJob(
+  client: TrainingClient,
+  jobId: string,
+  options: FollowJobOptions = {},
+): Promise<FollowedJob> {
+  const timeout = options.timeout ?? DEFAULT_JOB_TIMEOUT_MS;
+  const pollInterval = options.pollInterval ?? DEFAULT_POLL_INTERVAL_MS;
+  // Our own timer rather than AbortSignal.timeout: fake timers can drive it, and a timeout must
+  // surface as TrainingTimeoutError, not as the caller's abort.
+  const timeoutController = new AbortController();
+  const timer = setTimeout(() => timeoutController.abort(new TrainingTimeoutError(jobId, timeout)), timeout);
+  const signal =
+    options.signal === undefined ? timeoutController.signal : AbortSignal.any([options.signal, timeoutController.signal]);
+
+  const events: TrainingJobEventResponse[] = [];
+  const sums = new Map<string, { sum: number; count: number }>();
+  let after: string | undefined;
+  let totalSteps: number | null = null;
+  let gradientSteps = 0;
+  let latest: Record<string, number> = {};
+  try {
+    for (;;) {
+      const page = await client.jobs.events(jobId, { after, limit: 100 }, { signal });
+      for (const event of page.data) {
+        events.push(event);
+        after = event.id;
+        if (event.type === 'training_started') {
+          const steps = event.data['num_sequences'];
+          if (typeof steps === 'number') totalSteps = steps;
+        } else if (event.type === 'gradient_step') {
+          gradientSteps += 1;
+          latest = numbersOf(event.data);
+          for (const [name, value] of Object.entries(latest)) {
+            const entry = sums.get(name) ?? { sum: 0, count: 0 };
+            entry.sum += value;
+            entry.count += 1;
+            sums.set(name, entry);
+          }
+        }
+        options.onProgress?.({
+          jobId,
+          event,
+          gradientSteps,
+          totalSteps,
+          fraction: totalSteps === null || totalSteps <= 0 ? null : Math.min(1, gradientSteps / totalSteps),
+          metrics: latest,
+        });
+        if (event.type === 'training_ended') {
+          const metrics: Record<string, number> = {};
+          for (const [name, { sum, count }] of sums) metrics[name] = sum / count;
+          return { events, metrics };
+        }
+        if (event.type === 'training_failed') {
+          const message = event.data['error_message'];
+          const job = await retrieveQuietly(client, jobId, signal);
+          throw new TrainingJobFailedError(
+            job,
+            event,
+            typeof message === 'string' && message !== '' ? message : (job.error_message ?? 'no message from the service'),
+          );
+        }
+      }
+      if (!page.has_more) await delay(pollInterval, signal);
+    }
+  } catch (error) {
+    if (timeoutController.signal.aborted && !(error instanceof TrainingJobFailedError)) {
+      throw timeoutController.signal.reason as TrainingTimeoutError;
+    }
+    throw error;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The job as the service reports it; `{id}` alone when it cannot be read (the failure wins). */
+async function retrieveQuietly(client: TrainingClient, jobId: string, signal: AbortSignal): Promise<TrainingJobResponse> {
+  try {
+    return await client.jobs.retrieve(jobId, { signal });
+  } catch {
+    return { id: jobId };
+  }
+}
+
+function numbersOf(data: Record<string, unknown>): Record<string, number> {
+  const numbers: Record<string, number> = {};
+  for (const [name, value] of Object.entries(data)) if (typeof value === 'number' && Number.isFinite(value)) numbers[name] = value;
+  return numbers;
+}

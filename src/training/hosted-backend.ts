@@ -1,0 +1,109 @@
+/**
+ * The hosted backend: the W&B / CoreWeave Serverless Training service (or any service speaking
+ * the contract), reached by base URL and API key.
+ */
+import { TrainingClient } from '../client/index.js';
+import { ENV, readEnv, readFirstEnv } from '../internal/env.js';
+import { PolicyloopError } from '../internal/errors.js';
+import path from 'node:path';
+import type { Backend, BackendConnection } from './backend.js';
+import { DEFAULT_DATA_DIR } from './model-files.js';
+
+/**
+ * The hosted service's base URL.
+ * @default 'https://api.training.wandb.ai/v1'
+ */
+export const HOSTED_BASE_URL = 'https://api.training.wandb.ai/v1';
+
+/** Options of {@link HostedBackend}. */
+export interface HostedBackendOptions {
+  /**
+   * A W&B API key.
+   * @default process.env.POLICYLOOP_API_KEY, else process.env.WANDB_API_KEY
+   */
+  apiKey?: string | undefined;
+  /**
+   * Base URL of the training API.
+   * @default process.env.POLICYLOOP_BASE_URL, else 'https://api.training.wandb.ai/v1'
+   */
+  baseURL?: string | undefined;
+  /**
+   * Base URL for chat completions of the trained models.
+   * @default the training API's base URL
+   */
+  inferenceBaseURL?: string | undefined;
+  /**
+   * Directory for the models' local files (history, spool).
+   * @default '.policyloop'
+   */
+  dataDir?: string | undefined;
+  /** `fetch` for the client and the OpenAI clients. */
+  fetch?: typeof globalThis.fetch | undefined;
+  /**
+   * Per-request timeout of the training client, in milliseconds.
+   * @default 60_000
+   */
+  timeout?: number | undefined;
+  /**
+   * Retries of the training client (GET and DELETE only).
+   * @default 2
+   */
+  maxRetries?: number | undefined;
+}
+
+/**
+ * The hosted training service as a backend. The key is checked at construction, so a missing
+ * `WANDB_API_KEY` fails before anything runs.
+ * @example
+ * const backend = new HostedBackend(); // reads WANDB_API_KEY
+ * const model = await new TrainableModel({ project: 'demo', name: 'agent', baseModel: 'OpenPipe/Qwen3-14B-Instruct' }).register(backend);
+ */
+export class HostedBackend implements Backend {
+  /** Always `'hosted'`. */
+  readonly kind = 'hosted' as const;
+  /** Absolute directory of the models' local files. */
+  readonly dataDir: string;
+  private readonly connection: BackendConnection;
+
+  constructor(options: HostedBackendOptions = {}) {
+    const apiKey = options.apiKey ?? readFirstEnv([ENV.apiKey, ENV.wandbApiKey])?.value;
+    if (apiKey === undefined || apiKey.trim() === '') {
+      throw new PolicyloopError(
+        'No API key for the hosted service: set the WANDB_API_KEY environment variable (a W&B API key, ' +
+          'https://wandb.ai/authorize) or pass `new HostedBackend({ apiKey })`.',
+      );
+    }
+    const baseURL = options.baseURL ?? readEnv(ENV.baseURL) ?? HOSTED_BASE_URL;
+    const client = new TrainingClient({
+      apiKey,
+      baseURL,
+      inferenceBaseURL: options.inferenceBaseURL ?? baseURL,
+      fetch: options.fetch,
+      timeout: options.timeout,
+      maxRetries: options.maxRetries,
+    });
+    const inferenceBaseURL = options.inferenceBaseURL ?? client.baseURL;
+    this.connection = { client, baseURL: client.baseURL, inferenceBaseURL, apiKey, fetch: options.fetch };
+    this.dataDir = path.resolve(options.dataDir ?? DEFAULT_DATA_DIR);
+  }
+
+  /** The connection (nothing to start). */
+  connect(): Promise<BackendConnection> {
+    return Promise.resolve(this.connection);
+  }
+
+  /** Null: the hosted service applies its own default (5e-6, tuned for LoRA on large models). */
+  defaultLearningRate(): Promise<number | null> {
+    return Promise.resolve(null);
+  }
+
+  /** Null: the hosted service cannot read this machine's files; upload SFT data and pass its URL. */
+  localFileUrl(): null {
+    return null;
+  }
+
+  /** Nothing to stop. */
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+}

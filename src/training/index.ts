@@ -1,0 +1,61 @@
+/**
+ * Training: the model handle (register, step, OpenAI client, log, RL and SFT training, checkpoint
+ * retention), the local and hosted backends, metric history, and the log batcher.
+ * @module
+ */
+export type { Backend, BackendConnection } from './backend.js';
+export { LocalBackend, type LocalBackendOptions } from './local-backend.js';
+export { HostedBackend, HOSTED_BASE_URL, type HostedBackendOptions } from './hosted-backend.js';
+export {
+  TrainableModel,
+  type TrainableModelOptions,
+  type WaitOptions,
+  type OpenAIClientOptions,
+  type LogOptions,
+  type JobOptions,
+  type TrainOptions,
+  type SFTOptions,
+  type SFTSource,
+  type TrainResult,
+  type PruneResult,
+} from './trainable-model.js';
+export type {
+  TrainableModelEvents,
+  TrainingJobKind,
+  JobSubmittedEvent,
+  JobEndEvent,
+  GroupsDroppedEvent,
+  HistoryRowEvent,
+} from './model-events.js';
+export { modelInferenceName } from './inference-name.js';
+export { DEFAULT_DATA_DIR, modelFiles, type ModelFiles } from './model-files.js';
+export { appendHistoryRow, readHistory, metricByStep, type HistoryRow } from './history.js';
+export {
+  LogBatcher,
+  type LogBatcherOptions,
+  type LogBatcherEvents,
+  type LogBatcherStats,
+  type BatchSentEvent,
+  type BatchRetryEvent,
+  type BatchSpooledEvent,
+  type SpoolReplayResult,
+} from './log-batcher.js';
+export type { SpoolRecord } from './spool.js';
+export {
+  followTrainingJob,
+  DEFAULT_POLL_INTERVAL_MS,
+  DEFAULT_JOB_TIMEOUT_MS,
+  type FollowJobOptions,
+  type FollowedJob,
+  type JobProgress,
+} from './follow-job.js';
+export { assertChoicesHaveLogprobs, findChoicesWithoutLogprobs } from './missing-logprobs.js';
+export { planRetention, type RetentionOptions, type RetentionPlan } from './checkpoint-retention.js';
+export { trajectoryToSFTRow, toSFTRows, writeSFTFile } from './sft-data.js';
+export {
+  TrainingJobFailedError,
+  MissingLogprobsError,
+  TrainingTimeoutError,
+  LogDeliveryError,
+  type ChoiceLocation,
+} from './errors.js';

@@ -1,0 +1,190 @@
+/**
+ * The local backend: the embedded training service, started in-process on a random loopback port
+ * (or a running one, by URL). The service module is loaded with a dynamic `import()`, so scripts
+ * that only use the hosted backend never load its heavy dependencies.
+ */
+import { TrainingClient } from '../client/index.js';
+import { ENV, readFirstEnv } from '../internal/env.js';
+import { PolicyloopError } from '../internal/errors.js';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import type { Backend, BackendConnection } from './backend.js';
+import { DEFAULT_DATA_DIR } from './model-files.js';
+
+/** Options of {@link LocalBackend}. */
+export interface LocalBackendOptions {
+  /**
+   * Directory for the service's store and weights (when started here) and for the models' local
+   * files (history, spool, SFT data).
+   * @default '.policyloop'
+   */
+  dataDir?: string | undefined;
+  /**
+   * URL of a local service that is already running (e.g. `policyloop serve`), instead of starting
+   * one in-process. `/v1` is appended when missing.
+   */
+  url?: string | undefined;
+  /**
+   * Key of the running service at `url`. A service started here makes its own key.
+   * @default process.env.POLICYLOOP_API_KEY, else the local service's development key
+   */
+  apiKey?: string | undefined;
+  /**
+   * Port for the in-process service; 0 picks a free one.
+   * @default 0
+   */
+  port?: number | undefined;
+  /** Extra options handed to the local service's `serve()` (e.g. an `engine` for tests). */
+  serviceOptions?: Record<string, unknown> | undefined;
+  /** `fetch` for the client and the OpenAI clients (tests inject failures through it). */
+  fetch?: typeof globalThis.fetch | undefined;
+  /**
+   * Per-request timeout of the training client, in milliseconds.
+   * @default 60_000
+   */
+  timeout?: number | undefined;
+  /**
+   * Retries of the training client (GET and DELETE only; POSTs are never retried blindly).
+   * @default 2
+   */
+  maxRetries?: number | undefined;
+}
+
+/** What the local service's `serve()` returns (the part used here). */
+interface ServiceHandle {
+  readonly baseURL: string;
+  readonly apiKey: string;
+  close(): Promise<void>;
+}
+
+/**
+ * The embedded local service as a backend. The service starts on first use (or with
+ * {@link LocalBackend.start}); {@link LocalBackend.close} stops it.
+ * @example
+ * const backend = await LocalBackend.start({ dataDir: '.policyloop' });
+ * const model = await new TrainableModel({ project: 'demo', name: 'agent', baseModel: 'policyloop/tiny-chat' }).register(backend);
+ * // ... gather, train ...
+ * await model.close();
+ * await backend.close();
+ */
+export class LocalBackend implements Backend {
+  /** Always `'local'`. */
+  readonly kind = 'local' as const;
+  /** Absolute directory of the store and of the models' local files. */
+  readonly dataDir: string;
+  private readonly options: LocalBackendOptions;
+  private connecting: Promise<BackendConnection> | undefined;
+  private service: ServiceHandle | undefined;
+  private closed = false;
+
+  constructor(options: LocalBackendOptions = {}) {
+    if (options.port !== undefined && (!Number.isInteger(options.port) || options.port < 0 || options.port > 65_535)) {
+      throw new PolicyloopError(`Expected \`port\` to be an integer 0..65535, got ${options.port}`);
+    }
+    this.options = options;
+    this.dataDir = path.resolve(options.dataDir ?? DEFAULT_DATA_DIR);
+  }
+
+  /**
+   * Creates a backend and connects at once (starting the in-process service).
+   * @example
+   * const backend = await LocalBackend.start();
+   */
+  static async start(options: LocalBackendOptions = {}): Promise<LocalBackend> {
+    const backend = new LocalBackend(options);
+    await backend.connect();
+    return backend;
+  }
+
+  /** Starts (or reaches) the service once; later calls return the same connection. */
+  connect(): Promise<BackendConnection> {
+    if (this.closed) return Promise.reject(new PolicyloopError('This LocalBackend is closed; create a new one.'));
+    this.connecting ??= this.open();
+    return this.connecting;
+  }
+
+  /** Base URL of the training API (ends in `/v1`); throws before {@link connect}. */
+  get baseURL(): string {
+    if (this.service !== undefined) return this.service.baseURL;
+    if (this.options.url !== undefined) return this.options.url;
+    throw new PolicyloopError('The local service is not started yet: `await backend.connect()` first.');
+  }
+
+  /**
+   * The engine's tuned RL learning rate (`DEFAULT_LEARNING_RATE` of the engine, documented in
+   * docs/engine.md), read at run time from the engine the in-process service already loaded.
+   * Null for a service reached by URL: it applies its own default (the same number) itself.
+   */
+  async defaultLearningRate(): Promise<number | null> {
+    if (this.options.url !== undefined) return null;
+    try {
+      const engine: Record<string, unknown> = await import('../engine/index.js');
+      const value = engine['DEFAULT_LEARNING_RATE'];
+      return typeof value === 'number' && Number.isFinite(value) ? value : null;
+    } catch {
+      return null;
+    }
+  }
+
+  /** A `file://` URL: the local service reads SFT data from this machine's disk. */
+  localFileUrl(file: string): string {
+    return pathToFileURL(path.resolve(file)).href;
+  }
+
+  /** Stops the in-process service (a service reached by URL keeps running). */
+  async close(): Promise<void> {
+    this.closed = true;
+    const service = this.service;
+    this.service = undefined;
+    if (service === undefined && this.connecting !== undefined) {
+      // A start in progress: wait for it so that its port is not left open.
+      const started = await this.connecting.then(
+        () => this.service,
+        () => undefined,
+      );
+      this.service = undefined;
+      await started?.close();
+      return;
+    }
+    await service?.close();
+  }
+
+  private async open(): Promise<BackendConnection> {
+    let baseURL: string;
+    let apiKey: string;
+    if (this.options.url !== undefined) {
+      baseURL = this.options.url;
+      apiKey = this.options.apiKey ?? readFirstEnv([ENV.apiKey])?.value ?? (await developmentKey());
+    } else {
+      // Dynamic: hono, better-sqlite3 and tfjs load only when a local service is started.
+      const server = await import('../server/index.js');
+      const service: ServiceHandle = await server.serve({
+        ...this.options.serviceOptions,
+        port: this.options.port ?? 0,
+        dataDir: this.dataDir,
+      });
+      if (this.closed) {
+        await service.close();
+        throw new PolicyloopError('This LocalBackend was closed while the service was starting.');
+      }
+      this.service = service;
+      baseURL = service.baseURL;
+      apiKey = service.apiKey;
+    }
+    const client = new TrainingClient({
+      apiKey,
+      baseURL,
+      inferenceBaseURL: baseURL,
+      fetch: this.options.fetch,
+      timeout: this.options.timeout,
+      maxRetries: this.options.maxRetries,
+    });
+    return { client, baseURL: client.baseURL, inferenceBaseURL: client.baseURL, apiKey, fetch: this.options.fetch };
+  }
+}
+
+/** The local service's documented development key, for a service started without `--api-key`. */
+async function developmentKey(): Promise<string> {
+  const server = await import('../server/index.js');
+  return server.DEV_API_KEY;
+}

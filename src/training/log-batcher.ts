@@ -1,0 +1,420 @@
+/**
+ * The log batcher: sends trajectory groups to `POST /v1/preview/models/{id}/log` in batches (by
+ * count, bytes and time), with bounded memory, retries with backoff, and a spool file for what
+ * cannot be delivered. Nothing is dropped silently: every group is either acknowledged by the
+ * service or written to the spool and reported through `batch:spooled`.
+ */
+import { EventEmitter } from 'eventemitter3';
+import { APIError } from '../client/errors.js';
+import type { TrainingClient } from '../client/index.js';
+import { retryDelay } from '../client/retry-delay.js';
+import { abortReason, delay } from '../internal/delay.js';
+import { PolicyloopError } from '../internal/errors.js';
+import type { TrajectoryGroupInput } from '../schema/index.js';
+import { LogDeliveryError } from './errors.js';
+import { appendSpoolRecords, releaseSpool, takeSpool } from './spool.js';
+
+/** Options of {@link LogBatcher}. */
+export interface LogBatcherOptions {
+  /** Client of the training API. */
+  client: TrainingClient;
+  /** Id of the registered model the groups belong to. */
+  modelId: string;
+  /** File for batches that cannot be delivered (`<dataDir>/<project>/models/<name>/spool.jsonl`). */
+  spoolPath: string;
+  /**
+   * Most groups in one request.
+   * @default 64
+   */
+  maxBatchGroups?: number | undefined;
+  /**
+   * Most bytes of JSON in one request (a single larger group is sent alone).
+   * @default 8_388_608 (8 MiB)
+   */
+  maxBatchBytes?: number | undefined;
+  /**
+   * Longest time a group waits in the buffer before it is sent, in milliseconds.
+   * @default 1000
+   */
+  maxDelay?: number | undefined;
+  /**
+   * Most bytes buffered (including batches in flight); `add` waits while the buffer is full.
+   * @default 67_108_864 (64 MiB)
+   */
+  maxBufferedBytes?: number | undefined;
+  /**
+   * Retries of a batch after its first attempt, on retryable errors (connection, timeout, 408, 409,
+   * 429, 5xx), with exponential backoff that honours `Retry-After`.
+   * @default 5
+   */
+  maxRetries?: number | undefined;
+  /**
+   * Time allowed for each request, in milliseconds.
+   * @default 60_000
+   */
+  requestTimeout?: number | undefined;
+}
+
+/** A batch the service acknowledged. */
+export interface BatchSentEvent {
+  readonly split: string;
+  readonly groupCount: number;
+  readonly bytes: number;
+  /** Attempts it took (1 = first try). */
+  readonly attempts: number;
+}
+
+/** A batch failed and will be tried again after `delayMs`. */
+export interface BatchRetryEvent {
+  readonly split: string;
+  readonly groupCount: number;
+  /** The attempt that failed (1 = first try). */
+  readonly attempt: number;
+  readonly delayMs: number;
+  readonly error: unknown;
+}
+
+/** A batch could not be delivered and was written to the spool file (replay it with `replaySpool`). */
+export interface BatchSpooledEvent {
+  readonly split: string;
+  readonly groupCount: number;
+  readonly spoolPath: string;
+  readonly attempts: number;
+  /** The last error. */
+  readonly error: unknown;
+}
+
+/** Events of {@link LogBatcher}. */
+export interface LogBatcherEvents {
+  'batch:sent': [event: BatchSentEvent];
+  'batch:retry': [event: BatchRetryEvent];
+  'batch:spooled': [event: BatchSpooledEvent];
+}
+
+/** Counts since the batcher was created. */
+export interface LogBatcherStats {
+  /** Batches and groups the service acknowledged. */
+  readonly sentBatches: number;
+  readonly sentGroups: number;
+  /** Batches and groups written to the spool file. */
+  readonly spooledBatches: number;
+  readonly spooledGroups: number;
+  /** Groups and bytes still buffered or in flight. */
+  readonly bufferedGroups: number;
+  readonly bufferedBytes: number;
+  /** The spool file. */
+  readonly spoolPath: string;
+}
+
+/** What {@link LogBatcher.replaySpool} did. */
+export interface SpoolReplayResult {
+  /** Batches and groups from the spool that the service now acknowledged. */
+  readonly replayedBatches: number;
+  readonly replayedGroups: number;
+  /** Batches that failed again and are back in the spool. */
+  readonly respooledBatches: number;
+  /** Lines that could not be read (set aside in `<spool>.unreadable`). */
+  readonly unreadableLines: number;
+}
+
+interface Entry {
+  readonly split: string;
+  readonly group: TrajectoryGroupInput;
+  readonly bytes: number;
+}
+
+/**
+ * Batches log requests for one model.
+ * @example
+ * const batcher = new LogBatcher({ client, modelId: model.id, spoolPath: model.files.spool });
+ * batcher.on('batch:spooled', (event) => console.warn(`${event.groupCount} groups spooled: ${event.error}`));
+ * await batcher.add('val', groups);
+ * await batcher.close();
+ */
+export class LogBatcher extends EventEmitter<LogBatcherEvents> {
+  private readonly client: TrainingClient;
+  private readonly modelId: string;
+  private readonly spoolPath: string;
+  private readonly maxBatchGroups: number;
+  private readonly maxBatchBytes: number;
+  private readonly maxDelay: number;
+  private readonly maxBufferedBytes: number;
+  private readonly maxRetries: number;
+  private readonly requestTimeout: number;
+
+  private buffer: Entry[] = [];
+  /** Bytes buffered plus bytes in flight: what memory the batcher holds. */
+  private heldBytes = 0;
+  private heldGroups = 0;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  /** The chain of drains: one batch in flight at a time, in order. */
+  private tail: Promise<void> = Promise.resolve();
+  private spaceWaiters: Array<() => void> = [];
+  private closing = false;
+  /** Aborted when `close(signal)` is aborted: pending batches then go straight to the spool. */
+  private readonly stop = new AbortController();
+  private failures: LogDeliveryError[] = [];
+  private counts = { sentBatches: 0, sentGroups: 0, spooledBatches: 0, spooledGroups: 0 };
+
+  constructor(options: LogBatcherOptions) {
+    super();
+    this.client = options.client;
+    this.modelId = options.modelId;
+    this.spoolPath = options.spoolPath;
+    this.maxBatchGroups = positiveInteger('maxBatchGroups', options.maxBatchGroups ?? 64);
+    this.maxBatchBytes = positiveInteger('maxBatchBytes', options.maxBatchBytes ?? 8 * 1024 * 1024);
+    this.maxDelay = nonNegative('maxDelay', options.maxDelay ?? 1_000);
+    this.maxBufferedBytes = positiveInteger('maxBufferedBytes', options.maxBufferedBytes ?? 64 * 1024 * 1024);
+    this.maxRetries = nonNegative('maxRetries', options.maxRetries ?? 5);
+    this.requestTimeout = positiveInteger('requestTimeout', options.requestTimeout ?? 60_000);
+  }
+
+  /**
+   * Queues groups of `split` for sending. Resolves once they are buffered; waits first while the
+   * buffer is full (backpressure). A group larger than the whole buffer is accepted alone.
+   */
+  async add(split: string, groups: readonly TrajectoryGroupInput[], options: { signal?: AbortSignal | undefined } = {}): Promise<void> {
+    if (this.closing) throw new PolicyloopError('This LogBatcher is closed: it accepts no more groups.');
+    for (const group of groups) {
+      const bytes = Buffer.byteLength(JSON.stringify(group), 'utf8');
+      while (this.heldBytes > 0 && this.heldBytes + bytes > this.maxBufferedBytes) {
+        void this.drain(true);
+        await this.waitForSpace(options.signal);
+      }
+      this.buffer.push({ split, group, bytes });
+      this.heldBytes += bytes;
+      this.heldGroups += 1;
+    }
+    if (this.nextBatchSize(false) > 0) void this.drain(false);
+    else this.armTimer();
+  }
+
+  /**
+   * Sends everything buffered and resolves when the service acknowledged it (or it was spooled).
+   * `signal` stops the wait only: the batches keep being delivered in the background.
+   * Rejects with {@link LogDeliveryError} when a batch could be neither sent nor spooled.
+   */
+  async flush(signal?: AbortSignal): Promise<LogBatcherStats> {
+    await raceSignal(this.drain(true), signal);
+    this.throwFailures();
+    return this.stats();
+  }
+
+  /**
+   * Flushes and stops accepting groups. When `signal` aborts, the pending batches are not tried
+   * again but written to the spool at once, so that closing is quick and loses nothing.
+   */
+  async close(signal?: AbortSignal): Promise<LogBatcherStats> {
+    this.closing = true;
+    const onAbort = (): void => this.stop.abort(abortReason(signal));
+    if (signal?.aborted) onAbort();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      await this.drain(true);
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+      for (const wake of this.spaceWaiters.splice(0)) wake();
+    }
+    this.throwFailures();
+    return this.stats();
+  }
+
+  /** Counts so far. */
+  stats(): LogBatcherStats {
+    return { ...this.counts, bufferedGroups: this.heldGroups, bufferedBytes: this.heldBytes, spoolPath: this.spoolPath };
+  }
+
+  /**
+   * Sends the batches a previous run spooled (for this model's spool file). Batches that fail
+   * again go back to the spool. Runs after whatever is already queued.
+   */
+  async replaySpool(options: { signal?: AbortSignal | undefined } = {}): Promise<SpoolReplayResult> {
+    const run = this.tail.then(() => this.replay(options.signal));
+    this.tail = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    const result = await run;
+    this.throwFailures();
+    return result;
+  }
+
+  private async replay(signal: AbortSignal | undefined): Promise<SpoolReplayResult> {
+    const taken = await takeSpool(this.spoolPath);
+    let replayedBatches = 0;
+    let replayedGroups = 0;
+    let respooledBatches = 0;
+    for (const record of taken.records) {
+      const entries = record.trajectory_groups.map((group) => ({ split: record.split, group, bytes: 0 }));
+      const delivered = await this.deliver(entries, signal);
+      if (delivered) {
+        replayedBatches += 1;
+        replayedGroups += entries.length;
+      } else {
+        respooledBatches += 1;
+      }
+    }
+    await releaseSpool(this.spoolPath, taken);
+    return { replayedBatches, replayedGroups, respooledBatches, unreadableLines: taken.unreadableLines.length };
+  }
+
+  /** Queues a drain after the current one; `all` sends partial batches too. Never rejects. */
+  private drain(all: boolean): Promise<void> {
+    if (all) this.disarmTimer();
+    const run = this.tail.then(async () => {
+      for (;;) {
+        const size = this.nextBatchSize(all);
+        if (size === 0) break;
+        const batch = this.buffer.splice(0, size);
+        await this.deliver(batch, undefined);
+        this.release(batch);
+      }
+      if (this.buffer.length > 0) this.armTimer();
+    });
+    // A broken link must not stop later drains from running.
+    this.tail = run.catch(() => undefined);
+    return run;
+  }
+
+  /**
+   * How many groups from the head of the buffer make the next batch: a run of one split, at most
+   * `maxBatchGroups` and `maxBatchBytes`. 0 when the run is not complete yet and `all` is false.
+   */
+  private nextBatchSize(all: boolean): number {
+    const head = this.buffer[0];
+    if (head === undefined) return 0;
+    let count = 0;
+    let bytes = 0;
+    let complete = false;
+    for (const entry of this.buffer) {
+      if (entry.split !== head.split || (count > 0 && bytes + entry.bytes > this.maxBatchBytes)) {
+        complete = true;
+        break;
+      }
+      count += 1;
+      bytes += entry.bytes;
+      if (count >= this.maxBatchGroups || bytes >= this.maxBatchBytes) {
+        complete = true;
+        break;
+      }
+    }
+    return complete || all ? count : 0;
+  }
+
+  /** Sends one batch with retries; spools it when that fails. True when the service acknowledged it. */
+  private async deliver(batch: readonly Entry[], signal: AbortSignal | undefined): Promise<boolean> {
+    const first = batch[0];
+    if (first === undefined) return true;
+    const split = first.split;
+    const groups = batch.map((entry) => entry.group);
+    const stop = signal === undefined ? this.stop.signal : AbortSignal.any([signal, this.stop.signal]);
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        await this.client.models.log(
+          this.modelId,
+          { split, trajectory_groups: groups },
+          { signal: stop, timeout: this.requestTimeout, maxRetries: 0 },
+        );
+        this.counts.sentBatches += 1;
+        this.counts.sentGroups += groups.length;
+        const bytes = batch.reduce((sum, entry) => sum + entry.bytes, 0);
+        this.emit('batch:sent', { split, groupCount: groups.length, bytes, attempts: attempt });
+        return true;
+      } catch (error) {
+        const retryable = error instanceof PolicyloopError && error.retryable;
+        if (stop.aborted || !retryable || attempt > this.maxRetries) {
+          await this.spool(split, groups, error, attempt);
+          return false;
+        }
+        const delayMs = retryDelay(attempt, error instanceof APIError ? error.headers : undefined);
+        this.emit('batch:retry', { split, groupCount: groups.length, attempt, delayMs, error });
+        try {
+          await delay(delayMs, stop);
+        } catch {
+          await this.spool(split, groups, error, attempt);
+          return false;
+        }
+      }
+    }
+  }
+
+  private async spool(split: string, groups: readonly TrajectoryGroupInput[], error: unknown, attempts: number): Promise<void> {
+    try {
+      await appendSpoolRecords(this.spoolPath, [
+        {
+          model_id: this.modelId,
+          split,
+          trajectory_groups: groups,
+          error: error instanceof Error ? error.message : String(error),
+          attempts,
+          spooled_at: new Date().toISOString(),
+        },
+      ]);
+    } catch (spoolError) {
+      this.failures.push(new LogDeliveryError(split, groups, this.spoolPath, spoolError));
+      return;
+    }
+    this.counts.spooledBatches += 1;
+    this.counts.spooledGroups += groups.length;
+    this.emit('batch:spooled', { split, groupCount: groups.length, spoolPath: this.spoolPath, attempts, error });
+  }
+
+  private release(batch: readonly Entry[]): void {
+    for (const entry of batch) this.heldBytes -= entry.bytes;
+    this.heldGroups -= batch.length;
+    for (const wake of this.spaceWaiters.splice(0)) wake();
+  }
+
+  private waitForSpace(signal: AbortSignal | undefined): Promise<void> {
+    if (this.closing) return Promise.reject(new PolicyloopError('This LogBatcher closed while `add` waited for space.'));
+    return raceSignal(new Promise<void>((resolve) => this.spaceWaiters.push(resolve)), signal);
+  }
+
+  private armTimer(): void {
+    if (this.timer !== undefined || this.buffer.length === 0) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      void this.drain(true);
+    }, this.maxDelay);
+  }
+
+  private disarmTimer(): void {
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+
+  private throwFailures(): void {
+    const failure = this.failures.shift();
+    if (failure !== undefined) throw failure;
+  }
+}
+
+/** `promise`, or the signal's abort reason when it aborts first. */
+function raceSignal<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (signal === undefined) return promise;
+  if (signal.aborted) return Promise.reject(abortReason(signal));
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(abortReason(signal));
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    );
+  });
+}
+
+function positiveInteger(name: string, value: number): number {
+  if (!Number.isFinite(value) || value <= 0) throw new PolicyloopError(`Expected \`${name}\` to be a positive number, got ${value}`);
+  return value;
+}
+
+function nonNegative(name: string, value: number): number {
+  if (!Number.isFinite(value) || value < 0) throw new PolicyloopError(`Expected \`${name}\` to be 0 or more, got ${value}`);
+  return value;
+}

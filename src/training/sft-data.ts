@@ -1,0 +1,70 @@
+/** SFT data: trajectories as `{messages, tools?}` JSONL rows, and writing them to a file. */
+import { mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { PolicyloopError } from '../internal/errors.js';
+import { isChoice, SFTRow, Trajectory } from '../schema/index.js';
+import type { ChatCompletionAssistantMessageParam, ChatCompletionMessageParam, TrajectoryInput } from '../schema/index.js';
+
+/**
+ * Turns a trajectory into an SFT row: messages stay, each `Choice` becomes the assistant message
+ * it carries, and messages after the last assistant turn are dropped (the last message is the turn
+ * to learn). Null when the trajectory has no assistant turn.
+ * @example
+ * trajectoryToSFTRow({ messages_and_choices: [{ role: 'user', content: '2+2?' }, { role: 'assistant', content: '4' }] });
+ */
+export function trajectoryToSFTRow(trajectory: TrajectoryInput): SFTRow | null {
+  const parsed = Trajectory.parse(trajectory);
+  const messages: ChatCompletionMessageParam[] = [];
+  for (const item of parsed.messages_and_choices) {
+    if (!isChoice(item)) {
+      messages.push(item);
+      continue;
+    }
+    const { content, tool_calls, function_call, refusal } = item.message;
+    const message: ChatCompletionAssistantMessageParam = { role: 'assistant', content: content ?? null };
+    if (tool_calls !== undefined && tool_calls !== null && tool_calls.length > 0) message.tool_calls = tool_calls;
+    if (function_call !== undefined && function_call !== null) message.function_call = function_call;
+    if (refusal !== undefined && refusal !== null) message.refusal = refusal;
+    messages.push(message);
+  }
+  let end = messages.length;
+  while (end > 0 && messages[end - 1]?.role !== 'assistant') end -= 1;
+  if (end === 0) return null;
+  const row: SFTRow = { messages: messages.slice(0, end) };
+  if (parsed.tools !== undefined && parsed.tools !== null && parsed.tools.length > 0) row.tools = parsed.tools;
+  return row;
+}
+
+/**
+ * Rows for an SFT job from trajectories or ready rows (`{messages}` objects pass as they are,
+ * validated). Throws when nothing is left to learn.
+ */
+export function toSFTRows(items: readonly (TrajectoryInput | SFTRow)[]): SFTRow[] {
+  const rows: SFTRow[] = [];
+  for (const [index, item] of items.entries()) {
+    if ('messages' in item && Array.isArray(item.messages)) {
+      const parsed = SFTRow.safeParse(item);
+      if (!parsed.success) {
+        throw new PolicyloopError(`Expected SFT row ${index} to be {messages, tools?}: ${parsed.error.issues[0]?.message ?? 'invalid'}`, {
+          cause: parsed.error,
+        });
+      }
+      rows.push(parsed.data);
+      continue;
+    }
+    const row = trajectoryToSFTRow(item as TrajectoryInput);
+    if (row !== null) rows.push(row);
+  }
+  if (rows.length === 0) {
+    throw new PolicyloopError(`Expected SFT data with at least one assistant turn to learn, got ${items.length} item(s) with none.`);
+  }
+  return rows;
+}
+
+/** Writes rows as JSONL to a new file in `directory` and returns its path. */
+export async function writeSFTFile(directory: string, rows: readonly SFTRow[]): Promise<string> {
+  await mkdir(directory, { recursive: true });
+  const file = path.join(directory, `sft-${new Date().toISOString().replace(/[:.]/g, '-')}-${process.pid}.jsonl`);
+  await writeFile(file, rows.map((row) => `${JSON.stringify(row)}\n`).join(''), 'utf8');
+  return file;
+}

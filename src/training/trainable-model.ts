@@ -1,0 +1,615 @@
+/**
+ * The trainable model handle: registers with a backend, knows its step (= policy version), hands
+ * out an OpenAI client bound to it, logs metrics, trains (RL and SFT) and prunes checkpoints.
+ */
+import { stat } from 'node:fs/promises';
+import path from 'node:path';
+import { EventEmitter } from 'eventemitter3';
+import OpenAI from 'openai';
+import { PolicyloopError } from '../internal/errors.js';
+import { formatIssues } from '../internal/format-issues.js';
+import { captureCompletions } from '../rollout/capture-completions.js';
+import { dropStaleGroups } from '../rollout/drop-stale-groups.js';
+import { computeStepMetrics, prefixMetrics, TrajectoryGroup } from '../schema/index.js';
+import type {
+  ExperimentalTrainingConfig,
+  ModelResponse,
+  SFTRow,
+  SFTTrainingConfigInput,
+  TrajectoryGroupInput,
+  TrajectoryInput,
+} from '../schema/index.js';
+import type { Backend, BackendConnection } from './backend.js';
+import { planRetention } from './checkpoint-retention.js';
+import type { RetentionOptions } from './checkpoint-retention.js';
+import { followTrainingJob } from './follow-job.js';
+import type { JobProgress } from './follow-job.js';
+import { appendHistoryRow, metricByStep, readHistory } from './history.js';
+import type { HistoryRow } from './history.js';
+import { modelInferenceName } from './inference-name.js';
+import { LogBatcher } from './log-batcher.js';
+import type { LogBatcherOptions, LogBatcherStats, SpoolReplayResult } from './log-batcher.js';
+import { assertChoicesHaveLogprobs } from './missing-logprobs.js';
+import type { TrainableModelEvents, TrainingJobKind } from './model-events.js';
+import { assertPathSegment, modelFiles } from './model-files.js';
+import type { ModelFiles } from './model-files.js';
+import { toSFTRows, writeSFTFile } from './sft-data.js';
+
+/** Options of `new TrainableModel(...)`. */
+export interface TrainableModelOptions {
+  /** The model's name, unique within its project (also a directory name: no `/`). */
+  name: string;
+  /** The project it belongs to. */
+  project: string;
+  /** The base model to train from, e.g. `policyloop/tiny-chat` (listed by `client.baseModels.list()`). */
+  baseModel: string;
+  /**
+   * The entity (W&B team or user) that owns it.
+   * @default the service's default entity for the key
+   */
+  entity?: string | undefined;
+}
+
+/** Options shared by calls that wait on the service. */
+export interface WaitOptions {
+  /** Aborts the call (and any wait in it). */
+  signal?: AbortSignal | undefined;
+}
+
+/** Options of {@link TrainableModel.openai}. */
+export interface OpenAIClientOptions {
+  /**
+   * Pin a step: requests go to `...:step<N>` instead of the latest checkpoint.
+   * @default the latest step
+   */
+  step?: number | undefined;
+  /**
+   * Request parameters merged under every request (the request's own keys win).
+   * @default { model: model.inferenceName(step), logprobs: true }
+   */
+  defaults?: Readonly<Record<string, unknown>> | undefined;
+  /**
+   * Per-request timeout, in milliseconds.
+   * @default 600_000 (the openai SDK's)
+   */
+  timeout?: number | undefined;
+  /**
+   * Retries of the openai SDK.
+   * @default 2
+   */
+  maxRetries?: number | undefined;
+}
+
+/** Options of {@link TrainableModel.log}. */
+export interface LogOptions extends WaitOptions {
+  /**
+   * The split the groups belong to; metric names are prefixed with it (`val/reward`).
+   * @default 'val'
+   */
+  split?: string | undefined;
+  /**
+   * The step the groups were sampled at.
+   * @default the current step ({@link TrainableModel.getStep})
+   */
+  step?: number | undefined;
+  /**
+   * Also send the groups to the service's log endpoint (batched). `false` writes history only.
+   * @default true
+   */
+  send?: boolean | undefined;
+}
+
+/** Options of a training call that follows its job. */
+export interface JobOptions extends WaitOptions {
+  /**
+   * Overall time allowed for the job, in milliseconds.
+   * @default 3_600_000
+   */
+  timeout?: number | undefined;
+  /**
+   * Time between event polls, in milliseconds.
+   * @default 1000
+   */
+  pollInterval?: number | undefined;
+  /** Called after every job event (also emitted as `job:progress`). */
+  onProgress?: ((progress: JobProgress) => void) | undefined;
+}
+
+/** Options of {@link TrainableModel.train}. */
+export interface TrainOptions extends JobOptions {
+  /**
+   * The learning rate.
+   * @default the backend's: the engine's tuned value on the local backend, the service's own on the hosted one
+   */
+  learningRate?: number | undefined;
+  /**
+   * The RL loss.
+   * @default the service's (`cispo`)
+   */
+  lossFn?: 'cispo' | 'ppo' | undefined;
+  /** Further `experimental_config` keys, sent as given (`learningRate`/`lossFn` win). */
+  config?: Partial<ExperimentalTrainingConfig> | undefined;
+  /**
+   * Train even when Choices lack logprobs (the service then uses the current policy's).
+   * @default false
+   */
+  allowTrainingWithoutLogprobs?: boolean | undefined;
+  /**
+   * Drop groups sampled more than this many steps before the current one (by their
+   * trajectories' `initial_policy_version`); counted in the result and the `groups:dropped` event.
+   * @default no limit
+   */
+  maxStaleness?: number | undefined;
+  /**
+   * Record the groups' metrics under `train/` in the history and send them to the log endpoint.
+   * @default true
+   */
+  log?: boolean | undefined;
+}
+
+/** Where SFT data comes from: trajectories or `{messages}` rows, a local JSONL file, or a URL. */
+export type SFTSource = readonly (TrajectoryInput | SFTRow)[] | string | URL;
+
+/** Options of {@link TrainableModel.trainSFT}. */
+export interface SFTOptions extends JobOptions {
+  /**
+   * The learning rate: one number, or one per batch.
+   * @default the service's (the engine's tuned SFT value locally)
+   */
+  learningRate?: number | number[] | undefined;
+  /**
+   * Rows per batch, or `'auto'`.
+   * @default the service's
+   */
+  batchSize?: number | 'auto' | undefined;
+  /**
+   * Which assistant turns are learned.
+   * @default 'all'
+   */
+  assistantTurns?: 'all' | 'last' | undefined;
+  /**
+   * A URL the service reads the JSONL from, instead of `source` (required on the hosted service,
+   * which cannot read local files: upload the file as a W&B artifact and pass its URL).
+   */
+  trainingDataUrl?: string | undefined;
+}
+
+/** What a training call returns. */
+export interface TrainResult {
+  /** The new step (policy version) after the job. */
+  readonly step: number;
+  /** The job's metrics: gradient-step metrics averaged, and the checkpoint's own. */
+  readonly metrics: Record<string, number>;
+  /** The job's id. */
+  readonly jobId: string;
+  /** Groups left out before upload because they were stale (RL only). */
+  readonly droppedGroups: number;
+}
+
+/** What {@link TrainableModel.pruneCheckpoints} did. */
+export interface PruneResult {
+  /** Steps kept. */
+  readonly kept: number[];
+  /** Steps deleted. */
+  readonly deleted: number[];
+  /** The best step by the metric (null without `keepBestBy`). */
+  readonly bestStep: number | null;
+  /** Steps the service no longer had. */
+  readonly notFoundSteps: number[];
+}
+
+/**
+ * A trainable model: a name in a project, trained from a base model, on a backend.
+ * @example
+ * const backend = await LocalBackend.start();
+ * const model = new TrainableModel({ project: 'demo', name: 'agent-1', baseModel: 'policyloop/tiny-chat' });
+ * await model.register(backend);
+ * const client = model.openai(); // captured into trajectories inside rollouts
+ * const { step } = await model.train(groups);
+ */
+export class TrainableModel extends EventEmitter<TrainableModelEvents> {
+  /** The model's name. */
+  readonly name: string;
+  /** Its project. */
+  readonly project: string;
+  /** The base model it trains from. */
+  readonly baseModel: string;
+  private requestedEntity: string | undefined;
+  private registration: { backend: Backend; connection: BackendConnection; model: ModelResponse; files: ModelFiles } | undefined;
+  private batcher: LogBatcher | undefined;
+  private batcherOptions: Partial<LogBatcherOptions> = {};
+
+  constructor(options: TrainableModelOptions) {
+    super();
+    for (const key of ['name', 'project', 'baseModel'] as const) {
+      if (typeof options[key] !== 'string' || options[key].trim() === '') {
+        throw new PolicyloopError(`Expected \`${key}\` to be a non-empty string, got ${JSON.stringify(options[key])}`);
+      }
+    }
+    assertPathSegment('project', options.project);
+    assertPathSegment('name', options.name);
+    this.name = options.name;
+    this.project = options.project;
+    this.baseModel = options.baseModel;
+    this.requestedEntity = options.entity;
+  }
+
+  /** The entity: as given, or as the service reported at registration. */
+  get entity(): string | undefined {
+    return this.registration?.model.entity ?? this.requestedEntity;
+  }
+
+  /** The service's id of the model; throws before {@link register}. */
+  get id(): string {
+    return this.registered().model.id;
+  }
+
+  /** True once {@link register} succeeded. */
+  get isRegistered(): boolean {
+    return this.registration !== undefined;
+  }
+
+  /** The backend the model is registered with; throws before {@link register}. */
+  get backend(): Backend {
+    return this.registered().backend;
+  }
+
+  /** Paths of the model's local files (history, spool, SFT data); throws before {@link register}. */
+  get files(): ModelFiles {
+    return this.registered().files;
+  }
+
+  /**
+   * Registers with `backend` (get-or-create: the same entity, project and name give the same
+   * model), connecting it first (the local backend starts its service).
+   */
+  async register(backend: Backend, options: WaitOptions = {}): Promise<this> {
+    const connection = await backend.connect({ signal: options.signal });
+    const model = await connection.client.models.create(
+      {
+        entity: this.requestedEntity ?? null,
+        project: this.project,
+        name: this.name,
+        base_model: this.baseModel,
+        return_existing: true,
+      },
+      { signal: options.signal },
+    );
+    if (model.base_model !== this.baseModel) {
+      throw new PolicyloopError(
+        `Model ${model.entity}/${model.project}/${model.name} exists with base model ${model.base_model}, ` +
+          `not ${this.baseModel}: use another name, or the same base model.`,
+      );
+    }
+    if (this.registration !== undefined && this.registration.model.id !== model.id) await this.closeBatcher();
+    this.registration = { backend, connection, model, files: modelFiles(backend.dataDir, this.project, this.name) };
+    return this;
+  }
+
+  /**
+   * The current step (= policy version): the newest checkpoint's step, 0 for the base model.
+   * @example
+   * const groups = await gatherTrajectoryGroups(scenarios, rollout, { policyVersion: () => model.getStep() });
+   */
+  async getStep(options: WaitOptions = {}): Promise<number> {
+    const { connection, model } = this.registered();
+    const page = await connection.client.checkpoints.list(model.id, { limit: 1, order: 'desc' }, { signal: options.signal });
+    return page.data[0]?.step ?? 0;
+  }
+
+  /**
+   * The name to call the model by in chat completions: the latest step, or `step` pinned.
+   * @example
+   * model.inferenceName();  // 'wandb-artifact:///local/demo/agent-1'
+   * model.inferenceName(3); // 'wandb-artifact:///local/demo/agent-1:step3'
+   */
+  inferenceName(step?: number): string {
+    const entity = this.entity;
+    if (entity === undefined) {
+      throw new PolicyloopError('The inference name needs the entity: register the model first, or pass `entity`.');
+    }
+    return modelInferenceName({ entity, project: this.project, name: this.name }, step);
+  }
+
+  /**
+   * An `openai` client for the backend's chat completions, with `model` (this model's inference
+   * name) and `logprobs: true` filled in when a request leaves them out. Inside a rollout
+   * (`gatherTrajectoryGroups`) each completion is captured into the rollout's trajectory.
+   * @example
+   * const client = model.openai();
+   * const reply = await client.chat.completions.create({ model: model.inferenceName(), messages });
+   */
+  openai(options: OpenAIClientOptions = {}): OpenAI {
+    const { connection } = this.registered();
+    const client = new OpenAI({
+      apiKey: connection.apiKey,
+      baseURL: connection.inferenceBaseURL,
+      ...(connection.fetch === undefined ? {} : { fetch: connection.fetch as unknown as NonNullable<ConstructorParameters<typeof OpenAI>[0]>['fetch'] }),
+      ...(options.timeout === undefined ? {} : { timeout: options.timeout }),
+      ...(options.maxRetries === undefined ? {} : { maxRetries: options.maxRetries }),
+    });
+    const defaults = { model: this.inferenceName(options.step), logprobs: true, ...options.defaults };
+    return captureCompletions(client, { defaults });
+  }
+
+  /**
+   * Records the metrics of `groups` (prefixed by split, with `training_step`) in `history.jsonl`
+   * and sends the groups to the service's log endpoint through the model's batcher. Resolves
+   * with the history row once it is written and the groups are queued (`flushLogs` waits for
+   * delivery).
+   * @example
+   * const row = await model.log(valGroups, { split: 'val' });
+   * console.log(row['val/reward']);
+   */
+  async log(groups: readonly TrajectoryGroupInput[], options: LogOptions = {}): Promise<HistoryRow> {
+    const split = options.split ?? 'val';
+    if (split === '' || split.includes('/')) throw new PolicyloopError(`Expected \`split\` to be a name without '/', got ${JSON.stringify(split)}`);
+    const parsed = parseGroups(groups);
+    const step = options.step ?? (await this.getStep(options));
+    const row = await this.appendHistory(prefixMetrics(computeStepMetrics(parsed), split), step);
+    if (options.send ?? true) await this.logBatcher().add(split, parsed, options);
+    return row;
+  }
+
+  /** Waits until every logged group is acknowledged by the service or spooled. */
+  async flushLogs(signal?: AbortSignal): Promise<LogBatcherStats> {
+    return this.logBatcher().flush(signal);
+  }
+
+  /** Sends log batches that an earlier run could not deliver (this model's spool file). */
+  async replaySpool(options: WaitOptions = {}): Promise<SpoolReplayResult> {
+    return this.logBatcher().replaySpool(options);
+  }
+
+  /**
+   * Sets the log batcher's options (batch sizes, delays, retries). Takes effect for the batcher
+   * created next: call before the first `log`.
+   */
+  configureLogging(options: Omit<Partial<LogBatcherOptions>, 'client' | 'modelId' | 'spoolPath'>): this {
+    this.batcherOptions = { ...options };
+    return this;
+  }
+
+  /** The rows of `history.jsonl`, oldest first. */
+  async history(): Promise<HistoryRow[]> {
+    return readHistory(this.files.history);
+  }
+
+  /**
+   * One RL step: checks the data (logprobs, staleness), logs the groups' metrics under `train/`,
+   * submits a training job, follows its events to the end and returns the new step.
+   * Rejects with `MissingLogprobsError` before uploading anything when a Choice has no
+   * logprobs, with `TrainingJobFailedError` when the job fails, and with `TrainingTimeoutError`
+   * after `timeout`.
+   * @example
+   * const { step, metrics } = await model.train(groups, { onProgress: (p) => console.log(p.fraction) });
+   */
+  async train(groups: readonly TrajectoryGroupInput[], options: TrainOptions = {}): Promise<TrainResult> {
+    const { connection, model, backend } = this.registered();
+    let parsed = parseGroups(groups);
+    const currentStep = await this.getStep(options);
+    let droppedGroups = 0;
+    if (options.maxStaleness !== undefined) {
+      const { fresh, dropped } = dropStaleGroups(parsed, currentStep, options.maxStaleness);
+      droppedGroups = dropped.length;
+      parsed = fresh;
+      if (droppedGroups > 0) {
+        this.emit('groups:dropped', { reason: 'stale', count: droppedGroups, currentStep, maxStaleness: options.maxStaleness });
+      }
+    }
+    if (parsed.length === 0) {
+      throw new PolicyloopError(
+        `Expected at least one trajectory group to train on, got none` +
+          (droppedGroups > 0 ? ` (all ${droppedGroups} were more than ${options.maxStaleness} steps stale)` : '') +
+          '.',
+      );
+    }
+    if (options.allowTrainingWithoutLogprobs !== true) assertChoicesHaveLogprobs(parsed);
+
+    if (options.log ?? true) {
+      await this.appendHistory(prefixMetrics(computeStepMetrics(parsed), 'train'), currentStep);
+      await this.logBatcher().add('train', parsed, options);
+    }
+    // The service stamps logged groups with its current step: deliver them before the step moves.
+    if (this.batcher !== undefined) await this.batcher.flush(options.signal);
+
+    const learningRate = options.learningRate ?? options.config?.learning_rate ?? (await backend.defaultLearningRate());
+    const config: Partial<ExperimentalTrainingConfig> = { ...options.config };
+    if (learningRate !== null && learningRate !== undefined) config.learning_rate = learningRate;
+    if (options.lossFn !== undefined) config.loss_fn = options.lossFn;
+    if (options.allowTrainingWithoutLogprobs === true) config.allow_training_without_logprobs = true;
+
+    const job = await connection.client.jobs.createRL(
+      { model_id: model.id, trajectory_groups: parsed, experimental_config: config },
+      { signal: options.signal },
+    );
+    return this.finishJob(job.id, 'rl', parsed.length, currentStep, droppedGroups, options);
+  }
+
+  /**
+   * Supervised fine-tuning: from trajectories or `{messages}` rows (the local backend writes a
+   * JSONL file into the data directory and sends its `file://` URL), from a local JSONL file
+   * path, or from a URL the service can read (`trainingDataUrl` or a URL `source`; the hosted
+   * service needs one). Follows the job to the end and returns the new step.
+   * @example
+   * await model.trainSFT([{ messages: [{ role: 'user', content: '2+2?' }, { role: 'assistant', content: '4' }] }]);
+   */
+  async trainSFT(source: SFTSource | undefined, options: SFTOptions = {}): Promise<TrainResult> {
+    const { connection, model, backend, files } = this.registered();
+    const { url, rows } = await this.resolveSFTSource(source, options.trainingDataUrl, backend, files);
+    const config: SFTTrainingConfigInput = {};
+    if (options.learningRate !== undefined) config.learning_rate = options.learningRate;
+    if (options.batchSize !== undefined) config.batch_size = options.batchSize;
+    if (options.assistantTurns !== undefined) config.assistant_turns = options.assistantTurns;
+    const currentStep = await this.getStep(options);
+    if (this.batcher !== undefined) await this.batcher.flush(options.signal);
+    const job = await connection.client.jobs.createSFT(
+      { model_id: model.id, training_data_url: url, config },
+      { signal: options.signal },
+    );
+    return this.finishJob(job.id, 'sft', rows, currentStep, 0, options);
+  }
+
+  /**
+   * Deletes checkpoints except the latest and the best by a history metric.
+   * @example
+   * const { kept, deleted } = await model.pruneCheckpoints({ keepBestBy: 'val/reward', keepLatest: true });
+   */
+  async pruneCheckpoints(options: RetentionOptions & WaitOptions = {}): Promise<PruneResult> {
+    const { connection, model, files } = this.registered();
+    const steps: number[] = [];
+    for await (const checkpoint of connection.client.checkpoints.list(model.id, { limit: 100, order: 'asc' }, { signal: options.signal })) {
+      steps.push(checkpoint.step);
+    }
+    const metric = options.keepBestBy === undefined ? 'val/reward' : options.keepBestBy;
+    const values = metric === null ? new Map<number, number>() : metricByStep(await readHistory(files.history), metric);
+    const plan = planRetention(steps, values, options);
+    if (plan.remove.length === 0) return { kept: plan.keep, deleted: [], bestStep: plan.bestStep, notFoundSteps: [] };
+    const result = await connection.client.checkpoints.delete(model.id, { steps: plan.remove }, { signal: options.signal });
+    const notFound = new Set(result.not_found_steps);
+    return {
+      kept: plan.keep,
+      deleted: plan.remove.filter((step) => !notFound.has(step)),
+      bestStep: plan.bestStep,
+      notFoundSteps: result.not_found_steps,
+    };
+  }
+
+  /**
+   * Flushes and closes the log batcher (call before the backend closes). With `signal` aborted,
+   * what is not delivered yet goes to the spool at once.
+   */
+  async close(signal?: AbortSignal): Promise<LogBatcherStats | null> {
+    return this.closeBatcher(signal);
+  }
+
+  /** Deletes the model, its checkpoints and its run on the service (local files stay). */
+  async delete(options: WaitOptions = {}): Promise<void> {
+    const { connection, model } = this.registered();
+    await this.closeBatcher(options.signal);
+    await connection.client.models.delete(model.id, { signal: options.signal });
+    this.registration = undefined;
+  }
+
+  private registered(): NonNullable<TrainableModel['registration']> {
+    if (this.registration === undefined) {
+      throw new PolicyloopError(
+        `Model ${this.project}/${this.name} is not registered: call \`await model.register(backend)\` first.`,
+      );
+    }
+    return this.registration;
+  }
+
+  private logBatcher(): LogBatcher {
+    if (this.batcher === undefined) {
+      const { connection, model, files } = this.registered();
+      const batcher = new LogBatcher({ ...this.batcherOptions, client: connection.client, modelId: model.id, spoolPath: files.spool });
+      batcher.on('batch:sent', (event) => this.emit('batch:sent', event));
+      batcher.on('batch:retry', (event) => this.emit('batch:retry', event));
+      batcher.on('batch:spooled', (event) => this.emit('batch:spooled', event));
+      this.batcher = batcher;
+    }
+    return this.batcher;
+  }
+
+  private async closeBatcher(signal?: AbortSignal): Promise<LogBatcherStats | null> {
+    const batcher = this.batcher;
+    if (batcher === undefined) return null;
+    this.batcher = undefined;
+    return batcher.close(signal);
+  }
+
+  private async appendHistory(metrics: Record<string, number>, step: number): Promise<HistoryRow> {
+    const file = this.files.history;
+    const row = await appendHistoryRow(file, metrics, step);
+    this.emit('history:row', { row, path: file });
+    return row;
+  }
+
+  private async finishJob(
+    jobId: string,
+    kind: TrainingJobKind,
+    size: number | null,
+    previousStep: number,
+    droppedGroups: number,
+    options: JobOptions,
+  ): Promise<TrainResult> {
+    const { connection, model } = this.registered();
+    this.emit('job:submitted', { jobId, kind, size });
+    const followed = await followTrainingJob(connection.client, jobId, {
+      signal: options.signal,
+      timeout: options.timeout,
+      pollInterval: options.pollInterval,
+      onProgress: (progress) => {
+        this.emit('job:progress', progress);
+        options.onProgress?.(progress);
+      },
+    });
+    const page = await connection.client.checkpoints.list(model.id, { limit: 1, order: 'desc' }, { signal: options.signal });
+    const checkpoint = page.data[0];
+    const step = checkpoint?.step ?? 0;
+    const metrics = { ...followed.metrics, ...checkpoint?.metrics };
+    // Job metrics describe training on the data of `previousStep`; trajectory metrics of that
+    // step (already in its `train/` row) are not repeated.
+    const jobRow: Record<string, number> = {};
+    for (const [name, value] of Object.entries(metrics)) {
+      if (!TRAJECTORY_METRIC_NAMES.has(name)) jobRow[`${kind === 'sft' ? 'sft' : 'train'}/${name}`] = value;
+    }
+    if (Object.keys(jobRow).length > 0) await this.appendHistory(jobRow, previousStep);
+    this.emit('job:end', { jobId, kind, step, metrics });
+    return { step, metrics, jobId, droppedGroups };
+  }
+
+  private async resolveSFTSource(
+    source: SFTSource | undefined,
+    trainingDataUrl: string | undefined,
+    backend: Backend,
+    files: ModelFiles,
+  ): Promise<{ url: string; rows: number | null }> {
+    if (trainingDataUrl !== undefined) return { url: trainingDataUrl, rows: null };
+    if (source instanceof URL) return { url: source.href, rows: null };
+    if (typeof source === 'string') {
+      if (/^[a-z][a-z0-9+.-]+:/i.test(source)) return { url: source, rows: null };
+      const file = path.resolve(source);
+      const url = backend.localFileUrl(file);
+      if (url === null) throw hostedNeedsUrl(backend);
+      try {
+        await stat(file);
+      } catch (error) {
+        throw new PolicyloopError(`Expected an SFT JSONL file at ${file}, but it cannot be read`, { cause: error });
+      }
+      return { url, rows: null };
+    }
+    if (source === undefined) {
+      throw new PolicyloopError('Expected SFT data: trajectories, `{messages}` rows, a JSONL path, a URL, or `trainingDataUrl`.');
+    }
+    if (backend.localFileUrl(files.sftData) === null) throw hostedNeedsUrl(backend);
+    const rows = toSFTRows(source);
+    const file = await writeSFTFile(files.sftData, rows);
+    const url = backend.localFileUrl(file);
+    if (url === null) throw hostedNeedsUrl(backend);
+    return { url, rows: rows.length };
+  }
+}
+
+/** Metric names of the trajectory data that a job may repeat; history already has them per split. */
+const TRAJECTORY_METRIC_NAMES = new Set(['reward', 'reward_std_dev', 'num_trajectories', 'num_groups_submitted', 'exception_rate']);
+
+function hostedNeedsUrl(backend: Backend): PolicyloopError {
+  return new PolicyloopError(
+    `The ${backend.kind} service cannot read SFT data from this machine: write the rows as JSONL, upload the ` +
+      'file (a W&B artifact) and pass its URL as `trainingDataUrl` (see docs/hosted.md).',
+  );
+}
+
+function parseGroups(groups: readonly TrajectoryGroupInput[]): TrajectoryGroup[] {
+  return groups.map((group, index) => {
+    const result = TrajectoryGroup.safeParse(group);
+    if (!result.success) {
+      throw new PolicyloopError(`Expected trajectory group ${index} to be a TrajectoryGroup: ${formatIssues(result.error.issues)}`, {
+        cause: result.error,
+      });
+    }
+    return result.data;
+  });
+}
