@@ -3,10 +3,19 @@ import { z } from 'zod';
 import { page } from './page.js';
 import { TrajectoryGroup } from './trajectory.js';
 
-/** A UUID in the 8-4-4-4-12 hex form (any version, as FastAPI accepts). */
+/**
+ * A UUID in the 8-4-4-4-12 hex form, any version, either case. (ajv-formats would also take a
+ * `urn:uuid:` prefix; no service sends one.)
+ */
 export const Uuid = z.guid();
+export type Uuid = z.infer<typeof Uuid>;
 
-/** Body of `POST /v1/preview/models`: get-or-create when `return_existing` is true. */
+/**
+ * Body of `POST /v1/preview/models`: get-or-create when `return_existing` is true. A `null` or
+ * missing `entity` means the caller's default entity. `return_existing` defaults to `false`.
+ * @example
+ * ModelCreate.parse({ project: 'weather', name: 'agent-001', base_model: 'tiny', return_existing: true });
+ */
 export const ModelCreate = z.object({
   entity: z.string().nullable().optional(),
   project: z.string(),
@@ -15,6 +24,7 @@ export const ModelCreate = z.object({
   return_existing: z.boolean().default(false),
 });
 export type ModelCreate = z.output<typeof ModelCreate>;
+/** A model-create body as it may be written before parsing. */
 export type ModelCreateInput = z.input<typeof ModelCreate>;
 
 /** A registered trainable model. */
@@ -103,16 +113,20 @@ export const CreateTrainingJob = z.object({
   experimental_config: ExperimentalTrainingConfig.nullable().optional(),
 });
 export type CreateTrainingJob = z.output<typeof CreateTrainingJob>;
+/** An RL job body as it may be written before parsing. */
 export type CreateTrainingJobInput = z.input<typeof CreateTrainingJob>;
 
-/** Optional SFT metric logging (closed schema). */
+/** Optional SFT metric logging (closed schema). `enabled` defaults to `false`; the step is > 0. */
 export const SFTMetricLoggingConfig = z.strictObject({
   enabled: z.boolean().default(false),
   target_training_step: z.int().positive().nullable().optional(),
 });
 export type SFTMetricLoggingConfig = z.output<typeof SFTMetricLoggingConfig>;
 
-/** SFT options (closed schema: unknown keys are rejected, as the newer contract says). */
+/**
+ * SFT options (closed schema: unknown keys are rejected, as the newer contract says).
+ * `assistant_turns` defaults to `"all"`.
+ */
 export const SFTTrainingConfig = z.strictObject({
   batch_size: z.union([z.int(), z.literal('auto')]).nullable().optional(),
   learning_rate: z.union([z.number(), z.array(z.number())]).nullable().optional(),
@@ -120,6 +134,7 @@ export const SFTTrainingConfig = z.strictObject({
   metric_logging: SFTMetricLoggingConfig.nullable().optional(),
 });
 export type SFTTrainingConfig = z.output<typeof SFTTrainingConfig>;
+/** SFT options as they may be written before parsing. */
 export type SFTTrainingConfigInput = z.input<typeof SFTTrainingConfig>;
 
 /** Reserved SFT experimental options: no keys are supported. */
@@ -134,6 +149,7 @@ export const CreateSFTTrainingJob = z.strictObject({
   experimental_config: SFTExperimentalTrainingConfig.nullable().optional(),
 });
 export type CreateSFTTrainingJob = z.output<typeof CreateSFTTrainingJob>;
+/** An SFT job body as it may be written before parsing. */
 export type CreateSFTTrainingJobInput = z.input<typeof CreateSFTTrainingJob>;
 
 /** Lifecycle of a training job. */
@@ -158,7 +174,8 @@ export type TrainingJobDetails = z.infer<typeof TrainingJobDetails>;
 
 /**
  * A training job as any version of the service returns it: the older short form `{id}` or the
- * full form. Fields beyond `id` are optional so that both parse.
+ * full form (see {@link TrainingJobDetails}). Fields beyond `id` are optional so that both parse,
+ * but a field that is present must be well formed. Unknown keys are kept.
  */
 export const TrainingJobResponse = z.looseObject({
   id: Uuid,
@@ -194,12 +211,15 @@ export type TrainingJobEventResponse = z.infer<typeof TrainingJobEventResponse>;
 export const TrainingJobEventPage = page(TrainingJobEventResponse);
 export type TrainingJobEventPage = z.output<typeof TrainingJobEventPage>;
 
-/** `data` of a `training_started` event. */
+/** `data` of a `training_started` event: how many gradient steps (RL) or batches (SFT) follow. */
 export const TrainingStartedData = z.looseObject({ num_sequences: z.int() });
-/** `data` of a `gradient_step` event: metric name to number. */
+export type TrainingStartedData = z.infer<typeof TrainingStartedData>;
+/** `data` of a `gradient_step` event: metric name to number (numbers only). */
 export const GradientStepData = z.record(z.string(), z.number());
+export type GradientStepData = z.infer<typeof GradientStepData>;
 /** `data` of a `training_failed` event. */
 export const TrainingFailedData = z.looseObject({ error_message: z.string() });
+export type TrainingFailedData = z.infer<typeof TrainingFailedData>;
 
 /** Response of `GET /v1/preview/base-models`. */
 export const BaseModelList = z.array(z.string());
@@ -213,7 +233,10 @@ export const ValidationError = z.looseObject({
 });
 export type ValidationError = z.infer<typeof ValidationError>;
 
-/** Body of a 422 response. */
+/**
+ * Body of a 422 response: `{detail: [{loc, msg, type}]}`. Other error statuses carry
+ * `{detail: "<message>"}`, which this schema rejects.
+ */
 export const HTTPValidationError = z.object({ detail: z.array(ValidationError).optional() });
 export type HTTPValidationError = z.infer<typeof HTTPValidationError>;
 

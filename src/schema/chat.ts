@@ -20,12 +20,29 @@ export const ChatCompletionToolChoice = z.union([
 export type ChatCompletionToolChoice = z.infer<typeof ChatCompletionToolChoice>;
 
 /**
- * An OpenAI chat-completions request, typed for what the local service honours. Unknown keys
- * pass (the openai SDK and agent frameworks send many).
+ * Drops `tool_calls: null` from assistant messages. Callers echo a response message (where
+ * `tool_calls` is nullable) back as a param (where it is not); the hosted service takes any
+ * object as a message, so refusing that would break scripts that work there.
+ */
+function dropNullToolCalls(messages: unknown): unknown {
+  if (!Array.isArray(messages)) return messages;
+  return messages.map((message: unknown) => {
+    if (message === null || typeof message !== 'object') return message;
+    const { tool_calls: toolCalls, ...rest } = message as Record<string, unknown>;
+    return rest['role'] === 'assistant' && toolCalls === null ? rest : message;
+  });
+}
+
+/**
+ * An OpenAI chat-completions request, typed for what the local service honours: a narrower,
+ * typed form of the contract's loose {@link ChatCompletionRequest}. Unknown keys pass (the openai
+ * SDK and agent frameworks send many); an echoed response message's `tool_calls: null` is dropped.
+ * @example
+ * ChatCompletionRequestBody.parse({ model: 'tiny', messages: [{ role: 'user', content: 'Hi' }], logprobs: true });
  */
 export const ChatCompletionRequestBody = z.looseObject({
   model: z.string(),
-  messages: z.array(ChatCompletionMessageParam).min(1),
+  messages: z.preprocess(dropNullToolCalls, z.array(ChatCompletionMessageParam).min(1)),
   n: z.int().min(1).max(128).nullable().optional(),
   max_tokens: z.int().min(1).nullable().optional(),
   max_completion_tokens: z.int().min(1).nullable().optional(),
@@ -52,7 +69,10 @@ export const CompletionUsage = z.looseObject({
 });
 export type CompletionUsage = z.infer<typeof CompletionUsage>;
 
-/** What a policy engine returns for a request; the service wraps it into a `chat.completion`. */
+/**
+ * What a policy engine returns for a request (`{choices, usage}`); the service wraps it into a
+ * `chat.completion`.
+ */
 export const ChatCompletionResult = z.object({
   choices: z.array(Choice),
   usage: CompletionUsage,

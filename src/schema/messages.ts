@@ -1,7 +1,8 @@
 /**
  * Chat messages as the wire carries them: the six OpenAI message params, their content parts,
- * tool calls and tool definitions. Objects the contract marks open (`additionalProperties: true`)
- * keep unknown keys; the rest drop them (the contract says unknown request keys are ignored).
+ * tool calls and tool definitions. Every object here keeps unknown keys (`z.looseObject`): the
+ * newer contract marks them all open (`additionalProperties: true`), the older never closes them,
+ * and real clients add keys of their own (`cache_control`, `reasoning_content`, ...).
  */
 import { z } from 'zod';
 
@@ -200,6 +201,7 @@ export const ChatCompletionAssistantMessageParam = z.looseObject({
   function_call: FunctionCall.nullable().optional(),
   name: z.string().optional(),
   refusal: z.string().nullable().optional(),
+  // Not nullable: both documents say so (a response message's `tool_calls` is; see `ChatCompletionMessage`).
   tool_calls: z.array(ChatCompletionMessageToolCall).optional(),
 });
 export type ChatCompletionAssistantMessageParam = z.infer<typeof ChatCompletionAssistantMessageParam>;

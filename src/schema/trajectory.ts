@@ -15,7 +15,10 @@ export function isChoice(item: MessageOrChoice): item is Choice {
   return !('role' in item) || item.role === undefined;
 }
 
-/** Numeric, integer or boolean metrics (the only values the contract allows). */
+/**
+ * Metrics of a trajectory or group: numbers and booleans only (`{number, integer, boolean}` in the
+ * contract); strings, `null` and nested values are rejected.
+ */
 export const Metrics = z.record(z.string(), z.union([z.number(), z.boolean()]));
 export type Metrics = z.infer<typeof Metrics>;
 
@@ -32,7 +35,13 @@ export type LegacyHistory = History;
 
 /**
  * One rollout: its conversation, reward, metrics and the policy versions it sampled from.
- * `{}` is valid and parses to the defaults.
+ * `{}` is valid and parses to the defaults: `messages_and_choices: []`,
+ * `additional_histories: []`, `reward: 0`, `metrics: {}`, `metadata: {}`, `logs: []`.
+ * `metadata` takes any JSON value (the newer contract; the older allowed only scalars).
+ * `start_time` is ISO 8601, with or without an offset (Python clients send naive times).
+ * Unknown keys are kept.
+ * @example
+ * Trajectory.parse({ messages_and_choices: [{ role: 'user', content: 'Hi' }, choice], reward: 1 });
  */
 export const Trajectory = z.looseObject({
   messages_and_choices: z.array(MessageOrChoice).default([]),
@@ -64,7 +73,12 @@ export type PydanticException = z.infer<typeof PydanticException>;
 export const TrajectoryException = PydanticException;
 export type TrajectoryException = PydanticException;
 
-/** The rollouts of one scenario, compared against each other for advantages. */
+/**
+ * The rollouts of one scenario, compared against each other for advantages. `trajectories` is
+ * required (the primary contract; the newer document makes it optional, but every real client
+ * sends it). `exceptions`, `metadata`, `metrics` and `logs` are the newer document's additions,
+ * which real clients send. Unknown keys are dropped.
+ */
 export const TrajectoryGroup = z.object({
   trajectories: z.array(Trajectory),
   exceptions: z.array(PydanticException).optional(),
@@ -83,4 +97,5 @@ export const LogRequest = z.object({
   model_id: z.string().optional(),
 });
 export type LogRequest = z.output<typeof LogRequest>;
+/** A log request as it may be written before parsing. */
 export type LogRequestInput = z.input<typeof LogRequest>;

@@ -67,6 +67,8 @@ export const chatCases: CorpusCase[] = [
         return_tokens_as_token_ids: true,
       },
     ],
+    // `messages.push(completion.choices[0].message)`: the response message, echoed back.
+    ['echoed-response-message', { model: 'tiny', messages: [...messages, textChoice.message, { ...textChoice.message, tool_calls: null }, { role: 'user', content: 'And tomorrow?' }] }],
     ['openai-sdk-nulls', { model: 'tiny', messages, n: null, stop: null, seed: null, tools: null, tool_choice: null, stream: false }],
   ]),
   ...cases('ChatCompletionRequestBody', false, [
