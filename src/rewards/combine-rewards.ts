@@ -1,0 +1,51 @@
+/** Weighted sums of named rewards. */
+import type { Trajectory } from '../schema/index.js';
+import { PolicyloopError } from '../internal/errors.js';
+import { evaluateReward, type RewardFn, type WeightedReward } from './reward-function.js';
+
+/** Named rewards: each a function (weight 1) or `{ fn, weight }`. */
+export type RewardSet<S = unknown> = Readonly<Record<string, RewardFn<S> | WeightedReward<S>>>;
+
+/**
+ * One reward function from several named ones: the reward is the weighted sum, and every named
+ * value is recorded in `trajectory.metrics[name]` (weight 0 = a logged metric only). The parts run
+ * one after the other, in key order; the first that fails fails the whole with its name.
+ * Bad weights fail here, before any rollout runs.
+ * @example
+ * const reward = combineRewards<Scenario>({
+ *   correct: { fn: exactMatch((scenario) => scenario.answer), weight: 1 },
+ *   brevity: { fn: lengthPenalty({ target: 200 }), weight: 0.1 },
+ *   json: { fn: validJson(), weight: 0 }, // metric only
+ * });
+ */
+export function combineRewards<S = unknown>(rewards: RewardSet<S>): RewardFn<S> {
+  const parts = Object.entries(rewards).map(([name, entry]) => {
+    const { fn, weight = 1 } = typeof entry === 'function' ? { fn: entry } : entry;
+    if (typeof fn !== 'function') {
+      throw new PolicyloopError(`Expected reward \`${name}\` to be a function or { fn, weight }, got ${typeof fn}`);
+    }
+    if (typeof weight !== 'number' || !Number.isFinite(weight)) {
+      throw new PolicyloopError(`Expected the weight of reward \`${name}\` to be a finite number, got ${String(weight)}`);
+    }
+    return { name, fn, weight };
+  });
+  if (parts.length === 0) throw new PolicyloopError('Expected at least one named reward in combineRewards, got none');
+  const combined = async (trajectory: Trajectory, scenario: S): Promise<number> => {
+    let total = 0;
+    for (const { name, fn, weight } of parts) {
+      const value = await evaluateReward(fn, trajectory, scenario, name);
+      trajectory.metrics[name] = value;
+      total += weight * value;
+    }
+    return total;
+  };
+  return combined;
+}
+
+/** A single reward function, or named ones to be combined with {@link combineRewards}. */
+export type RewardSpec<S = unknown> = RewardFn<S> | RewardSet<S>;
+
+/** The reward function a {@link RewardSpec} stands for. */
+export function toRewardFn<S>(spec: RewardSpec<S>): RewardFn<S> {
+  return typeof spec === 'function' ? spec : combineRewards(spec);
+}

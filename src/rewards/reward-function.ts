@@ -1,0 +1,52 @@
+/** The reward function type and how one is evaluated. */
+import type { Trajectory } from '../schema/index.js';
+import { RewardFunctionError } from './reward-errors.js';
+
+/**
+ * Scores one finished trajectory of `scenario`: higher is better. Sync or async. May also write
+ * `trajectory.metrics` or `trajectory.logs`. Throwing marks the rollout failed.
+ * @example
+ * const correct: RewardFn<{ answer: string }> = (trajectory, scenario) =>
+ *   finalAssistantText(trajectory).trim() === scenario.answer ? 1 : 0;
+ */
+export type RewardFn<S = unknown> = (trajectory: Trajectory, scenario: S) => number | Promise<number>;
+
+/** A reward function with its weight in a sum (see `combineRewards`). */
+export interface WeightedReward<S = unknown> {
+  /** The function. */
+  fn: RewardFn<S>;
+  /**
+   * Its weight in the sum; 0 records the value as a metric without changing the reward.
+   * @default 1
+   */
+  weight?: number;
+}
+
+/**
+ * Runs `fn` and checks what it returns: any throw, or a value that is not a finite number, becomes
+ * a {@link RewardFunctionError} naming `name` (the function's own name when not given).
+ * @example
+ * trajectory.reward = await evaluateReward(correct, trajectory, scenario);
+ */
+export async function evaluateReward<S>(fn: RewardFn<S>, trajectory: Trajectory, scenario: S, name?: string): Promise<number> {
+  const rewardName = name ?? (fn.name !== '' ? fn.name : 'reward');
+  let value: unknown;
+  try {
+    value = await fn(trajectory, scenario);
+  } catch (error) {
+    if (error instanceof RewardFunctionError) throw error;
+    const message = error instanceof Error ? error.message : String(error);
+    throw new RewardFunctionError(rewardName, `threw: ${message}`, { cause: error });
+  }
+  if (typeof value !== 'number' || !Number.isFinite(value)) {
+    throw new RewardFunctionError(rewardName, `returned ${describe(value)}; expected a finite number`, { value });
+  }
+  return value;
+}
+
+function describe(value: unknown): string {
+  if (typeof value === 'number') return String(value);
+  if (typeof value === 'string') return `the string ${JSON.stringify(value)}`;
+  if (value === null) return 'null';
+  return typeof value;
+}

@@ -1,0 +1,126 @@
+/**
+ * Wraps a chat-completions client so that every completion made through it inside a rollout is
+ * recorded, as a `Choice` with its logprobs, into that rollout's trajectory.
+ */
+import type { Choice } from '../schema/index.js';
+import type {
+  ChatCompletionCreateBody,
+  ChatCompletionRequestOptions,
+  ChatCompletionsClient,
+} from './chat-completions-client.js';
+import { currentRolloutScope } from './rollout-scope.js';
+import { StreamAccumulator } from './stream-accumulator.js';
+import type { TrajectoryRecorder } from './trajectory-recorder.js';
+
+/** Options of {@link captureCompletions}. */
+export interface CaptureCompletionsOptions {
+  /**
+   * Request parameters merged under every request (the request's own keys win). Training needs
+   * `logprobs: true`; a model handle usually sets `model` here too.
+   * @default {}
+   * @example
+   * { logprobs: true, temperature: 1 }
+   */
+  defaults?: Readonly<Record<string, unknown>>;
+}
+
+function firstChoice(response: unknown): Choice | null {
+  const choices = (response as { choices?: unknown } | null)?.choices;
+  if (!Array.isArray(choices) || choices.length === 0) return null;
+  const first: unknown = choices[0];
+  if (typeof first !== 'object' || first === null) return null;
+  // A plain copy: the SDK's objects are plain JSON, and the trajectory must not alias them.
+  return JSON.parse(JSON.stringify(first)) as Choice;
+}
+
+function record(recorder: TrajectoryRecorder, body: ChatCompletionCreateBody, choice: Choice | null): void {
+  if (choice === null) return;
+  recorder.recordCompletion({ messages: body.messages, tools: body.tools, choice });
+}
+
+/** Wraps a chunk stream so that the Choice it adds up to is recorded when it has been read to the end. */
+function captureStream(stream: unknown, onChoice: (choice: Choice | null) => void): unknown {
+  if (typeof stream !== 'object' || stream === null || !(Symbol.asyncIterator in stream)) return stream;
+  const target = stream as AsyncIterable<unknown> & object;
+  return new Proxy(target, {
+    get(object, property) {
+      if (property === Symbol.asyncIterator) {
+        return () => {
+          const iterator = object[Symbol.asyncIterator]();
+          const accumulator = new StreamAccumulator();
+          const wrapped: AsyncIterableIterator<unknown> = {
+            async next() {
+              const result = await iterator.next();
+              if (result.done === true) onChoice(accumulator.choice());
+              else accumulator.add(result.value);
+              return result;
+            },
+            async return(value?: unknown) {
+              return iterator.return ? iterator.return(value) : { done: true, value };
+            },
+            [Symbol.asyncIterator]() {
+              return wrapped;
+            },
+          };
+          return wrapped;
+        };
+      }
+      const value: unknown = Reflect.get(object, property, object);
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(object) : value;
+    },
+  });
+}
+
+/** A proxy of `target` whose `property` is `replacement`; other methods stay bound to `target`. */
+function withProperty<T extends object>(target: T, property: PropertyKey, replacement: unknown): T {
+  return new Proxy(target, {
+    get(object, key) {
+      if (key === property) return replacement;
+      const value: unknown = Reflect.get(object, key, object);
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(object) : value;
+    },
+  });
+}
+
+/**
+ * Returns a client that behaves like `client` (same type, same other methods) but records every
+ * `chat.completions.create` made inside a rollout (`gatherTrajectoryGroups`, `recordTrajectory`)
+ * into that rollout's trajectory: the new request messages, then the first Choice of the response
+ * with its logprobs. Outside a rollout it only applies `defaults`. Concurrent rollouts may share
+ * one wrapped client. Requests without a `signal` get the rollout's signal, so a cancelled or
+ * timed-out rollout stops its requests.
+ *
+ * Streaming (`stream: true`) is recorded once the stream has been read to its end through
+ * `for await`; a stream left early, or read through `tee()`/`toReadableStream()`, is not recorded.
+ * With `n > 1` only the first choice is recorded. Inside a rollout the call returns a plain
+ * `Promise` (the `openai` SDK's `.withResponse()` helpers are not kept).
+ * @example
+ * const client = captureCompletions(new OpenAI({ baseURL, apiKey }), { defaults: { logprobs: true } });
+ * const groups = await gatherTrajectoryGroups(scenarios, async (scenario) => {
+ *   await client.chat.completions.create({ model, messages: [{ role: 'user', content: scenario.question }] });
+ * });
+ */
+export function captureCompletions<T extends ChatCompletionsClient>(client: T, options: CaptureCompletionsOptions = {}): T {
+  const defaults = options.defaults ?? {};
+  const completions = client.chat.completions;
+  const create = (body: ChatCompletionCreateBody, requestOptions?: ChatCompletionRequestOptions): PromiseLike<unknown> => {
+    const merged = { ...defaults, ...body } as ChatCompletionCreateBody;
+    const scope = currentRolloutScope();
+    if (scope === undefined) return completions.create(merged, requestOptions);
+    let effectiveOptions = requestOptions;
+    if (scope.signal !== undefined && (requestOptions?.signal ?? undefined) === undefined) {
+      effectiveOptions = { ...requestOptions, signal: scope.signal };
+    }
+    const pending = completions.create(merged, effectiveOptions);
+    return Promise.resolve(pending).then((response) => {
+      if (merged.stream === true) {
+        return captureStream(response, (choice) => record(scope.recorder, merged, choice));
+      }
+      record(scope.recorder, merged, firstChoice(response));
+      return response;
+    });
+  };
+  const wrappedCompletions = withProperty(completions, 'create', create);
+  const wrappedChat = withProperty(client.chat, 'completions', wrappedCompletions);
+  return withProperty(client, 'chat', wrappedChat);
+}

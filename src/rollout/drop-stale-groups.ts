@@ -1,0 +1,49 @@
+/** Off-policy control: leave out groups sampled from a policy too many steps old. */
+import { PolicyloopError } from '../internal/errors.js';
+import type { TrajectoryGroup } from '../schema/index.js';
+
+/** What {@link dropStaleGroups} kept and left out. */
+export interface StalenessSplit {
+  /** Groups within the staleness bound, in their original order. */
+  readonly fresh: TrajectoryGroup[];
+  /** Groups left out, in their original order (count them in your metrics). */
+  readonly dropped: TrajectoryGroup[];
+}
+
+/**
+ * The oldest `initial_policy_version` among a group's trajectories, or undefined when none carries
+ * one.
+ */
+export function oldestPolicyVersion(group: TrajectoryGroup): number | undefined {
+  let oldest: number | undefined;
+  for (const trajectory of group.trajectories) {
+    const version = trajectory.initial_policy_version;
+    if (typeof version === 'number' && (oldest === undefined || version < oldest)) oldest = version;
+  }
+  return oldest;
+}
+
+/**
+ * Splits groups into fresh and stale: a group is stale when its oldest `initial_policy_version` is
+ * more than `maxStaleness` steps behind `currentStep`. Groups whose trajectories carry no version
+ * are kept (nothing says they are old).
+ * @example
+ * const { fresh, dropped } = dropStaleGroups(groups, await model.step(), 1);
+ * metrics['data/step_num_groups_dropped_stale'] = dropped.length;
+ */
+export function dropStaleGroups(groups: readonly TrajectoryGroup[], currentStep: number, maxStaleness: number): StalenessSplit {
+  if (!Number.isInteger(currentStep) || currentStep < 0) {
+    throw new PolicyloopError(`Expected \`currentStep\` to be an integer >= 0, got ${String(currentStep)}`);
+  }
+  if (!(maxStaleness >= 0)) {
+    throw new PolicyloopError(`Expected \`maxStaleness\` to be a number of steps >= 0, got ${String(maxStaleness)}`);
+  }
+  const fresh: TrajectoryGroup[] = [];
+  const dropped: TrajectoryGroup[] = [];
+  for (const group of groups) {
+    const oldest = oldestPolicyVersion(group);
+    if (oldest !== undefined && currentStep - oldest > maxStaleness) dropped.push(group);
+    else fresh.push(group);
+  }
+  return { fresh, dropped };
+}

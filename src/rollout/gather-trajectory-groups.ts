@@ -1,0 +1,369 @@
+/**
+ * Runs N scenarios x G rollouts into `TrajectoryGroup`s: bounded concurrency, per-attempt timeout
+ * and retries, rewards, an exception budget, cancellation, policy-version stamps and typed events.
+ */
+import PQueue from 'p-queue';
+import { abortReason, delay } from '../internal/delay.js';
+import { PolicyloopError } from '../internal/errors.js';
+import { formatPath, preview, valueAtPath } from '../internal/format-issues.js';
+import { toRewardFn, type RewardSpec } from '../rewards/combine-rewards.js';
+import { RewardFunctionError } from '../rewards/reward-errors.js';
+import { evaluateReward } from '../rewards/reward-function.js';
+import { Trajectory, type TrajectoryException, type TrajectoryGroup, type TrajectoryInput } from '../schema/index.js';
+import { GatherEmitter, type GatherEventMap } from './gather-events.js';
+import { attachProgressBar } from './progress-bar.js';
+import {
+  ExceptionBudgetExceededError,
+  InvalidTrajectoryError,
+  RolloutTimeoutError,
+  toTrajectoryException,
+} from './rollout-errors.js';
+import type { RolloutContext, RolloutFn } from './rollout-function.js';
+import { runInRolloutScope } from './rollout-scope.js';
+import { TrajectoryRecorder } from './trajectory-recorder.js';
+
+/** What a group scorer gets besides the group. */
+export interface GroupScorerContext<S> {
+  readonly scenario: S;
+  readonly groupIndex: number;
+  readonly signal: AbortSignal;
+}
+
+/**
+ * Scores a finished group as a whole (e.g. `relativeJudge`): may change rewards, metrics and logs
+ * in place, or return a new group. A throw stops the gather with that error (never a silently
+ * dropped group).
+ */
+export type GroupScorer<S> = (
+  group: TrajectoryGroup,
+  context: GroupScorerContext<S>,
+) => TrajectoryGroup | void | Promise<TrajectoryGroup | void>;
+
+/** Options of {@link gatherTrajectoryGroups}. */
+export interface GatherOptions<S> {
+  /**
+   * Rollouts per scenario (G). RL needs more than one to compare.
+   * @default 1
+   */
+  groupSize?: number;
+  /**
+   * Rollouts running at once, across all groups.
+   * @default 8
+   */
+  concurrency?: number;
+  /**
+   * Limit of one attempt (rollout + reward), in milliseconds; `Infinity` for none.
+   * @default 300000
+   */
+  timeout?: number;
+  /**
+   * Further attempts of a failed rollout (timeouts and errors that may pass; not reward-function
+   * errors, invalid trajectories, or non-retryable 4xx API errors).
+   * @default 0
+   */
+  retries?: number;
+  /**
+   * Wait before the first retry, in milliseconds; doubles with each further one.
+   * @default 1000
+   */
+  retryDelay?: number;
+  /**
+   * The exception budget: how many rollouts may fail for good (after retries) and be kept in
+   * `group.exceptions`. A number >= 1 (or 0) is a count; a number between 0 and 1 is a fraction
+   * of all rollouts. One more failure stops the gather with an `ExceptionBudgetExceededError`.
+   * @default 0
+   */
+  maxExceptions?: number;
+  /**
+   * The reward of each trajectory, computed right after its rollout (inside its timeout and its
+   * failure accounting): a function, or named functions summed by `combineRewards`.
+   */
+  reward?: RewardSpec<S>;
+  /** Scores each finished group as a whole (after `reward`), e.g. `relativeJudge({...})`. */
+  scoreGroup?: GroupScorer<S>;
+  /**
+   * The current policy version (the model's step); read when each rollout starts and ends and
+   * stamped as `initial_policy_version` / `final_policy_version` (unless the rollout set them).
+   */
+  policyVersion?: () => number | Promise<number>;
+  /** Aborts the gather: rollouts still running see their signal abort, and the gather rejects with the reason. */
+  signal?: AbortSignal;
+  /** Receives the gather's typed events. */
+  events?: GatherEmitter<S>;
+  /**
+   * Draws a progress bar on stderr, only when stderr is a terminal.
+   * @default false
+   */
+  progress?: boolean;
+}
+
+type Outcome = { trajectory: Trajectory } | { exception: TrajectoryException } | undefined;
+
+function checkOptions<S>(options: GatherOptions<S>): Required<Pick<GatherOptions<S>, 'groupSize' | 'concurrency' | 'timeout' | 'retries' | 'retryDelay' | 'maxExceptions'>> {
+  const resolved = {
+    groupSize: options.groupSize ?? 1,
+    concurrency: options.concurrency ?? 8,
+    timeout: options.timeout ?? 300_000,
+    retries: options.retries ?? 0,
+    retryDelay: options.retryDelay ?? 1000,
+    maxExceptions: options.maxExceptions ?? 0,
+  };
+  const integer = (name: string, value: number, min: number): void => {
+    if (!Number.isInteger(value) || value < min) {
+      throw new PolicyloopError(`Expected \`${name}\` to be an integer >= ${min}, got ${String(value)}`);
+    }
+  };
+  integer('groupSize', resolved.groupSize, 1);
+  integer('concurrency', resolved.concurrency, 1);
+  integer('retries', resolved.retries, 0);
+  if (!(resolved.timeout > 0)) throw new PolicyloopError(`Expected \`timeout\` to be a positive number of milliseconds, got ${String(resolved.timeout)}`);
+  if (!(resolved.retryDelay >= 0) || !Number.isFinite(resolved.retryDelay)) {
+    throw new PolicyloopError(`Expected \`retryDelay\` to be a finite number of milliseconds >= 0, got ${String(resolved.retryDelay)}`);
+  }
+  if (!(resolved.maxExceptions >= 0) || !Number.isFinite(resolved.maxExceptions)) {
+    throw new PolicyloopError(
+      `Expected \`maxExceptions\` to be a count (>= 1 or 0) or a fraction between 0 and 1, got ${String(resolved.maxExceptions)}`,
+    );
+  }
+  return resolved;
+}
+
+/** Whether another attempt may succeed. */
+function isRetryable(error: unknown): boolean {
+  if (error instanceof RewardFunctionError || error instanceof InvalidTrajectoryError) return false;
+  if (error instanceof PolicyloopError) return error.retryable;
+  const status = (error as { status?: unknown } | null)?.status;
+  if (typeof status === 'number' && status >= 400 && status < 500) return [408, 409, 429].includes(status);
+  return true;
+}
+
+/** Rejects with the signal's reason as soon as it aborts; otherwise settles like `promise`. */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(abortReason(signal));
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(abortReason(signal));
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    );
+  });
+}
+
+/** The recorded trajectory with what the rollout returned laid over it, validated. */
+function buildTrajectory(recorded: TrajectoryInput, returned: unknown): Trajectory {
+  let merged: unknown = recorded;
+  if (returned !== undefined) {
+    if (typeof returned !== 'object' || returned === null || Array.isArray(returned)) {
+      throw new InvalidTrajectoryError(
+        `Expected the rollout to return a trajectory object or nothing, got ${preview(returned)}`,
+        [],
+      );
+    }
+    const fields = returned as TrajectoryInput;
+    merged = {
+      ...recorded,
+      ...fields,
+      metrics: { ...recorded.metrics, ...fields.metrics },
+      metadata: { ...recorded.metadata, ...fields.metadata },
+    };
+  }
+  const parsed = Trajectory.safeParse(merged);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const where = issue ? `${formatPath(issue.path)}: ${issue.message}, got ${preview(valueAtPath(merged, issue.path))}` : '';
+    throw new InvalidTrajectoryError(`The rollout produced an invalid trajectory (${where})`, parsed.error.issues);
+  }
+  return parsed.data;
+}
+
+/**
+ * Runs `groupSize` rollouts of every scenario and returns one `TrajectoryGroup` per scenario, in
+ * scenario order (trajectories in rollout order). Each rollout runs in its own capture scope, so
+ * completions made through a `captureCompletions` client are recorded into its trajectory; then the
+ * `reward` scores it. A rollout that throws, times out, returns an invalid trajectory or whose
+ * reward throws is retried (when retryable) and then kept in `group.exceptions` while within
+ * `maxExceptions`; past it the gather aborts the rest and rejects with `ExceptionBudgetExceededError`.
+ * @example
+ * const groups = await gatherTrajectoryGroups(scenarios, rollout, {
+ *   groupSize: 4,
+ *   concurrency: 8,
+ *   reward: { correct: exactMatch((scenario) => scenario.answer) },
+ *   maxExceptions: 0.1,
+ *   policyVersion: () => model.step(),
+ *   progress: true,
+ * });
+ */
+export async function gatherTrajectoryGroups<S>(
+  scenarios: Iterable<S>,
+  rollout: RolloutFn<S>,
+  options: GatherOptions<S> = {},
+): Promise<TrajectoryGroup[]> {
+  const { groupSize, concurrency, timeout, retries, retryDelay, maxExceptions } = checkOptions(options);
+  if (typeof rollout !== 'function') throw new PolicyloopError(`Expected \`rollout\` to be a function, got ${typeof rollout}`);
+  const reward = options.reward === undefined ? undefined : toRewardFn(options.reward);
+  const { scoreGroup, policyVersion, signal } = options;
+  signal?.throwIfAborted();
+  const list = Array.from(scenarios);
+  const total = list.length * groupSize;
+  const events = options.events ?? new GatherEmitter<S>();
+  const controller = new AbortController();
+  const queue = new PQueue({ concurrency });
+
+  let stopped = false;
+  let rejectGather: (error: unknown) => void = () => undefined;
+  const stoppedEarly = new Promise<never>((_resolve, reject) => {
+    rejectGather = reject;
+  });
+  stoppedEarly.catch(() => undefined);
+  const stop = (error: unknown): void => {
+    if (stopped) return;
+    stopped = true;
+    queue.clear();
+    controller.abort(error);
+    rejectGather(error);
+  };
+  const onAbort = (): void => stop(abortReason(signal));
+  signal?.addEventListener('abort', onAbort, { once: true });
+
+  const emit = <K extends keyof GatherEventMap<S>>(name: K, payload: Parameters<GatherEventMap<S>[K]>[0]): void => {
+    try {
+      (events.emit as (event: K, payload: unknown) => boolean)(name, payload);
+    } catch (error) {
+      // A throwing listener is the caller's bug: stop visibly rather than lose rollouts.
+      stop(error);
+    }
+  };
+
+  const stats = { done: 0, failed: 0, finished: 0, rewardSum: 0 };
+  const failures: { exception: TrajectoryException; error: unknown }[] = [];
+  const overBudget = (count: number): boolean =>
+    maxExceptions > 0 && maxExceptions < 1 ? count / total > maxExceptions : count > maxExceptions;
+  const progress = (): void =>
+    emit('progress', {
+      done: stats.done,
+      total,
+      failed: stats.failed,
+      rewardMean: stats.finished === 0 ? Number.NaN : stats.rewardSum / stats.finished,
+    });
+
+  const runAttempt = async (scenario: S, groupIndex: number, index: number, attempt: number): Promise<Trajectory> => {
+    const attemptController = new AbortController();
+    const onStop = (): void => attemptController.abort(controller.signal.reason);
+    controller.signal.addEventListener('abort', onStop, { once: true });
+    const timer = Number.isFinite(timeout)
+      ? setTimeout(() => attemptController.abort(new RolloutTimeoutError(timeout)), timeout)
+      : undefined;
+    const recorder = new TrajectoryRecorder();
+    const attemptSignal = attemptController.signal;
+    try {
+      const work = async (): Promise<Trajectory> => {
+        const initialVersion = policyVersion ? await policyVersion() : undefined;
+        const context: RolloutContext = { signal: attemptSignal, trajectory: recorder, index, groupIndex, attempt };
+        const returned: unknown = await runInRolloutScope({ recorder, signal: attemptSignal }, () => rollout(scenario, context));
+        recorder.close();
+        const finalVersion = policyVersion ? await policyVersion() : undefined;
+        const trajectory = buildTrajectory(recorder.toTrajectory(), returned);
+        if (initialVersion !== undefined) trajectory.initial_policy_version ??= initialVersion;
+        if (finalVersion !== undefined) trajectory.final_policy_version ??= finalVersion;
+        if (reward !== undefined) trajectory.reward = await evaluateReward(reward, trajectory, scenario);
+        return trajectory;
+      };
+      return await untilAborted(work(), attemptSignal);
+    } finally {
+      clearTimeout(timer);
+      controller.signal.removeEventListener('abort', onStop);
+      recorder.close();
+    }
+  };
+
+  const runRollout = async (scenario: S, groupIndex: number, index: number): Promise<Outcome> => {
+    for (let attempt = 0; ; attempt += 1) {
+      if (stopped) return undefined;
+      emit('rollout:start', { groupIndex, index, attempt });
+      try {
+        const trajectory = await runAttempt(scenario, groupIndex, index, attempt);
+        if (stopped) return undefined;
+        stats.done += 1;
+        stats.finished += 1;
+        stats.rewardSum += trajectory.reward;
+        emit('rollout:end', { groupIndex, index, attempt, trajectory });
+        progress();
+        return { trajectory };
+      } catch (error) {
+        if (stopped) return undefined;
+        const exception = toTrajectoryException(error);
+        const willRetry = attempt < retries && isRetryable(error);
+        emit('rollout:error', { groupIndex, index, attempt, error, exception, willRetry });
+        if (willRetry) {
+          try {
+            await delay(retryDelay * 2 ** attempt, controller.signal);
+          } catch {
+            return undefined;
+          }
+          continue;
+        }
+        stats.done += 1;
+        stats.failed += 1;
+        failures.push({ exception, error });
+        progress();
+        if (overBudget(failures.length)) {
+          stop(
+            new ExceptionBudgetExceededError({
+              exceptions: failures.map((failure) => failure.exception),
+              errors: failures.map((failure) => failure.error),
+              maxExceptions,
+              total,
+            }),
+          );
+          return undefined;
+        }
+        return { exception };
+      }
+    }
+  };
+
+  const runGroup = async (scenario: S, groupIndex: number): Promise<TrajectoryGroup> => {
+    const outcomes = await Promise.all(
+      Array.from({ length: groupSize }, (_unused, index) => queue.add(() => runRollout(scenario, groupIndex, index))),
+    );
+    const trajectories: Trajectory[] = [];
+    const exceptions: TrajectoryException[] = [];
+    for (const outcome of outcomes) {
+      if (outcome === undefined) continue;
+      if ('trajectory' in outcome) trajectories.push(outcome.trajectory);
+      else exceptions.push(outcome.exception);
+    }
+    let group: TrajectoryGroup = { trajectories, exceptions };
+    if (scoreGroup !== undefined && trajectories.length > 0 && !stopped) {
+      const scored = await untilAborted(
+        Promise.resolve(scoreGroup(group, { scenario, groupIndex, signal: controller.signal })),
+        controller.signal,
+      );
+      if (scored) group = scored;
+    }
+    if (!stopped) emit('group:end', { groupIndex, scenario, group });
+    return group;
+  };
+
+  const detachBar = options.progress === true && process.stderr.isTTY ? attachProgressBar(events, process.stderr) : undefined;
+  try {
+    const all = Promise.all(list.map((scenario, groupIndex) => runGroup(scenario, groupIndex)));
+    all.catch(() => undefined);
+    const groups = await Promise.race([all, stoppedEarly]);
+    if (stopped) await stoppedEarly;
+    return groups;
+  } catch (error) {
+    stop(error);
+    throw error;
+  } finally {
+    signal?.removeEventListener('abort', onAbort);
+    detachBar?.();
+  }
+}

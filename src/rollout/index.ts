@@ -1,0 +1,44 @@
+/**
+ * Rollouts: capture chat completions into trajectories, and gather N scenarios x G rollouts into
+ * trajectory groups with bounded concurrency, retries, an exception budget, events and policy
+ * versions.
+ * @module
+ */
+export type {
+  ChatCompletionCreateBody,
+  ChatCompletionRequestOptions,
+  ChatCompletionsClient,
+} from './chat-completions-client.js';
+export { captureCompletions, type CaptureCompletionsOptions } from './capture-completions.js';
+export { HistoryRecorder, TrajectoryRecorder, type RecordedCompletion } from './trajectory-recorder.js';
+export {
+  currentTrajectory,
+  recordTrajectory,
+  type RecordTrajectoryOptions,
+} from './rollout-scope.js';
+export { StreamAccumulator } from './stream-accumulator.js';
+export type { Rollout, RolloutContext, RolloutFn } from './rollout-function.js';
+export {
+  gatherTrajectoryGroups,
+  type GatherOptions,
+  type GroupScorer,
+  type GroupScorerContext,
+} from './gather-trajectory-groups.js';
+export {
+  GatherEmitter,
+  type GatherEventMap,
+  type GroupEndEvent,
+  type ProgressEvent,
+  type RolloutEndEvent,
+  type RolloutErrorEvent,
+  type RolloutStartEvent,
+} from './gather-events.js';
+export { attachProgressBar, formatProgress, type ProgressStream } from './progress-bar.js';
+export {
+  ExceptionBudgetExceededError,
+  InvalidTrajectoryError,
+  RolloutTimeoutError,
+  toTrajectoryException,
+} from './rollout-errors.js';
+export { dropStaleGroups, oldestPolicyVersion, type StalenessSplit } from './drop-stale-groups.js';
+export { messageOf } from './message-equality.js';

@@ -1,0 +1,35 @@
+/** What a user writes: a rollout function, and the context it is called with. */
+import type { TrajectoryInput } from '../schema/index.js';
+import type { TrajectoryRecorder } from './trajectory-recorder.js';
+
+/** What a rollout function is called with, besides its scenario. */
+export interface RolloutContext {
+  /** Aborts when the gather is aborted, the exception budget is exceeded, or the rollout times out. */
+  readonly signal: AbortSignal;
+  /** The trajectory being recorded: captured completions land here; add messages, metrics, logs. */
+  readonly trajectory: TrajectoryRecorder;
+  /** Which rollout of its group this is (0 .. groupSize - 1). */
+  readonly index: number;
+  /** Which group (= the scenario's position in the scenarios). */
+  readonly groupIndex: number;
+  /** Which attempt this is (0 for the first; retries count up). */
+  readonly attempt: number;
+}
+
+/**
+ * One rollout of a scenario: runs the agent (through a captured client, see `captureCompletions`)
+ * and optionally returns trajectory fields. Returned fields override the recorded ones
+ * (`messages_and_choices` too, when given); `metrics` and `metadata` are merged and `logs` appended.
+ * Return nothing to keep what was recorded.
+ * @example
+ * const rollout: RolloutFn<{ question: string }> = async (scenario, { trajectory }) => {
+ *   const completion = await client.chat.completions.create({
+ *     model, messages: [{ role: 'user', content: scenario.question }],
+ *   });
+ *   trajectory.metrics['answered'] = completion.choices[0]?.message.content !== null;
+ * };
+ */
+export type RolloutFn<S> = (scenario: S, context: RolloutContext) => Promise<TrajectoryInput | void>;
+
+/** Short name for {@link RolloutFn}. */
+export type Rollout<S> = RolloutFn<S>;

@@ -1,0 +1,65 @@
+/**
+ * Which rollout the current async call chain belongs to. Concurrent rollouts that share one
+ * captured client each record into their own trajectory because the scope travels with the
+ * async context (AsyncLocalStorage), not with the client.
+ */
+import { AsyncLocalStorage } from 'node:async_hooks';
+import type { TrajectoryInput } from '../schema/index.js';
+import { TrajectoryRecorder } from './trajectory-recorder.js';
+
+/** What a captured client needs to know about the rollout it is called from. */
+export interface RolloutScope {
+  /** Where the completions go. */
+  readonly recorder: TrajectoryRecorder;
+  /** Aborts when the rollout is cancelled or times out; passed to requests that carry none. */
+  readonly signal?: AbortSignal | undefined;
+}
+
+const storage = new AsyncLocalStorage<RolloutScope>();
+
+/** The scope of the rollout this code runs in, or undefined outside any rollout. */
+export function currentRolloutScope(): RolloutScope | undefined {
+  return storage.getStore();
+}
+
+/**
+ * The recorder of the rollout this code runs in, or undefined outside any rollout. Lets deep agent
+ * code add metrics or logs without passing the context around.
+ * @example
+ * currentTrajectory()?.log('retrieved 3 documents');
+ */
+export function currentTrajectory(): TrajectoryRecorder | undefined {
+  return storage.getStore()?.recorder;
+}
+
+/** Runs `fn` with `scope` as the current rollout scope (and everything it awaits). */
+export function runInRolloutScope<T>(scope: RolloutScope, fn: () => T): T {
+  return storage.run(scope, fn);
+}
+
+/** Options of {@link recordTrajectory}. */
+export interface RecordTrajectoryOptions {
+  /** Passed to captured requests that carry no signal of their own. */
+  signal?: AbortSignal;
+}
+
+/**
+ * Runs `fn` in a fresh rollout scope and returns what it returned with the trajectory recorded
+ * meanwhile: the way to capture one rollout outside `gatherTrajectoryGroups`.
+ * @example
+ * const { trajectory } = await recordTrajectory(async () => {
+ *   await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }] });
+ * });
+ */
+export async function recordTrajectory<T>(
+  fn: (recorder: TrajectoryRecorder) => T | Promise<T>,
+  options: RecordTrajectoryOptions = {},
+): Promise<{ result: T; trajectory: TrajectoryInput }> {
+  const recorder = new TrajectoryRecorder();
+  try {
+    const result = await runInRolloutScope({ recorder, signal: options.signal }, () => fn(recorder));
+    return { result, trajectory: recorder.toTrajectory() };
+  } finally {
+    recorder.close();
+  }
+}

@@ -1,0 +1,79 @@
+/**
+ * Rebuilds the first Choice of a streamed completion from its `chat.completion.chunk`s, so that a
+ * streamed request is recorded like a plain one (content, tool calls and logprobs joined up).
+ */
+import type { ChatCompletionTokenLogprob, Choice, FinishReason } from '../schema/index.js';
+
+interface ToolCallParts {
+  id: string;
+  type: string;
+  name: string;
+  arguments: string;
+}
+
+/**
+ * Collects the deltas of choice 0 of a chunk stream.
+ * @example
+ * const accumulator = new StreamAccumulator();
+ * for await (const chunk of stream) accumulator.add(chunk);
+ * const choice = accumulator.choice();
+ */
+export class StreamAccumulator {
+  #content: string | null = null;
+  #refusal: string | null = null;
+  #finishReason: string | null = null;
+  #logprobs: ChatCompletionTokenLogprob[] | null = null;
+  readonly #toolCalls = new Map<number, ToolCallParts>();
+  #seen = false;
+
+  /** Adds one chunk (any value; chunks that do not look like chat-completion chunks are skipped). */
+  add(chunk: unknown): void {
+    const choices = (chunk as { choices?: unknown } | null)?.choices;
+    if (!Array.isArray(choices)) return;
+    for (const raw of choices) {
+      const choice = raw as Record<string, unknown>;
+      if ((choice['index'] ?? 0) !== 0) continue;
+      this.#seen = true;
+      const delta = (choice['delta'] ?? {}) as Record<string, unknown>;
+      if (typeof delta['content'] === 'string') this.#content = (this.#content ?? '') + delta['content'];
+      if (typeof delta['refusal'] === 'string') this.#refusal = (this.#refusal ?? '') + delta['refusal'];
+      if (Array.isArray(delta['tool_calls'])) {
+        for (const rawCall of delta['tool_calls']) this.#addToolCall(rawCall as Record<string, unknown>);
+      }
+      if (typeof choice['finish_reason'] === 'string') this.#finishReason = choice['finish_reason'];
+      const logprobs = (choice['logprobs'] as { content?: unknown } | null | undefined)?.content;
+      if (Array.isArray(logprobs)) this.#logprobs = [...(this.#logprobs ?? []), ...(logprobs as ChatCompletionTokenLogprob[])];
+    }
+  }
+
+  #addToolCall(call: Record<string, unknown>): void {
+    const index = typeof call['index'] === 'number' ? call['index'] : this.#toolCalls.size;
+    const parts = this.#toolCalls.get(index) ?? { id: '', type: 'function', name: '', arguments: '' };
+    const fn = (call['function'] ?? {}) as Record<string, unknown>;
+    if (typeof call['id'] === 'string') parts.id = call['id'];
+    if (typeof call['type'] === 'string') parts.type = call['type'];
+    if (typeof fn['name'] === 'string') parts.name += fn['name'];
+    if (typeof fn['arguments'] === 'string') parts.arguments += fn['arguments'];
+    this.#toolCalls.set(index, parts);
+  }
+
+  /** The Choice the chunks add up to, or null when no chunk carried choice 0. */
+  choice(): Choice | null {
+    if (!this.#seen) return null;
+    const toolCalls = [...this.#toolCalls.entries()]
+      .sort(([a], [b]) => a - b)
+      .map(([, parts]) => ({
+        id: parts.id,
+        type: 'function' as const,
+        function: { name: parts.name, arguments: parts.arguments },
+      }));
+    const choice: Choice = {
+      index: 0,
+      finish_reason: (this.#finishReason ?? 'stop') as FinishReason,
+      message: { role: 'assistant', content: this.#content, refusal: this.#refusal },
+      logprobs: this.#logprobs === null ? null : { content: this.#logprobs, refusal: null },
+    };
+    if (toolCalls.length > 0) choice.message.tool_calls = toolCalls;
+    return choice;
+  }
+}

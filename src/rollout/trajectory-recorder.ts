@@ -1,0 +1,160 @@
+/**
+ * The trajectory a rollout is building: captured chat completions land here (see
+ * `captureCompletions`), and rollouts may also add messages, choices, metrics and logs by hand.
+ */
+import type {
+  ChatCompletionFunctionToolParam,
+  ChatCompletionMessageParam,
+  Choice,
+  History,
+  MessageOrChoice,
+  Metrics,
+  TrajectoryInput,
+} from '../schema/index.js';
+import { functionTools, messageKey, messageOf, sameTools } from './message-equality.js';
+
+/**
+ * One conversation: messages (context) and Choices (trainable turns), in order, plus the tools it
+ * offered. The main conversation of a trajectory and each sub-agent's `additional_histories` entry
+ * are one of these.
+ * @example
+ * recorder.addMessage({ role: 'user', content: 'What is 2+2?' });
+ * recorder.addChoice(completion.choices[0]);
+ */
+export class HistoryRecorder {
+  /** The items in order, as they go on the wire (`messages_and_choices`). */
+  readonly messagesAndChoices: MessageOrChoice[] = [];
+  /** The tools offered to the model in this conversation, or null for none. */
+  tools: ChatCompletionFunctionToolParam[] | null = null;
+
+  /** Appends messages (context, not trained on). Returns `this` for chaining. */
+  addMessage(...messages: ChatCompletionMessageParam[]): this {
+    for (const message of messages) this.messagesAndChoices.push(structuredClone(message));
+    return this;
+  }
+
+  /** Appends a sampled Choice (a trainable turn, keep its `logprobs`). Returns `this`. */
+  addChoice(choice: Choice): this {
+    this.messagesAndChoices.push(structuredClone(choice));
+    return this;
+  }
+
+  /** The conversation as messages, each Choice standing for its assistant message. */
+  messages(): ChatCompletionMessageParam[] {
+    return this.messagesAndChoices.map(messageOf);
+  }
+
+  /**
+   * True when `messages` (a request's messages) start with this conversation and `tools` are the
+   * ones it offered, so a completion of that request continues this conversation.
+   */
+  isExtendedBy(messages: readonly unknown[], tools: unknown): boolean {
+    const own = this.messagesAndChoices;
+    if (own.length > messages.length) return false;
+    if (own.length > 0 && !sameTools(this.tools, tools)) return false;
+    for (let index = 0; index < own.length; index += 1) {
+      const item = own[index];
+      if (item === undefined || messageKey(messageOf(item)) !== messageKey(messages[index])) return false;
+    }
+    return true;
+  }
+
+  /** This conversation as a wire `History`. */
+  toHistory(): History {
+    const history: History = { messages_and_choices: structuredClone(this.messagesAndChoices) };
+    if (this.tools !== null) history.tools = structuredClone(this.tools);
+    return history;
+  }
+}
+
+/** A chat-completions exchange as the recorder sees it: what was sent and the Choice that came. */
+export interface RecordedCompletion {
+  /** The request's `messages`. */
+  readonly messages: readonly unknown[];
+  /** The request's `tools`, if any. */
+  readonly tools?: unknown;
+  /** The Choice to record (the first of the response). */
+  readonly choice: Choice;
+}
+
+/**
+ * Records one rollout's trajectory. Every captured completion is appended to the conversation it
+ * continues: the main one when the request's messages start with it, else the first sub-agent
+ * history they start with, else a new `additional_histories` entry. Only the new messages of a
+ * request are appended, and the assistant message a caller echoes back is represented by its
+ * Choice, not duplicated.
+ * @example
+ * const recorder = new TrajectoryRecorder();
+ * recorder.addMessage({ role: 'user', content: 'hi' }).addChoice(makeChoice('hello'));
+ * recorder.metrics['turns'] = 1;
+ * const trajectory = recorder.toTrajectory();
+ */
+export class TrajectoryRecorder extends HistoryRecorder {
+  /** Sub-agent conversations (`additional_histories`). */
+  readonly additionalHistories: HistoryRecorder[] = [];
+  /** Metrics of this trajectory (numbers or booleans). */
+  readonly metrics: Metrics = {};
+  /** Free-form metadata of this trajectory. */
+  readonly metadata: Record<string, unknown> = {};
+  /** Log lines kept with the trajectory. */
+  readonly logs: string[] = [];
+  /** The reward, when the rollout sets one itself (a gather's reward function overrides it). */
+  reward: number | undefined;
+  #closed = false;
+
+  /** A new, empty sub-agent conversation in `additional_histories`. */
+  addHistory(): HistoryRecorder {
+    const history = new HistoryRecorder();
+    this.additionalHistories.push(history);
+    return history;
+  }
+
+  /** Appends a line to the trajectory's `logs`. */
+  log(line: string): this {
+    this.logs.push(line);
+    return this;
+  }
+
+  /** True once the rollout has finished; later completions are no longer recorded. */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** Stops recording (the runner calls it when the rollout ends or times out). */
+  close(): void {
+    this.#closed = true;
+  }
+
+  /**
+   * Records one completion into the conversation it continues (see the class docs). Ignored after
+   * {@link TrajectoryRecorder.close}. Returns the conversation it went into, or null when closed.
+   */
+  recordCompletion(completion: RecordedCompletion): HistoryRecorder | null {
+    if (this.#closed) return null;
+    const { messages, tools, choice } = completion;
+    let target: HistoryRecorder | undefined = [this, ...this.additionalHistories].find((history) =>
+      history.isExtendedBy(messages, tools),
+    );
+    if (target === undefined) target = this.addHistory();
+    const fresh = messages.slice(target.messagesAndChoices.length) as ChatCompletionMessageParam[];
+    target.addMessage(...fresh);
+    target.addChoice(choice);
+    const offered = functionTools(tools);
+    if (offered !== null) target.tools = structuredClone(offered);
+    return target;
+  }
+
+  /** The trajectory recorded so far (copies; later changes to the recorder do not show in it). */
+  toTrajectory(): TrajectoryInput {
+    const trajectory: TrajectoryInput = {
+      messages_and_choices: structuredClone(this.messagesAndChoices),
+      additional_histories: this.additionalHistories.map((history) => history.toHistory()),
+      metrics: { ...this.metrics },
+      metadata: structuredClone(this.metadata),
+      logs: [...this.logs],
+    };
+    if (this.tools !== null) trajectory.tools = structuredClone(this.tools);
+    if (this.reward !== undefined) trajectory.reward = this.reward;
+    return trajectory;
+  }
+}

@@ -1,0 +1,172 @@
+import { describe, expect, it } from 'vitest';
+import { captureCompletions, recordTrajectory, TrajectoryRecorder } from '../../src/rollout/index.js';
+import { isChoice, Trajectory, type Choice } from '../../src/schema/index.js';
+import { makeChoice, scriptedChatClient } from '../../src/testing/index.js';
+
+type Message = Record<string, unknown>;
+
+/** What the `openai` SDK hands back as `choices[0].message`: the Choice's message with SDK extras. */
+function sdkEcho(completion: unknown): Message {
+  const choice = (completion as { choices: Choice[] }).choices[0] as Choice;
+  return { ...choice.message, annotations: [] };
+}
+
+describe('captureCompletions', () => {
+  it('records a multi-turn chat as messages and Choices, in order, without duplicating the echoed reply', async () => {
+    const client = captureCompletions(scriptedChatClient(['Paris', 'About 2.1 million']));
+    const { trajectory } = await recordTrajectory(async () => {
+      const messages: Message[] = [
+        { role: 'system', content: 'Answer briefly.' },
+        { role: 'user', content: 'Capital of France?' },
+      ];
+      const first = await client.chat.completions.create({ model: 'm', messages });
+      messages.push(sdkEcho(first), { role: 'user', content: 'Population?' });
+      await client.chat.completions.create({ model: 'm', messages });
+    });
+    const parsed = Trajectory.parse(trajectory);
+    const shape = parsed.messages_and_choices.map((item) => (isChoice(item) ? `choice:${item.message.content}` : `${item.role}:${String(item.content)}`));
+    expect(shape).toEqual([
+      'system:Answer briefly.',
+      'user:Capital of France?',
+      'choice:Paris',
+      'user:Population?',
+      'choice:About 2.1 million',
+    ]);
+    const choices = parsed.messages_and_choices.filter(isChoice);
+    expect(choices.every((choice) => (choice.logprobs?.content?.length ?? 0) > 0)).toBe(true);
+    expect(parsed.additional_histories).toEqual([]);
+  });
+
+  it('records parallel tool calls, the tool results sent back as tool messages, and the tools offered', async () => {
+    const tools = [
+      { type: 'function' as const, function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } },
+    ];
+    const client = captureCompletions(
+      scriptedChatClient([
+        makeChoice(null, {
+          toolCalls: [
+            { id: 'call_a', name: 'get_weather', arguments: { city: 'Paris' } },
+            { id: 'call_b', name: 'get_weather', arguments: { city: 'Oslo' } },
+          ],
+        }),
+        'Paris is warmer.',
+      ]),
+    );
+    const { trajectory } = await recordTrajectory(async () => {
+      const messages: Message[] = [{ role: 'user', content: 'Warmer: Paris or Oslo?' }];
+      const first = await client.chat.completions.create({ model: 'm', messages, tools });
+      // Echo written by hand (no SDK extras, content omitted): still the same turn as the Choice.
+      const echo = sdkEcho(first);
+      messages.push(
+        { role: 'assistant', tool_calls: echo['tool_calls'] },
+        { role: 'tool', tool_call_id: 'call_a', content: '21C' },
+        { role: 'tool', tool_call_id: 'call_b', content: '9C' },
+      );
+      await client.chat.completions.create({ model: 'm', messages, tools });
+    });
+    const parsed = Trajectory.parse(trajectory);
+    const items = parsed.messages_and_choices;
+    expect(items.map((item) => (isChoice(item) ? 'choice' : item.role))).toEqual(['user', 'choice', 'tool', 'tool', 'choice']);
+    const call = items[1] as Choice;
+    expect(call.message.tool_calls?.map((toolCall) => toolCall.id)).toEqual(['call_a', 'call_b']);
+    expect(items[2]).toMatchObject({ role: 'tool', tool_call_id: 'call_a', content: '21C' });
+    expect(items[3]).toMatchObject({ role: 'tool', tool_call_id: 'call_b', content: '9C' });
+    expect(parsed.tools).toEqual(tools);
+  });
+
+  it('puts a conversation that does not continue the main one (a sub-agent) in additional_histories', async () => {
+    const client = captureCompletions(scriptedChatClient(['plan: search', 'found it', 'done']));
+    const { trajectory } = await recordTrajectory(async () => {
+      const main: Message[] = [{ role: 'user', content: 'task' }];
+      const plan = await client.chat.completions.create({ model: 'm', messages: main });
+      await client.chat.completions.create({ model: 'm', messages: [{ role: 'system', content: 'You are a searcher.' }, { role: 'user', content: 'search' }] });
+      main.push(sdkEcho(plan), { role: 'user', content: 'result: found it' });
+      await client.chat.completions.create({ model: 'm', messages: main });
+    });
+    const parsed = Trajectory.parse(trajectory);
+    expect(parsed.messages_and_choices.filter(isChoice).map((choice) => choice.message.content)).toEqual(['plan: search', 'done']);
+    expect(parsed.additional_histories).toHaveLength(1);
+    const history = parsed.additional_histories[0];
+    expect(history?.messages_and_choices.map((item) => (isChoice(item) ? item.message.content : item.role))).toEqual(['system', 'user', 'found it']);
+  });
+
+  it('keeps concurrent rollouts that share one client in their own trajectories', async () => {
+    const slowEcho = async (request: { body: { messages: readonly unknown[] } }): Promise<string> => {
+      const last = request.body.messages[request.body.messages.length - 1] as { content: string };
+      await new Promise((resolve) => setTimeout(resolve, last.content === 'a' ? 30 : 5));
+      return `reply to ${last.content}`;
+    };
+    const client = captureCompletions(scriptedChatClient([slowEcho], { loop: true }));
+    const run = (text: string) =>
+      recordTrajectory(async () => {
+        const messages: Message[] = [{ role: 'user', content: text }];
+        const first = await client.chat.completions.create({ model: 'm', messages });
+        messages.push(sdkEcho(first), { role: 'user', content: text });
+        await client.chat.completions.create({ model: 'm', messages });
+      });
+    const [a, b] = await Promise.all([run('a'), run('b')]);
+    const contents = (trajectory: unknown) =>
+      Trajectory.parse(trajectory).messages_and_choices.map((item) => (isChoice(item) ? item.message.content : item.content));
+    expect(contents(a.trajectory)).toEqual(['a', 'reply to a', 'a', 'reply to a']);
+    expect(contents(b.trajectory)).toEqual(['b', 'reply to b', 'b', 'reply to b']);
+  });
+
+  it('merges default request params under each request, the request keys winning', async () => {
+    const scripted = scriptedChatClient(['x', 'y']);
+    const client = captureCompletions(scripted, { defaults: { logprobs: true, temperature: 1 } });
+    await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi' }] });
+    await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi' }], temperature: 0 });
+    expect(scripted.requests[0]?.body).toMatchObject({ logprobs: true, temperature: 1 });
+    expect(scripted.requests[1]?.body).toMatchObject({ logprobs: true, temperature: 0 });
+  });
+
+  it('outside a rollout passes calls through and records nothing', async () => {
+    const client = captureCompletions(scriptedChatClient(['hello']));
+    const response = (await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi' }] })) as { choices: Choice[] };
+    expect(response.choices[0]?.message.content).toBe('hello');
+  });
+
+  it('gives requests the rollout signal when they carry none', async () => {
+    const scripted = scriptedChatClient(['a']);
+    const client = captureCompletions(scripted);
+    await recordTrajectory(() => client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }), {
+      signal: new AbortController().signal,
+    });
+    expect(scripted.requests[0]?.hasSignal).toBe(true);
+  });
+
+  it('records a streamed completion once it has been read to the end', async () => {
+    const client = captureCompletions(
+      scriptedChatClient([makeChoice('streamed answer'), makeChoice(null, { toolCalls: [{ name: 'f', arguments: { x: 1 } }] })]),
+    );
+    const { trajectory } = await recordTrajectory(async () => {
+      const stream = (await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'go' }], stream: true })) as AsyncIterable<unknown>;
+      for await (const _chunk of stream) {
+        // read to the end
+      }
+      const second = (await client.chat.completions.create({
+        model: 'm',
+        messages: [{ role: 'user', content: 'go' }, { role: 'assistant', content: 'streamed answer' }, { role: 'user', content: 'again' }],
+        stream: true,
+      })) as AsyncIterable<unknown>;
+      for await (const _chunk of second) {
+        // read to the end
+      }
+    });
+    const choices = Trajectory.parse(trajectory).messages_and_choices.filter(isChoice);
+    expect(choices).toHaveLength(2);
+    expect(choices[0]?.message.content).toBe('streamed answer');
+    expect(choices[0]?.logprobs?.content?.map((token) => token.token).join('')).toBe('streamed answer');
+    expect(choices[1]?.message.tool_calls?.[0]).toMatchObject({ type: 'function', function: { name: 'f', arguments: '{"x":1}' } });
+    expect(choices[1]?.finish_reason).toBe('tool_calls');
+  });
+
+  it('stops recording once the recorder is closed', async () => {
+    const recorder = new TrajectoryRecorder();
+    recorder.recordCompletion({ messages: [{ role: 'user', content: 'a' }], choice: makeChoice('b') });
+    recorder.close();
+    recorder.recordCompletion({ messages: [{ role: 'user', content: 'c' }], choice: makeChoice('d') });
+    expect(recorder.toTrajectory().messages_and_choices).toHaveLength(2);
+    expect(recorder.additionalHistories).toHaveLength(0);
+  });
+});
