@@ -1,0 +1,95 @@
+/**
+ * `policyloop serve [--host 127.0.0.1] [--port 8000] [--data-dir .policyloop] [--api-key KEY ...]`:
+ * runs the local service until SIGINT/SIGTERM, then stops cleanly (in-flight requests finish,
+ * jobs get their terminal events, the store is closed).
+ */
+import { parseArgs } from 'node:util';
+import type { Command } from '../command.js';
+
+const HELP = `Usage: policyloop serve [options]
+
+Run the local training service (the training API and an OpenAI-compatible inference API).
+
+Options:
+  --host HOST        Interface to listen on (default 127.0.0.1)
+  --port PORT        Port to listen on; 0 picks a free port (default 8000)
+  --data-dir DIR     Directory of the store and weight files (default .policyloop)
+  --api-key KEY      Accepted Bearer key; repeat for several (default: the development key)
+  -h, --help         Show this help`;
+
+/** The `serve` subcommand. */
+export const serveCommand: Command = {
+  async run(argv) {
+    let values;
+    try {
+      ({ values } = parseArgs({
+        args: [...argv],
+        options: {
+          host: { type: 'string', default: '127.0.0.1' },
+          port: { type: 'string', default: '8000' },
+          'data-dir': { type: 'string', default: '.policyloop' },
+          'api-key': { type: 'string', multiple: true },
+          help: { type: 'boolean', short: 'h', default: false },
+        },
+        allowPositionals: false,
+        strict: true,
+      }));
+    } catch (error) {
+      process.stderr.write(`policyloop serve: ${error instanceof Error ? error.message : String(error)}\n\n${HELP}\n`);
+      return 2;
+    }
+    if (values.help) {
+      process.stdout.write(`${HELP}\n`);
+      return 0;
+    }
+    const port = Number(values.port);
+    if (!/^\d+$/.test(values.port) || port > 65_535) {
+      process.stderr.write(`policyloop serve: expected --port between 0 and 65535, got ${JSON.stringify(values.port)}\n`);
+      return 2;
+    }
+    const apiKeys = values['api-key'];
+    if (apiKeys !== undefined && apiKeys.some((key) => key === '')) {
+      process.stderr.write('policyloop serve: expected a non-empty --api-key\n');
+      return 2;
+    }
+
+    const { serve, DEV_API_KEY } = await import('../../server/index.js');
+    const server = await serve({
+      host: values.host,
+      port,
+      dataDir: values['data-dir'],
+      apiKeys,
+      logger: {
+        info: (message) => process.stderr.write(`[policyloop] ${message}\n`),
+        warn: (message) => process.stderr.write(`[policyloop] warning: ${message}\n`),
+        error: (message) => process.stderr.write(`[policyloop] error: ${message}\n`),
+      },
+    });
+    process.stdout.write(`policyloop listening on ${server.url}\n`);
+    if (apiKeys === undefined) {
+      process.stdout.write(`using the development API key ${DEV_API_KEY} (pass --api-key KEY to set your own)\n`);
+    }
+
+    return await new Promise<number>((resolveExit) => {
+      let stopping = false;
+      const stop = (signal: NodeJS.Signals): void => {
+        if (stopping) {
+          // A second signal means "now": skip the clean shutdown.
+          process.stderr.write(`policyloop: ${signal} again, exiting without waiting\n`);
+          process.exit(1);
+        }
+        stopping = true;
+        process.stderr.write(`policyloop: ${signal}, stopping\n`);
+        server.close().then(
+          () => resolveExit(0),
+          (error: unknown) => {
+            process.stderr.write(`policyloop: error while stopping: ${error instanceof Error ? error.message : String(error)}\n`);
+            resolveExit(1);
+          },
+        );
+      };
+      process.on('SIGINT', stop);
+      process.on('SIGTERM', stop);
+    });
+  },
+};

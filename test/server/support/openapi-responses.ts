@@ -1,0 +1,74 @@
+/**
+ * Checks responses against the response schemas of both OpenAPI documents in `shared/api/`
+ * (ajv, JSON Schema 2020-12 with formats): each document is added whole, and each operation's
+ * response schema is compiled by reference, so `$ref`s to components resolve.
+ */
+import { readFileSync } from 'node:fs';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import type { ValidateFunction } from 'ajv';
+import addFormatsModule from 'ajv-formats';
+
+/** The two contract documents. */
+export const DOCUMENT_NAMES = ['openapi.json', 'openapi.latest.json'] as const;
+type DocumentName = (typeof DOCUMENT_NAMES)[number];
+
+interface Operation {
+  responses: Record<string, { content?: Record<string, { schema?: unknown }> }>;
+}
+interface Document {
+  paths: Record<string, Record<string, Operation>>;
+}
+
+const API_DIRECTORY = '/work/shared/api/';
+const documents = Object.fromEntries(DOCUMENT_NAMES.map((name) => [name, JSON.parse(readFileSync(`${API_DIRECTORY}${name}`, 'utf8')) as Document])) as Record<DocumentName, Document>;
+
+const addFormats = addFormatsModule.default;
+const ajv = new Ajv2020({ strict: false, allErrors: true });
+addFormats(ajv);
+for (const name of DOCUMENT_NAMES) ajv.addSchema(documents[name], name);
+
+const compiled = new Map<string, ValidateFunction>();
+
+function pointerEscape(segment: string): string {
+  return segment.replaceAll('~', '~0').replaceAll('/', '~1');
+}
+
+/** The document's path template matching a concrete path (`{param}` matches one segment). */
+function findTemplate(document: Document, path: string): string | undefined {
+  for (const template of Object.keys(document.paths)) {
+    const pattern = new RegExp(`^${template.replace(/\{[^}]+\}/g, '[^/]+')}$`);
+    if (pattern.test(path)) return template;
+  }
+  return undefined;
+}
+
+/** The result of checking one response against one document. */
+export interface ContractCheck {
+  readonly document: DocumentName;
+  /** False when the document has no schema for this operation and status (nothing to check). */
+  readonly checked: boolean;
+  readonly errors: string[];
+}
+
+/**
+ * Validates a JSON response body against the schema each document declares for the operation
+ * (`method` + concrete `path`) and `status`. Operations or statuses a document does not declare
+ * are reported as unchecked.
+ */
+export function checkResponse(method: string, path: string, status: number, body: unknown): ContractCheck[] {
+  return DOCUMENT_NAMES.map((name) => {
+    const document = documents[name];
+    const template = findTemplate(document, path);
+    const operation = template === undefined ? undefined : document.paths[template]?.[method.toLowerCase()];
+    const response = operation?.responses[String(status)];
+    if (template === undefined || response?.content?.['application/json']?.schema === undefined) return { document: name, checked: false, errors: [] };
+    const pointer = `${name}#/paths/${pointerEscape(template)}/${method.toLowerCase()}/responses/${status}/content/${pointerEscape('application/json')}/schema`;
+    let validate = compiled.get(pointer);
+    if (validate === undefined) {
+      validate = ajv.compile({ $ref: pointer });
+      compiled.set(pointer, validate);
+    }
+    const valid = validate(body);
+    return { document: name, checked: true, errors: valid ? [] : (validate.errors ?? []).map((error) => `${error.instancePath} ${error.message ?? ''}`) };
+  });
+}
