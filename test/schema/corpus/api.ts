@@ -261,6 +261,11 @@ export const apiCases: CorpusCase[] = [
     ['detail-string', { detail: 'Not found' }],
     ['item-missing-msg', { detail: [{ loc: ['body'], type: 'missing' }] }],
   ]),
+  ...cases('SystemCheckResult', true, [
+    ['ok', { success: true, duration_ms: 3 }],
+    ['failed', { success: false, error: 'queue unreachable' }],
+  ]),
+  ...cases('SystemCheckResult', false, [['missing-success', { duration_ms: 3 }]]),
   ...cases('SystemCheckResponse', true, [
     [
       'healthy',
