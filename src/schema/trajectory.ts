@@ -19,7 +19,12 @@ export function isChoice(item: MessageOrChoice): item is Choice {
  * Metrics of a trajectory or group: numbers and booleans only (`{number, integer, boolean}` in the
  * contract); strings, `null` and nested values are rejected.
  */
-export const Metrics = z.record(z.string(), z.union([z.number(), z.boolean()]));
+export const Metrics = z.record(
+  z.string(),
+  z.union([z.number(), z.boolean()], {
+    error: (issue) => `Expected a metric value (number or boolean), got ${issue.input === null ? 'null' : typeof issue.input}`,
+  }),
+);
 export type Metrics = z.infer<typeof Metrics>;
 
 /** A sub-agent's conversation inside a trajectory (`additional_histories`). */

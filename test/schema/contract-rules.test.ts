@@ -133,6 +133,7 @@ describe('metrics', () => {
   it('name the offending field', () => {
     const result = TrajectoryGroup.safeParse({ trajectories: [{ metrics: { verdict: 'good' } }] });
     expect(result.error?.issues[0]?.path).toEqual(['trajectories', 0, 'metrics', 'verdict']);
+    expect(result.error?.issues[0]?.message).toBe('Expected a metric value (number or boolean), got string');
   });
 });
 
