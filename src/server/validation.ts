@@ -42,7 +42,7 @@ function collect(issue: Issue, prefix: readonly PathKey[], into: ValidationError
         into.push({ loc: tagLoc, msg: issue.message, type: 'union_tag_invalid' });
         return;
       }
-      const branch = bestBranch(issue.errors);
+      const branch = bestBranch(issue.errors, 'input' in issue ? issue.input : undefined);
       if (branch === undefined) {
         if (issue.errors.flat().every(isMissing)) into.push({ loc, msg: 'Field required', type: 'missing' });
         else into.push({ loc, msg: unionMessage(issue.errors), type: 'union_type' });
@@ -77,15 +77,17 @@ function collect(issue: Issue, prefix: readonly PathKey[], into: ValidationError
 
 /**
  * The union branch that explains the failure best: the one whose issues reach deepest into the
- * value (it matched the most structure), then the one with the fewest issues. `undefined` when
- * every branch failed at the top (the value's kind fits no branch).
+ * value (it matched the most structure), then the one with the fewest issues. A branch whose tag
+ * (discriminator) the value carries with a wrong value wins outright; one whose tag the value does
+ * not carry at all counts for nothing. `undefined` when every branch failed at the top (the
+ * value's kind fits no branch).
  */
-function bestBranch(branches: readonly (readonly Issue[])[]): readonly Issue[] | undefined {
+function bestBranch(branches: readonly (readonly Issue[])[], input: unknown): readonly Issue[] | undefined {
   let best: readonly Issue[] | undefined;
   let bestDepth = 0;
   for (const branch of branches) {
-    const depth = Math.max(0, ...branch.map(issueDepth));
-    if (depth > bestDepth || (depth === bestDepth && best !== undefined && branch.length < best.length)) {
+    const depth = Math.max(0, ...branch.map((issue) => issueDepth(issue, input)));
+    if (depth > bestDepth || (depth === bestDepth && depth > 0 && best !== undefined && branch.length < best.length)) {
       best = branch;
       bestDepth = depth;
     }
@@ -93,13 +95,28 @@ function bestBranch(branches: readonly (readonly Issue[])[]): readonly Issue[] |
   return bestDepth === 0 ? undefined : best;
 }
 
-function issueDepth(issue: Issue): number {
+const TAG_PRESENT_DEPTH = 1_000;
+
+function issueDepth(issue: Issue, input: unknown): number {
   const own = issue.path.length;
-  if (issue.code === 'invalid_union') {
-    if (issue.errors.length === 0) return own + 1;
-    return own + Math.max(0, ...issue.errors.flat().map(issueDepth));
+  if (issue.code !== 'invalid_union') return own;
+  if (issue.errors.length === 0) {
+    const discriminator = (issue as { discriminator?: unknown }).discriminator;
+    if (typeof discriminator !== 'string') return 0;
+    const holder = issue.path.length > 0 && issue.path[issue.path.length - 1] === discriminator ? issue.path.slice(0, -1) : issue.path;
+    const value = valueAt(input, holder);
+    return value !== null && typeof value === 'object' && Object.hasOwn(value, discriminator) ? TAG_PRESENT_DEPTH : 0;
   }
-  return own;
+  return own + Math.max(0, ...issue.errors.flat().map((inner) => issueDepth(inner, valueAt(input, issue.path))));
+}
+
+function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
+  let current = input;
+  for (const key of path) {
+    if (current === null || typeof current !== 'object') return undefined;
+    current = (current as Record<PropertyKey, unknown>)[key];
+  }
+  return current;
 }
 
 function unionMessage(branches: readonly (readonly Issue[])[]): string {
