@@ -122,16 +122,13 @@ function differenceOf(testCase: CorpusCase, document: DocumentName): DeliberateD
 }
 
 describe('conformance corpus', () => {
-  it('holds at least 150 instances with unique ids, valid and invalid ones for every schema it names', () => {
+  it('holds at least 150 instances with unique ids, most of them checked against the documents', () => {
     expect(corpus.length).toBeGreaterThanOrEqual(150);
     const ids = corpus.map((testCase) => testCase.id);
     expect(new Set(ids).size).toBe(ids.length);
-    const names = new Set(corpus.map((testCase) => testCase.schema));
-    for (const name of names) {
-      const verdicts = new Set(corpus.filter((testCase) => testCase.schema === name).map((testCase) => testCase.valid));
-      // Aliases of another schema need only one instance; the others need both verdicts.
-      if (!['TokenLogprob', 'TrajectoryException'].includes(name)) expect([name, [...verdicts].sort()]).toEqual([name, [false, true]]);
-    }
+    // (structure.test.ts checks that every exported schema has valid and invalid instances.)
+    const checked = corpus.filter((testCase) => documentNames.some((document) => targetOf(testCase.schema, document)));
+    expect(checked.length).toBeGreaterThanOrEqual(300);
   });
 
   it('every deliberate difference names an existing instance of its schema', () => {
