@@ -21,10 +21,10 @@ import type { HostWeights } from './weights.js';
  * Tuned for the engine's small models with AdamW; the hosted service's usual 5e-6 (for LoRA on
  * 14B models) barely moves them.
  */
-export const DEFAULT_LEARNING_RATE = 3e-3;
+export const DEFAULT_LEARNING_RATE = 5e-3;
 
 /** Learning rate of SFT jobs whose `config.learning_rate` is null or absent. */
-export const DEFAULT_SFT_LEARNING_RATE = 3e-3;
+export const DEFAULT_SFT_LEARNING_RATE = 5e-3;
 
 /** Rows per SFT batch when `batch_size` is `"auto"`, null or absent. */
 export const AUTO_SFT_BATCH_SIZE = 16;
