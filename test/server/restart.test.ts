@@ -1,0 +1,99 @@
+/**
+ * Durability and the restart rule: a service process is killed with SIGKILL while a job runs and
+ * another waits; a new service on the same data directory still has every acknowledged write, and
+ * fails both jobs with their terminal event instead of leaving them hanging.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import Database from 'better-sqlite3';
+import { afterEach, describe, expect, it } from 'vitest';
+import { DATABASE_FILE, DEV_API_KEY, INTERRUPTED_MESSAGE } from '../../src/server/index.js';
+import { startServer, temporaryDirectory, waitFor, type TestServer } from './support/harness.js';
+import { followEvents } from './support/jobs.js';
+import { createStandInEngine } from './support/stand-in-engine.js';
+
+const CHILD = fileURLToPath(new URL('./support/child-server.ts', import.meta.url));
+const children: ChildProcess[] = [];
+const servers: TestServer[] = [];
+
+afterEach(async () => {
+  for (const child of children.splice(0)) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  for (const server of servers.splice(0)) await server.close();
+});
+
+async function startChild(dataDir: string): Promise<{ child: ChildProcess; url: string }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', CHILD, dataDir], { stdio: ['ignore', 'pipe', 'pipe'] });
+  children.push(child);
+  let stderr = '';
+  child.stderr?.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString();
+  });
+  const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`child did not start within 30 s: ${stderr}`)), 30_000);
+    lines.once('line', (line) => {
+      clearTimeout(timer);
+      resolve(line.trim());
+    });
+    child.once('exit', (code) => reject(new Error(`child exited with ${code}: ${stderr}`)));
+  });
+  return { child, url };
+}
+
+async function call(url: string, method: string, path: string, body?: unknown): Promise<any> {
+  const response = await fetch(`${url}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${DEV_API_KEY}`, 'content-type': 'application/json' },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  expect(response.status, `${method} ${path}`).toBe(200);
+  return await response.json();
+}
+
+describe('restart', () => {
+  it('keeps acknowledged writes through kill -9 and fails the jobs the dead process left behind', async () => {
+    const dataDir = temporaryDirectory();
+    const { child, url } = await startChild(dataDir);
+    const model = await call(url, 'POST', '/v1/preview/models', { project: 'restart', name: 'survivor', base_model: 'policyloop/tiny-chat' });
+    const groups = [{ trajectories: [{ reward: 1 }, { reward: 0 }] }, { trajectories: [{ reward: 1 }] }];
+    await call(url, 'POST', `/v1/preview/models/${model.id}/log`, { split: 'train', trajectory_groups: groups });
+    const running = await call(url, 'POST', '/v1/preview/training-jobs', { model_id: model.id, trajectory_groups: groups });
+    const pending = await call(url, 'POST', '/v1/preview/training-jobs', { model_id: model.id, trajectory_groups: groups });
+    await waitFor(() => call(url, 'GET', `/v1/preview/training-jobs/${running.id}`), (job) => job.status === 'RUNNING');
+    expect((await call(url, 'GET', `/v1/preview/training-jobs/${pending.id}`)).status).toBe('PENDING');
+
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGKILL');
+    await exited;
+
+    const server = await startServer({ dataDir, engine: createStandInEngine() });
+    servers.push(server);
+    const again = await server.call('POST', '/v1/preview/models', { body: { project: 'restart', name: 'survivor', base_model: 'policyloop/tiny-chat', return_existing: true } });
+    expect(again.body.id).toBe(model.id);
+    for (const jobId of [running.id, pending.id]) {
+      const job = await server.call('GET', `/v1/preview/training-jobs/${jobId}`);
+      expect(job.body).toMatchObject({ status: 'FAILED', error_message: INTERRUPTED_MESSAGE });
+      const { events } = await followEvents(server, jobId);
+      expect(events.filter((event) => event.type === 'training_failed' || event.type === 'training_ended').map((event) => event.type)).toEqual(['training_failed']);
+      expect(events[events.length - 1]?.data).toEqual({ error_message: INTERRUPTED_MESSAGE });
+    }
+    expect((await server.call('GET', `/v1/preview/models/${model.id}/checkpoints`)).body.data).toEqual([]);
+
+    const database = new Database(join(dataDir, DATABASE_FILE), { readonly: true });
+    try {
+      expect(database.prepare('SELECT COUNT(*) AS count FROM trajectory_groups WHERE model_id = ?').get(model.id)).toEqual({ count: 2 });
+      const metrics = database.prepare('SELECT split, step, metrics FROM step_metrics WHERE model_id = ?').all(model.id) as { split: string; step: number; metrics: string }[];
+      expect(metrics).toHaveLength(1);
+      expect(JSON.parse(metrics[0]?.metrics ?? '{}')).toMatchObject({ reward: 2 / 3, 'data/step_num_groups_trainable': 1 });
+    } finally {
+      database.close();
+    }
+
+    // The queue works again after the restart: a new job trains to step 1.
+    const next = await server.call('POST', '/v1/preview/training-jobs', { body: { model_id: model.id, trajectory_groups: groups } });
+    const { events } = await followEvents(server, next.body.id);
+    expect(events[events.length - 1]?.type).toBe('training_ended');
+  });
+});
