@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import * as schemaModule from '../../src/schema/index.js';
 import { corpus, type CorpusCase, type SchemaName } from './corpus/index.js';
-import { contractDirectory, documentNames, targetOf, validatorOf, type DocumentName } from './contract-documents.js';
+import { contractDirectory, documentNames, documents, knownFormats, targetOf, validatorOf, type DocumentName } from './contract-documents.js';
 
 /** Instances of a schema on which zod and one document disagree on purpose, and why. */
 interface DeliberateDifference {
@@ -159,6 +159,16 @@ describe('conformance corpus', () => {
 });
 
 describe('contract documents', () => {
+  it('use only string formats that ajv checks', () => {
+    const formats = new Set<string>();
+    JSON.stringify(documents, (key, value: unknown) => {
+      if (key === 'format' && typeof value === 'string') formats.add(value);
+      return value;
+    });
+    expect([...formats].sort()).toEqual(['date-time', 'uuid']);
+    for (const format of formats) expect(knownFormats.has(format), format).toBe(true);
+  });
+
   const shared = new URL('../../../shared/api/', import.meta.url);
   it.skipIf(!existsSync(shared))('the vendored copies equal the shared contract', () => {
     for (const name of documentNames) {

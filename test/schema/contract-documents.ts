@@ -40,6 +40,9 @@ const ajv = new Ajv2020({ strict: false, allErrors: true });
 addFormats(ajv);
 for (const name of documentNames) ajv.addSchema(documents[name], name);
 
+/** The string formats ajv checks (with `strict: false`, an unknown one would be ignored silently). */
+export const knownFormats: ReadonlySet<string> = new Set(Object.keys(ajv.formats));
+
 /**
  * How a zod schema relates to the document's schema: `same` (must agree on every instance) or
  * `narrower` (our schema is a typed refinement of a deliberately loose document schema: whatever
