@@ -21,6 +21,7 @@ export const ModelCreate = z.object({
   project: z.string(),
   name: z.string(),
   base_model: z.string(),
+  /** Return the existing model of the same entity, project and name instead of a 409. @default false */
   return_existing: z.boolean().default(false),
 });
 export type ModelCreate = z.output<typeof ModelCreate>;
@@ -106,7 +107,11 @@ export const ExperimentalTrainingConfig = z.object({
 });
 export type ExperimentalTrainingConfig = z.infer<typeof ExperimentalTrainingConfig>;
 
-/** Body of `POST /v1/preview/training-jobs` (an RL job). */
+/**
+ * Body of `POST /v1/preview/training-jobs` (an RL job).
+ * @example
+ * CreateTrainingJob.parse({ model_id, trajectory_groups: [group], experimental_config: { learning_rate: 1e-5 } });
+ */
 export const CreateTrainingJob = z.object({
   model_id: Uuid,
   trajectory_groups: z.array(TrajectoryGroup),
@@ -118,6 +123,7 @@ export type CreateTrainingJobInput = z.input<typeof CreateTrainingJob>;
 
 /** Optional SFT metric logging (closed schema). `enabled` defaults to `false`; the step is > 0. */
 export const SFTMetricLoggingConfig = z.strictObject({
+  /** @default false */
   enabled: z.boolean().default(false),
   target_training_step: z.int().positive().nullable().optional(),
 });
@@ -130,6 +136,7 @@ export type SFTMetricLoggingConfig = z.output<typeof SFTMetricLoggingConfig>;
 export const SFTTrainingConfig = z.strictObject({
   batch_size: z.union([z.int(), z.literal('auto')]).nullable().optional(),
   learning_rate: z.union([z.number(), z.array(z.number())]).nullable().optional(),
+  /** Which assistant turns are learned. @default "all" */
   assistant_turns: z.enum(['all', 'last']).default('all'),
   metric_logging: SFTMetricLoggingConfig.nullable().optional(),
 });

@@ -8,9 +8,12 @@ import { z } from 'zod';
  */
 export function page<Item extends z.ZodType>(item: Item) {
   return z.object({
+    /** @default "list" */
     object: z.string().default('list'),
     data: z.array(item),
+    /** Id of the first item. @default "" */
     first_id: z.string().default(''),
+    /** Id of the last item: the `after` cursor of the next page. @default "" */
     last_id: z.string().default(''),
     has_more: z.boolean(),
   });

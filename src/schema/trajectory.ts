@@ -10,7 +10,11 @@ import { ChatCompletionFunctionToolParam, ChatCompletionMessageParam } from './m
 export const MessageOrChoice = z.union([ChatCompletionMessageParam, Choice]);
 export type MessageOrChoice = z.infer<typeof MessageOrChoice>;
 
-/** True when an item of `messages_and_choices` is a trainable `Choice` rather than a message. */
+/**
+ * True when an item of `messages_and_choices` is a trainable `Choice` rather than a message.
+ * @example
+ * const trainable = trajectory.messages_and_choices.filter(isChoice);
+ */
 export function isChoice(item: MessageOrChoice): item is Choice {
   return !('role' in item) || item.role === undefined;
 }
@@ -49,14 +53,20 @@ export type LegacyHistory = History;
  * Trajectory.parse({ messages_and_choices: [{ role: 'user', content: 'Hi' }, choice], reward: 1 });
  */
 export const Trajectory = z.looseObject({
+  /** Messages (context) and `Choice` items (trainable turns), in order. @default [] */
   messages_and_choices: z.array(MessageOrChoice).default([]),
   tools: z.array(ChatCompletionFunctionToolParam).nullable().optional(),
+  /** Sub-agent conversations. @default [] */
   additional_histories: z.array(History).default([]),
+  /** @default 0 */
   reward: z.number().default(0),
   initial_policy_version: z.int().nullable().optional(),
   final_policy_version: z.int().nullable().optional(),
+  /** @default {} */
   metrics: Metrics.default({}),
+  /** Any JSON values. @default {} */
   metadata: z.record(z.string(), z.unknown()).default({}),
+  /** @default [] */
   logs: z.array(z.string()).default([]),
   start_time: z.iso.datetime({ offset: true, local: true }).optional(),
   exchanges: z.record(z.string(), z.unknown()).optional(),
@@ -95,7 +105,11 @@ export type TrajectoryGroup = z.output<typeof TrajectoryGroup>;
 /** A group as it may be written before parsing. */
 export type TrajectoryGroupInput = z.input<typeof TrajectoryGroup>;
 
-/** Body of `POST /v1/preview/models/{model_id}/log`. Real clients repeat `model_id` in it. */
+/**
+ * Body of `POST /v1/preview/models/{model_id}/log`. Real clients repeat `model_id` in it.
+ * @example
+ * LogRequest.parse({ split: 'train', trajectory_groups: [{ trajectories: [{ reward: 1 }, { reward: 0 }] }] });
+ */
 export const LogRequest = z.object({
   split: z.string(),
   trajectory_groups: z.array(TrajectoryGroup),
