@@ -64,7 +64,8 @@ export interface OpenAIClientOptions {
    */
   step?: number | undefined;
   /**
-   * Request parameters merged under every request (the request's own keys win).
+   * Request parameters filled into every request where it has no value (`undefined` or null;
+   * `model` also when it is `''`).
    * @default { model: model.inferenceName(step), logprobs: true }
    */
   defaults?: Readonly<Record<string, unknown>> | undefined;
@@ -313,7 +314,8 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
 
   /**
    * An `openai` client for the backend's chat completions, with `model` (this model's inference
-   * name) and `logprobs: true` filled in when a request leaves them out. Inside a rollout
+   * name) and `logprobs: true` filled in when a request leaves them out (`model: ''` counts as
+   * left out, since the SDK's types require the key). Inside a rollout
    * (`gatherTrajectoryGroups`) each completion is captured into the rollout's trajectory.
    * @example
    * const client = model.openai();
@@ -328,8 +330,23 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
       ...(options.timeout === undefined ? {} : { timeout: options.timeout }),
       ...(options.maxRetries === undefined ? {} : { maxRetries: options.maxRetries }),
     });
-    const defaults = { model: this.inferenceName(options.step), logprobs: true, ...options.defaults };
-    return captureCompletions(client, { defaults });
+    const model = this.inferenceName(options.step);
+    const defaults: Readonly<Record<string, unknown>> = { logprobs: true, ...options.defaults };
+    // Fill `model` also when it is '' (the SDK's types require the key), and defaults only where
+    // the request has no value; then the capture records completions made inside rollouts.
+    const completions = client.chat.completions;
+    const create = completions.create.bind(completions) as unknown as (body: Record<string, unknown>, requestOptions?: unknown) => unknown;
+    Object.defineProperty(completions, 'create', {
+      configurable: true,
+      writable: true,
+      value: (body: Record<string, unknown>, requestOptions?: unknown) => {
+        const merged: Record<string, unknown> = { ...body };
+        for (const [key, value] of Object.entries(defaults)) if (merged[key] === undefined || merged[key] === null) merged[key] = value;
+        if (typeof merged['model'] !== 'string' || merged['model'] === '') merged['model'] = (defaults['model'] as string | undefined) ?? model;
+        return create(merged, requestOptions);
+      },
+    });
+    return captureCompletions(client);
   }
 
   /**

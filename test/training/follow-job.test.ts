@@ -1,0 +1,133 @@
+/**
+ * Following a job's events with fake timers and a scripted events endpoint: the poll cadence,
+ * `after=` cursors, progress, the terminal events, the overall timeout and abort.
+ */
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { TrainingClient } from '../../src/client/index.js';
+import { followTrainingJob, TrainingJobFailedError, TrainingTimeoutError } from '../../src/training/index.js';
+import type { JobProgress } from '../../src/training/index.js';
+
+const JOB_ID = '00000000-0000-4000-8000-00000000000a';
+const MODEL_ID = '00000000-0000-4000-8000-00000000000b';
+
+beforeEach(() => {
+  vi.useFakeTimers();
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+interface ScriptedEvent {
+  id: string;
+  type: string;
+  data: Record<string, unknown>;
+}
+
+/** An events endpoint whose events become visible as `publish` is called; records `after` cursors. */
+function scriptedJob() {
+  const visible: ScriptedEvent[] = [];
+  const cursors: Array<string | null> = [];
+  let status = 'RUNNING';
+  const fetch = async (input: RequestInfo | URL): Promise<Response> => {
+    const url = new URL(String(input));
+    const json = (body: unknown) => new Response(JSON.stringify(body), { headers: { 'content-type': 'application/json' } });
+    if (url.pathname.endsWith('/events')) {
+      const after = url.searchParams.get('after');
+      cursors.push(after);
+      const start = after === null ? 0 : visible.findIndex((event) => event.id === after) + 1;
+      const data = visible.slice(start, start + 2); // small pages, so has_more is followed
+      return json({ object: 'list', data, first_id: '', last_id: '', has_more: start + 2 < visible.length });
+    }
+    return json({
+      id: JOB_ID,
+      model_id: MODEL_ID,
+      status,
+      progress: null,
+      error_message: status === 'FAILED' ? 'out of memory' : null,
+      training_start: null,
+      training_end: null,
+      created_at: '2026-01-01T00:00:00Z',
+      updated_at: '2026-01-01T00:00:00Z',
+    });
+  };
+  let counter = 0;
+  const publish = (type: string, data: Record<string, unknown> = {}) => {
+    counter += 1;
+    visible.push({ id: `00000000-0000-4000-8000-${String(counter).padStart(12, '0')}`, type, data });
+  };
+  const client = new TrainingClient({ apiKey: 'test', baseURL: 'http://service.test/v1', fetch: fetch as typeof globalThis.fetch });
+  return { client, publish, cursors, setStatus: (value: string) => (status = value) };
+}
+
+describe('followTrainingJob', () => {
+  it('polls about once a second with the last event id, reports progress, and averages gradient metrics', async () => {
+    const job = scriptedJob();
+    const progress: JobProgress[] = [];
+    const followed = followTrainingJob(job.client, JOB_ID, { onProgress: (p) => progress.push(p) });
+    let settled = false;
+    void followed.then(() => (settled = true));
+    await vi.advanceTimersByTimeAsync(0);
+    expect(job.cursors).toEqual([null]);
+    await vi.advanceTimersByTimeAsync(999);
+    expect(job.cursors).toHaveLength(1);
+    job.publish('training_started', { num_sequences: 2 });
+    job.publish('gradient_step', { loss: 1, reward: 0.5 });
+    job.publish('gradient_step', { loss: 3, reward: 0.7 });
+    await vi.advanceTimersByTimeAsync(1);
+    // Two events per page: the second page is fetched at once because of has_more.
+    expect(job.cursors).toHaveLength(3);
+    expect(progress.map((p) => [p.event.type, p.gradientSteps, p.fraction])).toEqual([
+      ['training_started', 0, 0],
+      ['gradient_step', 1, 0.5],
+      ['gradient_step', 2, 1],
+    ]);
+    expect(job.cursors[2]).toBe(progress[1]?.event.id);
+    expect(settled).toBe(false);
+    job.publish('training_ended');
+    await vi.advanceTimersByTimeAsync(1_000);
+    const result = await followed;
+    expect(result.metrics).toEqual({ loss: 2, reward: 0.6 });
+    expect(result.events.map((event) => event.type)).toEqual(['training_started', 'gradient_step', 'gradient_step', 'training_ended']);
+  });
+
+  it('a training_failed event rejects with the job and the service message', async () => {
+    const job = scriptedJob();
+    job.publish('training_started', { num_sequences: 1 });
+    job.publish('training_failed', { error_message: 'out of memory' });
+    job.setStatus('FAILED');
+    const error = await followTrainingJob(job.client, JOB_ID).catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(TrainingJobFailedError);
+    const failed = error as TrainingJobFailedError;
+    expect(failed.serviceMessage).toBe('out of memory');
+    expect(failed.job).toMatchObject({ id: JOB_ID, status: 'FAILED' });
+    expect(failed.event?.type).toBe('training_failed');
+    expect(failed.message).toContain('out of memory');
+  });
+
+  it('gives up after the timeout with TrainingTimeoutError naming the job', async () => {
+    const job = scriptedJob();
+    const followed = followTrainingJob(job.client, JOB_ID, { timeout: 5_000 }).catch((caught: unknown) => caught);
+    await vi.advanceTimersByTimeAsync(5_000);
+    const error = await followed;
+    expect(error).toBeInstanceOf(TrainingTimeoutError);
+    expect((error as TrainingTimeoutError).jobId).toBe(JOB_ID);
+    expect(job.cursors.length).toBeGreaterThanOrEqual(4);
+    expect(job.cursors.length).toBeLessThanOrEqual(6);
+  });
+
+  it("stops at once when the caller's signal aborts, with the abort, not a timeout", async () => {
+    const job = scriptedJob();
+    const controller = new AbortController();
+    const followed = followTrainingJob(job.client, JOB_ID, { signal: controller.signal, timeout: 60_000 }).catch(
+      (caught: unknown) => caught,
+    );
+    await vi.advanceTimersByTimeAsync(1_500);
+    controller.abort(new Error('user stop'));
+    const error = await followed;
+    expect(error).not.toBeInstanceOf(TrainingTimeoutError);
+    expect(String((error as Error).message)).toContain('user stop');
+    const polls = job.cursors.length;
+    await vi.advanceTimersByTimeAsync(10_000);
+    expect(job.cursors).toHaveLength(polls);
+  });
+});
