@@ -1,0 +1,105 @@
+/** `policyloop serve` as a user runs it: the ready line, the dev-key notice, keys, clean stops. */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { afterEach, describe, expect, it } from 'vitest';
+import { DATABASE_FILE, DEV_API_KEY } from '../../src/server/index.js';
+import { temporaryDirectory } from './support/harness.js';
+
+const MAIN = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
+const children: ChildProcess[] = [];
+
+afterEach(() => {
+  for (const child of children.splice(0)) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+});
+
+interface Run {
+  readonly child: ChildProcess;
+  readonly lines: string[];
+  readonly nextLine: () => Promise<string>;
+  readonly exit: Promise<number | null>;
+  readonly stderr: () => string;
+}
+
+function run(args: string[]): Run {
+  const child = spawn(process.execPath, ['--import', 'tsx', MAIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  children.push(child);
+  let stderr = '';
+  child.stderr?.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString();
+  });
+  const lines: string[] = [];
+  const waiting: ((line: string) => void)[] = [];
+  createInterface({ input: child.stdout as NodeJS.ReadableStream }).on('line', (line) => {
+    const waiter = waiting.shift();
+    if (waiter === undefined) lines.push(line);
+    else waiter(line);
+  });
+  const exit = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return {
+    child,
+    lines,
+    exit,
+    stderr: () => stderr,
+    nextLine: () =>
+      new Promise<string>((resolve, reject) => {
+        const buffered = lines.shift();
+        if (buffered !== undefined) return resolve(buffered);
+        const timer = setTimeout(() => reject(new Error(`no output within 30 s; stderr: ${stderr}`)), 30_000);
+        waiting.push((line) => {
+          clearTimeout(timer);
+          resolve(line);
+        });
+      }),
+  };
+}
+
+describe('policyloop serve', () => {
+  it('prints its URL when ready, says it uses the dev key, serves, and stops cleanly on SIGTERM', async () => {
+    const dataDir = temporaryDirectory();
+    const cli = run(['serve', '--port', '0', '--data-dir', dataDir]);
+    const ready = await cli.nextLine();
+    const match = /^policyloop listening on (http:\/\/127\.0\.0\.1:(\d+))$/.exec(ready);
+    expect(match, ready).not.toBeNull();
+    expect(Number(match?.[2])).toBeGreaterThan(0);
+    expect(await cli.nextLine()).toContain(DEV_API_KEY);
+    const url = match?.[1] as string;
+    const response = await fetch(`${url}/v1/preview/models`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${DEV_API_KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ project: 'cli', name: 'm', base_model: 'policyloop/tiny-chat' }),
+    });
+    expect(response.status).toBe(200);
+    expect(existsSync(join(dataDir, DATABASE_FILE))).toBe(true);
+    cli.child.kill('SIGTERM');
+    expect(await cli.exit).toBe(0);
+    expect(cli.lines).toEqual([]);
+  });
+
+  it('accepts only the --api-key keys given, prints nothing about the dev key, and stops on SIGINT', async () => {
+    const cli = run(['serve', '--port', '0', '--data-dir', temporaryDirectory(), '--api-key', 'key-one', '--api-key', 'key-two']);
+    const url = /on (\S+)$/.exec(await cli.nextLine())?.[1] as string;
+    const status = async (key: string) => (await fetch(`${url}/v1/models`, { headers: { authorization: `Bearer ${key}` } })).status;
+    expect([await status('key-one'), await status('key-two'), await status(DEV_API_KEY)]).toEqual([200, 200, 401]);
+    cli.child.kill('SIGINT');
+    expect(await cli.exit).toBe(0);
+    expect(cli.lines).toEqual([]);
+    expect(cli.stderr()).not.toContain('key-one');
+  });
+
+  it('refuses bad arguments and unknown commands with a usage message', async () => {
+    const badPort = run(['serve', '--port', 'eighty']);
+    expect(await badPort.exit).toBe(2);
+    expect(badPort.stderr()).toContain('--port');
+    const unknownOption = run(['serve', '--colour', 'blue']);
+    expect(await unknownOption.exit).toBe(2);
+    const unknownCommand = run(['fly']);
+    expect(await unknownCommand.exit).toBe(2);
+    expect(unknownCommand.stderr()).toContain('Usage: policyloop <command>');
+    const help = run(['serve', '--help']);
+    expect(await help.exit).toBe(0);
+    expect(help.lines.join('\n')).toContain('--data-dir');
+  });
+});

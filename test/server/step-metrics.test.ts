@@ -1,0 +1,45 @@
+/** The step metrics shared by the log route and the framework's history.jsonl. */
+import { describe, expect, it } from 'vitest';
+import { computeStepMetrics, prefixMetrics, TrajectoryGroup } from '../../src/schema/index.js';
+
+const groups = (input: unknown[]) => input.map((group) => TrajectoryGroup.parse(group));
+
+describe('computeStepMetrics', () => {
+  it('computes reward, std dev over groups, exception rate, metric means and counts', () => {
+    const metrics = computeStepMetrics(
+      groups([
+        { trajectories: [{ reward: 1, metrics: { solved: true, turns: 2 } }, { reward: 3, metrics: { solved: false, turns: 4 } }], metrics: { difficulty: 2 }, exceptions: [{ type: 'E', message: 'm', traceback: '' }] },
+        { trajectories: [{ reward: 2, metrics: { turns: 6 } }, { reward: 2 }], metrics: { difficulty: 4 } },
+      ]),
+    );
+    expect(metrics).toEqual({
+      solved: 0.5,
+      turns: 4,
+      group_difficulty: 3,
+      reward: 2,
+      reward_std_dev: 0.5,
+      exception_rate: 1 / 5,
+      'data/step_num_trajectories': 4,
+      'data/step_num_groups_submitted': 2,
+      'data/step_num_groups_trainable': 1,
+    });
+  });
+
+  it('keeps counts and leaves out means over nothing', () => {
+    expect(computeStepMetrics([])).toEqual({ 'data/step_num_trajectories': 0, 'data/step_num_groups_submitted': 0, 'data/step_num_groups_trainable': 0 });
+    expect(computeStepMetrics(groups([{ trajectories: [], exceptions: [{ type: 'E', message: 'm', traceback: '' }] }]))).toEqual({
+      exception_rate: 1,
+      'data/step_num_trajectories': 0,
+      'data/step_num_groups_submitted': 1,
+      'data/step_num_groups_trainable': 0,
+    });
+  });
+
+  it('does not let a trajectory metric named reward shadow the reward', () => {
+    expect(computeStepMetrics(groups([{ trajectories: [{ reward: 1, metrics: { reward: 100 } }] }]))['reward']).toBe(1);
+  });
+
+  it('prefixes every name with the split', () => {
+    expect(prefixMetrics({ reward: 1, 'data/step_num_trajectories': 2 }, 'val')).toEqual({ 'val/reward': 1, 'val/data/step_num_trajectories': 2 });
+  });
+});
