@@ -4,6 +4,7 @@
  * up to that limit). Each job goes PENDING -> RUNNING -> COMPLETED | FAILED and ends with exactly
  * one terminal event.
  */
+import { existsSync } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import PQueue from 'p-queue';
@@ -171,6 +172,8 @@ export class JobRunner {
       controller.signal.throwIfAborted();
       const result = await engine.train(engineJob, { onEvent, signal: controller.signal });
       controller.signal.throwIfAborted();
+      // A checkpoint row must never point at nothing: inference would fail on it later.
+      if (!existsSync(outputPath)) throw new Error(`The engine finished without writing the checkpoint directory ${outputPath}`);
       finished = true;
       if (!store.isOpen || !store.completeJob(jobId, { step, metrics: finiteNumbers(result.metrics), path: relativeOutput })) {
         await rm(outputPath, { recursive: true, force: true });
