@@ -1,0 +1,52 @@
+/**
+ * The same loop on the local service or on the hosted W&B / CoreWeave Serverless Training
+ * service: the backend is the one line that changes. With WANDB_API_KEY set this runs against
+ * the hosted service (network, a GPU bill); without it, locally. See docs/hosted.md.
+ * Run: WANDB_API_KEY=... npx tsx examples/hosted.ts
+ */
+import { normalizedMatch } from '../src/rewards/index.js';
+import { gatherTrajectoryGroups } from '../src/rollout/index.js';
+import { HostedBackend, LocalBackend, TrainableModel } from '../src/training/index.js';
+import type { Backend } from '../src/training/index.js';
+
+const hosted = process.env['WANDB_API_KEY'] !== undefined;
+// The one-line switch:
+const backend: Backend = hosted ? new HostedBackend() : await LocalBackend.start({ dataDir: '.policyloop/hosted-example' });
+
+const model = new TrainableModel({
+  project: 'hosted-example',
+  name: 'capitals',
+  // Base models differ by service: list them with `client.baseModels.list()`.
+  baseModel: hosted ? 'OpenPipe/Qwen3-14B-Instruct' : 'policyloop/tiny-chat',
+});
+await model.register(backend);
+const client = model.openai();
+
+const scenarios = [
+  { country: 'France', capital: 'Paris' },
+  { country: 'Peru', capital: 'Lima' },
+];
+const groups = await gatherTrajectoryGroups(
+  scenarios,
+  async (scenario) => {
+    await client.chat.completions.create({
+      model: model.inferenceName(),
+      messages: [{ role: 'user', content: `Capital of ${scenario.country}? One word.` }],
+      max_tokens: 8,
+    });
+  },
+  { groupSize: 4, concurrency: hosted ? 32 : 8, reward: normalizedMatch((scenario) => scenario.capital), policyVersion: () => model.getStep() },
+);
+
+// The learning rate is the other thing to look at: the local engine's default (3e-3) would wreck a
+// 14B LoRA; the hosted service's own default (used when none is given) suits it.
+const { step } = await model.train(groups, hosted ? {} : { learningRate: 3e-3 });
+console.log(`step ${step} on the ${backend.kind} service; history in ${model.files.history}`);
+
+// SFT: the local backend sends a file:// URL of a JSONL it writes; the hosted service reads only
+// data you uploaded (a W&B artifact): pass its URL.
+if (hosted && process.env['SFT_DATA_URL'] !== undefined) {
+  await model.trainSFT(undefined, { trainingDataUrl: process.env['SFT_DATA_URL'] });
+}
+await model.close();
+await backend.close();
