@@ -13,3 +13,4 @@ export {
   type ScriptedRequest,
   type ScriptedResponse,
 } from './scripted-chat-client.js';
+export { startTestService, type StartTestServiceOptions, type TestService } from './start-test-service.js';
