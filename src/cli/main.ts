@@ -4,7 +4,8 @@
  * is loaded only when used, so `policyloop --help` does not load the service or the engine.
  * @module
  */
-import { pathToFileURL } from 'node:url';
+import { realpathSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import type { Command } from './command.js';
 
 /** Subcommands by name; add a line here (and a module under `commands/`) for a new one. */
@@ -45,8 +46,19 @@ export async function main(argv: readonly string[]): Promise<number> {
   return await command.run(rest);
 }
 
+/** True when this file is the process's entry script (also through npm's `bin` symlink). */
+function isEntryScript(): boolean {
+  const script = process.argv[1];
+  if (script === undefined) return false;
+  try {
+    return realpathSync(script) === realpathSync(fileURLToPath(import.meta.url));
+  } catch {
+    return false;
+  }
+}
+
 // Run only when executed as a script (not when imported by tests).
-if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+if (isEntryScript()) {
   main(process.argv.slice(2)).then(
     (code) => {
       process.exitCode = code;
