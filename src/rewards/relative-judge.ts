@@ -47,6 +47,16 @@ export interface RelativeJudgeOptions {
    */
   parse?: (content: string, expectedScores: number) => readonly JudgeScore[];
   /**
+   * Builds the judge's messages from the conversations (Choices shown as assistant messages) and
+   * the rubric, for judges that need a different (or shorter) prompt. The answer is still parsed
+   * as `{"scores": [...]}` (or by `parse`).
+   * @default buildJudgeMessages
+   */
+  buildMessages?: (
+    conversations: readonly (readonly ChatCompletionMessageParam[])[],
+    rubric: string,
+  ) => ChatCompletionMessageParam[];
+  /**
    * Extra request parameters (e.g. `temperature`, `max_tokens`, `response_format`).
    * @default {}
    */
@@ -87,7 +97,11 @@ const JudgeAnswer = z.object({
   ),
 });
 
-/** The messages sent to the judge for these conversations (common prefix sent once). */
+/**
+ * The default judge prompt: a system message with the task, the rubric and the answer format, and
+ * a user message with the common prefix of the conversations once (`<context>`), then each
+ * conversation's remainder (`<trajectory id="n">`), as JSON.
+ */
 export function buildJudgeMessages(conversations: readonly (readonly ChatCompletionMessageParam[])[], rubric: string): ChatCompletionMessageParam[] {
   const serialized = conversations.map((messages) => messages.map((message) => JSON.stringify(message)));
   const first = serialized[0] ?? [];
@@ -113,6 +127,14 @@ export function buildJudgeMessages(conversations: readonly (readonly ChatComplet
     { role: 'system', content: system },
     { role: 'user', content: user },
   ];
+}
+
+/** Whether a failed judge request may pass when tried again: our errors say so, HTTP errors by status. */
+function isRetryable(error: unknown): boolean {
+  const record = (error ?? {}) as { retryable?: unknown; status?: unknown };
+  if (typeof record.retryable === 'boolean') return record.retryable;
+  if (typeof record.status === 'number') return [408, 409, 429].includes(record.status) || record.status >= 500;
+  return false;
 }
 
 function answerText(response: unknown): string | undefined {
@@ -156,7 +178,7 @@ export async function judgeConversations(
   const identical = keys.every((key) => key === keys[0]);
   const sent = identical ? conversations.slice(0, 1) : conversations;
   const expected = sent.length;
-  const messages = buildJudgeMessages(sent, options.rubric ?? DEFAULT_JUDGE_RUBRIC);
+  const messages = (options.buildMessages ?? buildJudgeMessages)(sent, options.rubric ?? DEFAULT_JUDGE_RUBRIC);
   let response: unknown;
   try {
     response = await options.client.chat.completions.create(
@@ -166,7 +188,7 @@ export async function judgeConversations(
   } catch (error) {
     if (options.signal?.aborted === true) throw error;
     const message = error instanceof Error ? error.message : String(error);
-    const retryable = typeof (error as { retryable?: unknown }).retryable === 'boolean' ? (error as { retryable: boolean }).retryable : false;
+    const retryable = isRetryable(error);
     throw new JudgeError(`The judge request to model \`${options.model}\` failed: ${message}`, {
       reason: 'request',
       expectedScores: expected,
