@@ -1,4 +1,5 @@
 /** The local service as a web-standard `fetch` handler: Hono routes over the store, engine and job queue. */
+import { randomUUID } from 'node:crypto';
 import { resolve } from 'node:path';
 import { Hono } from 'hono';
 import type { Engine } from '../engine/types.js';
@@ -58,10 +59,17 @@ export async function createApp(options: ServerOptions = {}): Promise<App> {
   if (failed > 0) settings.logger.warn(`failed ${failed} job(s) left unfinished by a previous process`);
 
   const service: ServiceContext = { options: settings, store, engine, runner, keys: new ApiKeyChecker(settings.apiKeys) };
-  const hono = new Hono();
+  const hono = new Hono<{ Variables: { requestId: string } }>();
   const routes = new RouteTable(hono);
   let closed = false;
 
+  hono.use('*', async (context, next) => {
+    // Every answer carries an id that a client can quote and that the logger's notes carry too.
+    const requestId = `req_${randomUUID().replaceAll('-', '')}`;
+    context.set('requestId', requestId);
+    await next();
+    context.res.headers.set('x-request-id', requestId);
+  });
   hono.use('*', async (context, next) => {
     if (closed && !ALWAYS_ON.has(context.req.path)) throw new HttpError(503, 'The service is stopped');
     await next();
@@ -79,7 +87,7 @@ export async function createApp(options: ServerOptions = {}): Promise<App> {
   hono.onError((error, context) => {
     if (error instanceof RequestValidationError) return context.json({ detail: error.issues }, 422);
     if (error instanceof HttpError) return context.json({ detail: error.message }, error.status as 400, error.headers);
-    settings.logger.error(`${context.req.method} ${context.req.path} failed: ${error.stack ?? error.message}`);
+    settings.logger.error(`${context.req.method} ${context.req.path} (${context.get('requestId')}) failed: ${error.stack ?? error.message}`);
     return context.json({ detail: 'Internal server error' }, 500);
   });
 

@@ -17,10 +17,11 @@ interface RouteEntry {
 
 /** Registers routes on a Hono app and answers "which methods does this path allow?". */
 export class RouteTable {
-  private readonly app: Hono;
+  // Any Hono app: the routes do not depend on the app's context variables.
+  private readonly app: Hono<any>;
   private readonly entries: RouteEntry[] = [];
 
-  constructor(app: Hono) {
+  constructor(app: Hono<any>) {
     this.app = app;
   }
 

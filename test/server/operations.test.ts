@@ -112,6 +112,7 @@ describe('chat completions', () => {
       expect(response.status).toBe(200);
       expect(response.body).toMatchObject({ object: 'chat.completion', model: 'policyloop/tiny-chat' });
       expect(response.body.id).toMatch(/^chatcmpl-/);
+      expect(response.headers.get('x-request-id')).toMatch(/^req_/);
       const choice = response.body.choices[0];
       expect(choice.message.role).toBe('assistant');
       expect(choice.logprobs.content.length).toBeGreaterThan(0);

@@ -46,6 +46,7 @@ describe('auth', () => {
         expect(response.status, `${method} ${path} with ${String(auth)}`).toBe(401);
         expect(typeof response.body.detail).toBe('string');
         expect(response.headers.get('www-authenticate')).toBe('Bearer');
+        expect(response.headers.get('x-request-id')).toMatch(/^req_[0-9a-f]{32}$/);
       }
       const basic = await server.call(method, path, { body, auth: false, headers: { authorization: `Basic ${DEV_API_KEY}` } });
       expect(basic.status).toBe(401);
@@ -132,6 +133,7 @@ describe('404 and 405', () => {
       const response = await server.call('GET', path, { auth: false });
       expect(response.status, path).toBe(404);
       expect(response.body).toEqual({ detail: 'Not Found' });
+      expect(response.headers.get('x-request-id')).toMatch(/^req_/);
     }
     const wrongMethods: [string, string, string][] = [
       ['PUT', '/v1/preview/models', 'POST'],
