@@ -16,13 +16,17 @@ import type { TrajectoryRecorder } from './trajectory-recorder.js';
 export interface CaptureCompletionsOptions {
   /**
    * Request parameters merged under every request (the request's own keys win). Training needs
-   * `logprobs: true`; a model handle usually sets `model` here too.
+   * `logprobs: true`; a model handle usually sets `model` here too. A function is called for
+   * every request (for values that change, such as a pinned step).
    * @default {}
    * @example
    * { logprobs: true, temperature: 1 }
    */
-  defaults?: Readonly<Record<string, unknown>>;
+  defaults?: Readonly<Record<string, unknown>> | (() => Readonly<Record<string, unknown>>);
 }
+
+/** Marks a `create` that already records, so that wrapping a captured client twice records once. */
+const RECORDS = Symbol('policyloop.recordsCompletions');
 
 function firstChoice(response: unknown): Choice | null {
   const choices = (response as { choices?: unknown } | null)?.choices;
@@ -34,7 +38,7 @@ function firstChoice(response: unknown): Choice | null {
 }
 
 function record(recorder: TrajectoryRecorder, body: ChatCompletionCreateBody, choice: Choice | null): void {
-  if (choice === null) return;
+  if (choice === null || !Array.isArray(body.messages)) return;
   recorder.recordCompletion({ messages: body.messages, tools: body.tools, choice });
 }
 
@@ -90,6 +94,9 @@ function withProperty<T extends object>(target: T, property: PropertyKey, replac
  * one wrapped client. Requests without a `signal` get the rollout's signal, so a cancelled or
  * timed-out rollout stops its requests.
  *
+ * Wrapping an already captured client again records each completion once (the new wrapper only
+ * adds its defaults).
+ *
  * Streaming (`stream: true`) is recorded once the stream has been read to its end through
  * `for await`; a stream left early, or read through `tee()`/`toReadableStream()`, is not recorded.
  * With `n > 1` only the first choice is recorded. Inside a rollout the call returns a plain
@@ -103,10 +110,12 @@ function withProperty<T extends object>(target: T, property: PropertyKey, replac
 export function captureCompletions<T extends ChatCompletionsClient>(client: T, options: CaptureCompletionsOptions = {}): T {
   const defaults = options.defaults ?? {};
   const completions = client.chat.completions;
+  // An inner wrapper already records; this one then only adds its defaults and the signal.
+  const innerRecords = (completions.create as { [RECORDS]?: boolean })[RECORDS] === true;
   const create = (body: ChatCompletionCreateBody, requestOptions?: ChatCompletionRequestOptions): PromiseLike<unknown> => {
-    const merged = { ...defaults, ...body } as ChatCompletionCreateBody;
+    const merged = { ...(typeof defaults === 'function' ? defaults() : defaults), ...body } as ChatCompletionCreateBody;
     const scope = currentRolloutScope();
-    if (scope === undefined) return completions.create(merged, requestOptions);
+    if (scope === undefined || innerRecords) return completions.create(merged, requestOptions);
     let effectiveOptions = requestOptions;
     if (scope.signal !== undefined && (requestOptions?.signal ?? undefined) === undefined) {
       effectiveOptions = { ...requestOptions, signal: scope.signal };
@@ -120,6 +129,7 @@ export function captureCompletions<T extends ChatCompletionsClient>(client: T, o
       return response;
     });
   };
+  Object.defineProperty(create, RECORDS, { value: true });
   const wrappedCompletions = withProperty(completions, 'create', create);
   const wrappedChat = withProperty(client.chat, 'completions', wrappedCompletions);
   return withProperty(client, 'chat', wrappedChat);

@@ -169,4 +169,14 @@ describe('captureCompletions', () => {
     expect(recorder.toTrajectory().messages_and_choices).toHaveLength(2);
     expect(recorder.additionalHistories).toHaveLength(0);
   });
+
+  it('records each completion once when a captured client is wrapped again', async () => {
+    const scripted = scriptedChatClient(['one']);
+    const inner = captureCompletions(scripted, { defaults: { logprobs: true } });
+    const twice = captureCompletions(inner, { defaults: () => ({ temperature: 0.5 }) });
+    const { trajectory } = await recordTrajectory(() => twice.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }));
+    expect(Trajectory.parse(trajectory).messages_and_choices).toHaveLength(2);
+    expect(Trajectory.parse(trajectory).additional_histories).toEqual([]);
+    expect(scripted.requests[0]?.body).toMatchObject({ logprobs: true, temperature: 0.5 });
+  });
 });

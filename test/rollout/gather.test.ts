@@ -12,7 +12,7 @@ import {
 import { RewardFunctionError, exactMatch, finalAssistantText } from '../../src/rewards/index.js';
 import { PolicyloopError } from '../../src/internal/errors.js';
 import { isChoice } from '../../src/schema/index.js';
-import { scriptedChatClient } from '../../src/testing/index.js';
+import { makeChoice, scriptedChatClient } from '../../src/testing/index.js';
 
 interface Question {
   readonly question: string;
@@ -310,5 +310,28 @@ describe('gatherTrajectoryGroups', () => {
       process.stderr.write = original;
     }
     expect(writes).toEqual([]);
+  });
+
+  it('lets rollouts build trajectories by hand, with sub-agent histories, and merges returned fields over recorded ones', async () => {
+    const groups = await gatherTrajectoryGroups(['task'], async (_scenario, { trajectory }) => {
+      trajectory.addMessage({ role: 'user', content: 'plan this' }).addChoice(makeChoice('step 1'));
+      trajectory.addHistory().addMessage({ role: 'user', content: 'sub-task' }).addChoice(makeChoice('sub answer'));
+      trajectory.metrics['recorded'] = 1;
+      trajectory.log('planned');
+      return { metrics: { returned: 2 }, metadata: { source: 'hand' } };
+    });
+    const trajectory = groups[0]?.trajectories[0];
+    expect(trajectory?.messages_and_choices.map((item) => (isChoice(item) ? item.message.content : item.content))).toEqual(['plan this', 'step 1']);
+    expect(trajectory?.additional_histories[0]?.messages_and_choices).toHaveLength(2);
+    expect(trajectory?.metrics).toEqual({ recorded: 1, returned: 2 });
+    expect(trajectory?.metadata).toEqual({ source: 'hand' });
+    expect(trajectory?.logs).toEqual(['planned']);
+
+    const replaced = await gatherTrajectoryGroups(['task'], async (_scenario, { trajectory: recorder }) => {
+      recorder.addMessage({ role: 'user', content: 'ignored' });
+      return { messages_and_choices: [{ role: 'user', content: 'mine' }, makeChoice('built by hand')], reward: 0.25 };
+    });
+    expect(replaced[0]?.trajectories[0]?.messages_and_choices).toHaveLength(2);
+    expect(replaced[0]?.trajectories[0]?.reward).toBe(0.25);
   });
 });
