@@ -1,9 +1,11 @@
 /** The local service as a web-standard `fetch` handler: Hono routes over the store, engine and job queue. */
 import { randomUUID } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Hono } from 'hono';
 import type { Engine } from '../engine/types.js';
 import { ApiKeyChecker } from './auth.js';
+import { lockDataDir, type DataDirLock } from './data-dir-lock.js';
 import { HttpError, RequestValidationError } from './http-error.js';
 import { JobRunner } from './job-runner.js';
 import { resolveServerOptions, type ServerOptions } from './options.js';
@@ -48,9 +50,13 @@ export async function createApp(options: ServerOptions = {}): Promise<App> {
   const ownsEngine = options.engine === undefined;
   const engine = options.engine ?? (await loadDefaultEngine());
   let store: Store;
+  let lock: DataDirLock | undefined;
   try {
+    mkdirSync(dataDir, { recursive: true });
+    lock = lockDataDir(dataDir);
     store = Store.openIn(dataDir);
   } catch (error) {
+    lock?.release();
     if (ownsEngine) await engine.close();
     throw error;
   }
@@ -103,6 +109,7 @@ export async function createApp(options: ServerOptions = {}): Promise<App> {
         closed = true;
         await runner.close();
         store.close();
+        lock.release();
         if (ownsEngine) await engine.close();
       })();
       return closing;

@@ -137,6 +137,15 @@ describe('job queue', () => {
     }
   });
 
+  it('refuses a second service on a data directory in use, and allows it after close', async () => {
+    const dataDir = temporaryDirectory();
+    const first = await start({ dataDir, engine: createStandInEngine() });
+    await expect(startServer({ dataDir, engine: createStandInEngine() })).rejects.toThrow(/already used by another service/);
+    await first.close(false);
+    const second = await start({ dataDir, engine: createStandInEngine() });
+    expect((await second.call('GET', '/v1/health')).status).toBe(200);
+  });
+
   it('answers 503 once closed, and its system check says so', async () => {
     const { createApp } = await import('../../src/server/index.js');
     const app = await createApp({ dataDir: temporaryDirectory(), engine: createStandInEngine() });

@@ -64,6 +64,9 @@ describe('restart', () => {
     await waitFor(() => call(url, 'GET', `/v1/preview/training-jobs/${running.id}`), (job) => job.status === 'RUNNING');
     expect((await call(url, 'GET', `/v1/preview/training-jobs/${pending.id}`)).status).toBe('PENDING');
 
+    // While it lives, no second service may take its data directory (it would fail its jobs).
+    await expect(startServer({ dataDir, engine: createStandInEngine() })).rejects.toThrow(`in use by process ${child.pid}`);
+
     const exited = new Promise((resolve) => child.once('exit', resolve));
     child.kill('SIGKILL');
     await exited;
