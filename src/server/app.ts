@@ -5,7 +5,7 @@ import { resolve } from 'node:path';
 import { Hono } from 'hono';
 import type { Engine } from '../engine/types.js';
 import { ApiKeyChecker } from './auth.js';
-import { lockDataDir, type DataDirLock } from './data-dir-lock.js';
+import { lockDataDir } from './data-dir-lock.js';
 import { HttpError, RequestValidationError } from './http-error.js';
 import { JobRunner } from './job-runner.js';
 import { resolveServerOptions, type ServerOptions } from './options.js';
@@ -48,21 +48,24 @@ export async function createApp(options: ServerOptions = {}): Promise<App> {
   const dataDir = resolve(resolved.dataDir);
   const settings = { ...resolved, dataDir };
   const ownsEngine = options.engine === undefined;
-  const engine = options.engine ?? (await loadDefaultEngine());
-  let store: Store;
-  let lock: DataDirLock | undefined;
+  // Lock and store first: a directory in use is refused before the engine is loaded.
+  mkdirSync(dataDir, { recursive: true });
+  const lock = lockDataDir(dataDir);
+  let store: Store | undefined;
+  let engine: Engine | undefined;
+  let runner: JobRunner;
   try {
-    mkdirSync(dataDir, { recursive: true });
-    lock = lockDataDir(dataDir);
     store = Store.openIn(dataDir);
+    engine = options.engine ?? (await loadDefaultEngine());
+    runner = new JobRunner({ store, engine, dataDir, maxConcurrentJobs: settings.maxConcurrentJobs, logger: settings.logger });
+    const failed = await runner.failInterruptedJobs();
+    if (failed > 0) settings.logger.warn(`failed ${failed} job(s) left unfinished by a previous process`);
   } catch (error) {
-    lock?.release();
-    if (ownsEngine) await engine.close();
+    store?.close();
+    lock.release();
+    if (ownsEngine) await engine?.close();
     throw error;
   }
-  const runner = new JobRunner({ store, engine, dataDir, maxConcurrentJobs: settings.maxConcurrentJobs, logger: settings.logger });
-  const failed = await runner.failInterruptedJobs();
-  if (failed > 0) settings.logger.warn(`failed ${failed} job(s) left unfinished by a previous process`);
 
   const service: ServiceContext = { options: settings, store, engine, runner, keys: new ApiKeyChecker(settings.apiKeys) };
   const hono = new Hono<{ Variables: { requestId: string } }>();
@@ -102,7 +105,13 @@ export async function createApp(options: ServerOptions = {}): Promise<App> {
     engine,
     dataDir,
     async fetch(request: Request): Promise<Response> {
-      return await hono.fetch(request);
+      try {
+        return await hono.fetch(request);
+      } catch (error) {
+        // Hono answers handler errors itself; this only catches a failure of that machinery.
+        settings.logger.error(`${request.method} ${request.url} failed outside the routes: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+        return Response.json({ detail: 'Internal server error' }, { status: 500 });
+      }
     },
     close(): Promise<void> {
       closing ??= (async () => {
