@@ -44,7 +44,14 @@ export async function readBodyText(request: Request, maxBytes: number): Promise<
   const chunks: Uint8Array[] = [];
   let total = 0;
   for (;;) {
-    const { done, value } = await reader.read();
+    let next: ReadableStreamReadResult<Uint8Array>;
+    try {
+      next = await reader.read();
+    } catch (error) {
+      // The client went away (or broke the framing) mid-body: its fault, not a server error.
+      throw new HttpError(400, `Request body could not be read: ${error instanceof Error ? error.message : String(error)}`, { connection: 'close' });
+    }
+    const { done, value } = next;
     if (done) break;
     total += value.byteLength;
     if (total > maxBytes) {

@@ -24,6 +24,8 @@ export function registerInferenceRoutes(routes: RouteTable, service: ServiceCont
     try {
       result = await service.engine.chatCompletion(policy, request, { signal: context.req.raw.signal });
     } catch (error) {
+      // The client hung up and the engine dropped its request: nobody is left to answer.
+      if (context.req.raw.signal.aborted) return new Response(null, { status: 499 });
       if (error instanceof EngineInputError) {
         throw new RequestValidationError([{ loc: error.loc.length > 0 ? [...error.loc] : ['body'], msg: error.message, type: 'value_error' }]);
       }
