@@ -11,7 +11,7 @@ export {
   normalizeAnswer,
   normalizedMatch,
   regexMatch,
-  type Expected,
+  type ExpectedValue,
   type NormalizeOptions,
 } from './match-rewards.js';
 export { extractJson, validJson, type SafeParser } from './json-reward.js';

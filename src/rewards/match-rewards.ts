@@ -4,9 +4,9 @@ import type { RewardFn } from './reward-function.js';
 import { finalAssistantText } from './trajectory-text.js';
 
 /** An expected value: fixed, or read from the scenario. */
-export type Expected<S, T> = T | ((scenario: S) => T);
+export type ExpectedValue<S, T> = T | ((scenario: S) => T);
 
-function resolve<S, T>(expected: Expected<S, T>, scenario: S): T {
+function resolve<S, T>(expected: ExpectedValue<S, T>, scenario: S): T {
   return typeof expected === 'function' ? (expected as (scenario: S) => T)(scenario) : expected;
 }
 
@@ -20,7 +20,7 @@ function named<S>(name: string, fn: (trajectory: Trajectory, scenario: S) => num
  * @example
  * exactMatch<{ answer: string }>((scenario) => scenario.answer)
  */
-export function exactMatch<S = unknown>(expected: Expected<S, string>): RewardFn<S> {
+export function exactMatch<S = unknown>(expected: ExpectedValue<S, string>): RewardFn<S> {
   return named('exactMatch', (trajectory, scenario) =>
     finalAssistantText(trajectory).trim() === resolve(expected, scenario).trim() ? 1 : 0,
   );
@@ -53,7 +53,7 @@ export function normalizeAnswer(text: string, options: NormalizeOptions = {}): s
  * @example
  * normalizedMatch('Paris') // scores "paris." and " PARIS " as 1
  */
-export function normalizedMatch<S = unknown>(expected: Expected<S, string>, options: NormalizeOptions = {}): RewardFn<S> {
+export function normalizedMatch<S = unknown>(expected: ExpectedValue<S, string>, options: NormalizeOptions = {}): RewardFn<S> {
   return named('normalizedMatch', (trajectory, scenario) =>
     normalizeAnswer(finalAssistantText(trajectory), options) === normalizeAnswer(resolve(expected, scenario), options) ? 1 : 0,
   );
@@ -64,7 +64,7 @@ export function normalizedMatch<S = unknown>(expected: Expected<S, string>, opti
  * @example
  * regexMatch(/^\d+$/) // the answer is a number
  */
-export function regexMatch<S = unknown>(pattern: Expected<S, RegExp | string>): RewardFn<S> {
+export function regexMatch<S = unknown>(pattern: ExpectedValue<S, RegExp | string>): RewardFn<S> {
   return named('regexMatch', (trajectory, scenario) => {
     const resolved = resolve(pattern, scenario);
     const regex = typeof resolved === 'string' ? new RegExp(resolved) : new RegExp(resolved.source, resolved.flags.replace('g', ''));

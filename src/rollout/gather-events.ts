@@ -35,7 +35,7 @@ export interface GroupEndEvent<S = unknown> {
 }
 
 /** Payload of `progress`, sent after each rollout settles for good. */
-export interface ProgressEvent {
+export interface GatherProgressEvent {
   /** Rollouts settled (finished or failed for good). */
   readonly done: number;
   /** Rollouts to run in all. */
@@ -52,7 +52,7 @@ export interface GatherEventMap<S = unknown> {
   'rollout:end': (event: RolloutEndEvent) => void;
   'rollout:error': (event: RolloutErrorEvent) => void;
   'group:end': (event: GroupEndEvent<S>) => void;
-  progress: (event: ProgressEvent) => void;
+  progress: (event: GatherProgressEvent) => void;
 }
 
 /**

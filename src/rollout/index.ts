@@ -28,7 +28,7 @@ export {
   GatherEmitter,
   type GatherEventMap,
   type GroupEndEvent,
-  type ProgressEvent,
+  type GatherProgressEvent,
   type RolloutEndEvent,
   type RolloutErrorEvent,
   type RolloutStartEvent,

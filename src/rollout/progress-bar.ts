@@ -2,7 +2,7 @@
  * A one-line progress bar for a terminal, driven by a gather's `progress` events. Only used when
  * the caller asks for it (`progress: true`) and stderr is a terminal; library use stays silent.
  */
-import type { GatherEmitter, ProgressEvent } from './gather-events.js';
+import type { GatherEmitter, GatherProgressEvent } from './gather-events.js';
 
 /** Where the bar is drawn: anything with `write` (process.stderr). */
 export interface ProgressStream {
@@ -12,7 +12,7 @@ export interface ProgressStream {
 const WIDTH = 24;
 
 /** The text of the bar for one progress event, e.g. `gather [######------]  12/32  reward 0.531  failed 1`. */
-export function formatProgress(event: ProgressEvent): string {
+export function formatProgress(event: GatherProgressEvent): string {
   const fraction = event.total === 0 ? 1 : event.done / event.total;
   const filled = Math.round(fraction * WIDTH);
   const bar = '#'.repeat(filled) + '-'.repeat(WIDTH - filled);
@@ -27,7 +27,7 @@ export function formatProgress(event: ProgressEvent): string {
  */
 export function attachProgressBar<S>(events: GatherEmitter<S>, stream: ProgressStream): () => void {
   let drawn = false;
-  const onProgress = (event: ProgressEvent): void => {
+  const onProgress = (event: GatherProgressEvent): void => {
     stream.write(`\r${formatProgress(event)}`);
     drawn = true;
   };

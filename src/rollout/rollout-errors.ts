@@ -46,7 +46,7 @@ export class ExceptionBudgetExceededError extends PolicyloopError {
     const { exceptions, maxExceptions, total } = options;
     const budget =
       maxExceptions > 0 && maxExceptions < 1
-        ? `${maxExceptions * 100}% of ${total} rollouts`
+        ? `${Number((maxExceptions * 100).toPrecision(6))}% of ${total} rollouts`
         : `${maxExceptions} of ${total} rollouts`;
     const last = exceptions[exceptions.length - 1];
     super(

@@ -6,7 +6,7 @@ import {
   gatherTrajectoryGroups,
   InvalidTrajectoryError,
   RolloutTimeoutError,
-  type ProgressEvent,
+  type GatherProgressEvent,
   type RolloutFn,
 } from '../../src/rollout/index.js';
 import { RewardFunctionError, exactMatch, finalAssistantText } from '../../src/rewards/index.js';
@@ -252,7 +252,7 @@ describe('gatherTrajectoryGroups', () => {
   it('emits typed events with running progress and the reward mean', async () => {
     const events = new GatherEmitter<number>();
     const log: string[] = [];
-    const progress: ProgressEvent[] = [];
+    const progress: GatherProgressEvent[] = [];
     events.on('rollout:start', ({ groupIndex, index }) => log.push(`start ${groupIndex}.${index}`));
     events.on('rollout:end', ({ groupIndex, index, trajectory }) => log.push(`end ${groupIndex}.${index} ${trajectory.reward}`));
     events.on('group:end', ({ groupIndex, group }) => log.push(`group ${groupIndex} ${group.trajectories.length}`));
