@@ -1,0 +1,192 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { createEngine } from '../../src/engine/index.js';
+import type { Engine, EngineTrainingEvent, PolicyRef } from '../../src/engine/index.js';
+import type { ChatCompletionRequestBody, Choice, SFTRow, TrajectoryGroup } from '../../src/schema/index.js';
+import { capitalsReward, makeScenarios } from '../../examples/tasks/uppercase.js';
+
+const BASE = 'policyloop/tiny-chat';
+const base: PolicyRef = { baseModel: BASE, checkpointPath: null, key: BASE };
+
+let engine: Engine;
+let directory: string;
+let counter = 0;
+beforeAll(async () => {
+  engine = await createEngine();
+  directory = await mkdtemp(path.join(os.tmpdir(), 'engine-training-'));
+});
+afterAll(async () => {
+  await engine.close();
+  await rm(directory, { recursive: true, force: true });
+});
+
+function output(): { outputPath: string; key: string } {
+  counter += 1;
+  return { outputPath: path.join(directory, `checkpoint-${counter}`), key: `test:${counter}` };
+}
+
+const ask = (content: string, extra: Partial<ChatCompletionRequestBody> = {}): ChatCompletionRequestBody =>
+  ({ model: BASE, messages: [{ role: 'user', content }], ...extra }) as ChatCompletionRequestBody;
+
+const weatherTool = { type: 'function' as const, function: { name: 'get_weather', parameters: { type: 'object' } } };
+const taught: SFTRow[] = [
+  { messages: [{ role: 'user', content: 'capital of France?' }, { role: 'assistant', content: 'Paris' }] },
+  { messages: [{ role: 'user', content: 'two plus two?' }, { role: 'assistant', content: 'four' }] },
+  { messages: [{ role: 'user', content: 'say hello world' }, { role: 'assistant', content: 'HELLO WORLD' }] },
+  {
+    messages: [
+      { role: 'user', content: 'weather in Oslo?' },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } }] },
+    ],
+    tools: [weatherTool],
+  },
+];
+
+async function train(job: Parameters<Engine['train']>[0]): Promise<{ events: EngineTrainingEvent[]; metrics: Record<string, number> }> {
+  const events: EngineTrainingEvent[] = [];
+  const result = await engine.train(job, { onEvent: (event) => events.push(event) });
+  return { events, metrics: { ...result.metrics } };
+}
+
+async function rlGroups(policy: PolicyRef, prompts: string[], groupSize: number, score: (text: string) => number): Promise<{ groups: TrajectoryGroup[]; mean: number }> {
+  const results = await Promise.all(prompts.map((content) => engine.chatCompletion(policy, ask(content, { n: groupSize, max_tokens: 6, logprobs: true }))));
+  let total = 0;
+  const groups = results.map((result, index) => ({
+    trajectories: result.choices.map((choice: Choice) => {
+      const reward = score(choice.message.content ?? '');
+      total += reward;
+      return { messages_and_choices: [{ role: 'user' as const, content: prompts[index] as string }, choice], reward, additional_histories: [], metrics: {}, metadata: {}, logs: [] };
+    }),
+  }));
+  return { groups, mean: total / (prompts.length * groupSize) };
+}
+
+describe('SFT', () => {
+  let taughtPolicy: PolicyRef;
+
+  it('makes the model reproduce the taught answers, tool calls included', async () => {
+    const { outputPath, key } = output();
+    const rows = Array.from({ length: 60 }, () => taught).flat();
+    const { events } = await train({ kind: 'sft', policy: base, outputPath, step: 1, rows, config: { batch_size: 8, learning_rate: 5e-3, assistant_turns: 'all' } });
+    expect(events[0]).toEqual({ type: 'training_started', data: { num_sequences: 30 } });
+    const steps = events.filter((event) => event.type === 'gradient_step');
+    expect(steps).toHaveLength(30);
+    for (const name of ['loss', 'grad_norm', 'entropy', 'learning_rate', 'num_trajectories', 'num_trainable_tokens', 'num_groups_trainable']) {
+      expect(typeof steps[0]?.data[name]).toBe('number');
+    }
+    taughtPolicy = { baseModel: BASE, checkpointPath: outputPath, key };
+    const answers = await Promise.all(['capital of France?', 'two plus two?', 'say hello world'].map((question) => engine.chatCompletion(taughtPolicy, ask(question, { temperature: 0, max_tokens: 20 }))));
+    expect(answers.map((answer) => answer.choices[0]?.message.content)).toEqual(['Paris', 'four', 'HELLO WORLD']);
+    expect(answers.every((answer) => answer.choices[0]?.finish_reason === 'stop')).toBe(true);
+
+    const call = await engine.chatCompletion(taughtPolicy, { ...ask('weather in Oslo?', { temperature: 0, max_tokens: 60 }), tools: [weatherTool] });
+    const choice = call.choices[0];
+    expect(choice?.finish_reason).toBe('tool_calls');
+    expect(choice?.message.content).toBeNull();
+    expect(choice?.message.tool_calls).toEqual([{ id: expect.stringMatching(/^call_/), type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } }]);
+  });
+
+  it('stops before a stop sequence and leaves it out of the content', async () => {
+    const result = await engine.chatCompletion(taughtPolicy, ask('say hello world', { temperature: 0, max_tokens: 20, stop: ['WOR', 'zzz'], logprobs: true }));
+    expect(result.choices[0]?.message.content).toBe('HELLO ');
+    expect(result.choices[0]?.finish_reason).toBe('stop');
+    expect(result.choices[0]?.logprobs?.content?.map((entry) => entry.token).join('')).toBe('HELLO ');
+  });
+
+  it('writes a safetensors checkpoint with its metadata', async () => {
+    const bytes = await readFile(path.join(taughtPolicy.checkpointPath as string, 'model.safetensors'));
+    const headerLength = Number(bytes.readBigUInt64LE(0));
+    const header = JSON.parse(bytes.subarray(8, 8 + headerLength).toString('utf8')) as Record<string, { dtype: string; shape: number[]; data_offsets: [number, number] }>;
+    expect(header['token_embedding']).toMatchObject({ dtype: 'F32', shape: [266, 64] });
+    const end = Math.max(...Object.entries(header).filter(([name]) => name !== '__metadata__').map(([, entry]) => entry.data_offsets[1]));
+    expect(bytes.length).toBe(8 + headerLength + end);
+    const metadata = JSON.parse(await readFile(path.join(taughtPolicy.checkpointPath as string, 'metadata.json'), 'utf8'));
+    expect(metadata).toMatchObject({ base_model: BASE, step: 1, kind: 'sft', training_config: { batch_size: 8 } });
+  });
+
+  it('lowers the loss on a fixed batch, step after step', async () => {
+    const rows = Array.from({ length: 8 }, () => taught.slice(0, 2)).flat();
+    const { events } = await train({ kind: 'sft', policy: base, ...output(), step: 1, rows, config: { batch_size: 2, learning_rate: [3e-3, 3e-3, 3e-3, 3e-3, 3e-3, 3e-3, 3e-3, 1e-3], assistant_turns: 'last' } });
+    const losses = events.flatMap((event) => (event.type === 'gradient_step' ? [event.data['loss'] as number] : []));
+    expect(losses).toHaveLength(8);
+    expect(losses.at(-1)).toBeLessThan((losses[0] as number) * 0.7);
+    const rates = events.flatMap((event) => (event.type === 'gradient_step' ? [event.data['learning_rate']] : []));
+    expect(rates.at(-1)).toBe(1e-3);
+  });
+});
+
+describe('RL', () => {
+  it('raises the mean reward of a fresh model by at least 0.3', async () => {
+    let policy = base;
+    const means: number[] = [];
+    for (let step = 1; step <= 16; step += 1) {
+      const prompts = makeScenarios(step, 8).map((scenario) => scenario.word);
+      const { groups, mean } = await rlGroups(policy, prompts, 8, capitalsReward);
+      means.push(mean);
+      const { outputPath, key } = output();
+      await train({ kind: 'rl', policy, outputPath, step, trajectoryGroups: groups, config: null });
+      policy = { baseModel: BASE, checkpointPath: outputPath, key };
+    }
+    const first = (means[0]! + means[1]!) / 2;
+    const last = (means.at(-1)! + means.at(-2)!) / 2;
+    expect(last - first).toBeGreaterThanOrEqual(0.3);
+  });
+
+  it('trains on the sampled tokens with importance ratio 1 (sampler and trainer agree)', async () => {
+    const { groups } = await rlGroups(base, ['abcd', 'efgh'], 4, (text) => text.length / 6);
+    const { events, metrics } = await train({ kind: 'rl', policy: base, ...output(), step: 1, trajectoryGroups: groups, config: { loss_fn: 'ppo', epsilon: 0.2, kl_penalty_coef: 0.1 } });
+    expect(events.map((event) => event.type)).toEqual(['training_started', 'gradient_step']);
+    expect(metrics['importance_ratio']).toBeCloseTo(1, 4);
+    expect(metrics['clip_fraction']).toBe(0);
+    expect(metrics['num_trajectories']).toBe(8);
+    expect(metrics['num_groups_submitted']).toBe(2);
+  });
+
+  it('changes no weight when every group has equal rewards', async () => {
+    const { groups } = await rlGroups(base, ['abcd', 'efgh'], 4, () => 0.5);
+    const { outputPath } = output();
+    const { metrics } = await train({ kind: 'rl', policy: base, outputPath, step: 1, trajectoryGroups: groups, config: { learning_rate: 0.1 } });
+    expect(metrics['num_groups_trainable']).toBe(0);
+    expect(metrics['num_groups_submitted']).toBe(2);
+    // Same weights as the base: the same completions, logprob for logprob.
+    const after: PolicyRef = { baseModel: BASE, checkpointPath: outputPath, key: outputPath };
+    const request = ask('abcd', { seed: 9, max_tokens: 6, logprobs: true });
+    const [before, later] = await Promise.all([engine.chatCompletion(base, request), engine.chatCompletion(after, request)]);
+    expect(later.choices[0]?.logprobs?.content).toEqual(before.choices[0]?.logprobs?.content);
+  });
+
+  it('fails a Choice without logprobs unless allow_training_without_logprobs', async () => {
+    const { groups } = await rlGroups(base, ['abcd'], 2, (text) => text.length);
+    const stripped = groups.map((group) => ({
+      trajectories: group.trajectories.map((trajectory, index) => ({ ...trajectory, reward: index, messages_and_choices: trajectory.messages_and_choices.map((item) => ('role' in item ? item : { ...item, logprobs: null })) })),
+    }));
+    await expect(engine.train({ kind: 'rl', policy: base, ...output(), step: 1, trajectoryGroups: stripped, config: null }, { onEvent: () => undefined })).rejects.toThrow(/without logprobs/);
+    const { metrics } = await train({ kind: 'rl', policy: base, ...output(), step: 1, trajectoryGroups: stripped, config: { allow_training_without_logprobs: true } });
+    expect(metrics['num_trainable_tokens']).toBeGreaterThan(0);
+  });
+});
+
+describe('training thread', () => {
+  const shortRows = Array.from({ length: 200 }, () => taught.slice(0, 2)).flat();
+
+  it('keeps answering completions while a job trains', async () => {
+    const order: string[] = [];
+    let started: () => void = () => undefined;
+    const firstStep = new Promise<void>((resolve) => (started = resolve));
+    const job = engine
+      .train({ kind: 'sft', policy: base, ...output(), step: 1, rows: shortRows, config: { batch_size: 8, assistant_turns: 'all' } }, { onEvent: (event) => event.type === 'gradient_step' && started() })
+      .then(() => order.push('training'));
+    await firstStep;
+    await engine.chatCompletion(base, ask('hello', { max_tokens: 4 })).then(() => order.push('completion'));
+    await job;
+    expect(order).toEqual(['completion', 'training']);
+  });
+
+  it('cancels a job when its signal aborts', async () => {
+    const controller = new AbortController();
+    const job = engine.train({ kind: 'sft', policy: base, ...output(), step: 1, rows: shortRows, config: { batch_size: 8, assistant_turns: 'all' } }, { onEvent: () => controller.abort(), signal: controller.signal });
+    await expect(job).rejects.toThrow(/cancelled/);
+  });
+});
