@@ -1,0 +1,144 @@
+/**
+ * What differs between the backends: keys, the default learning rate each sends, and how SFT data
+ * reaches the service. The hosted backend is driven through an injected fetch (no network); the
+ * local one through the real service, also reached by URL as a running service.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEFAULT_LEARNING_RATE } from '../../src/engine/index.js';
+import { HostedBackend, LocalBackend, TrainableModel } from '../../src/training/index.js';
+
+const MODEL_ID = '00000000-0000-4000-8000-0000000000c1';
+const JOB_ID = '00000000-0000-4000-8000-0000000000c2';
+const EVENT_ID = '00000000-0000-4000-8000-0000000000c3';
+const CHECKPOINT_ID = '00000000-0000-4000-8000-0000000000c4';
+
+/** A hosted service stand-in: answers what the model handle calls, recording every request body. */
+function hostedStandIn() {
+  const requests: Array<{ method: string; path: string; body: unknown; authorization: string | null }> = [];
+  let trained = false;
+  const json = (body: unknown) => new Response(JSON.stringify(body), { headers: { 'content-type': 'application/json' } });
+  const fetch = async (input: RequestInfo | URL, init?: RequestInit): Promise<Response> => {
+    const url = new URL(String(input));
+    const method = init?.method ?? 'GET';
+    requests.push({
+      method,
+      path: url.pathname,
+      body: typeof init?.body === 'string' ? JSON.parse(init.body) : undefined,
+      authorization: new Headers(init?.headers).get('authorization'),
+    });
+    if (url.pathname.endsWith('/preview/models')) {
+      return json({ id: MODEL_ID, entity: 'my-team', project: 'p', name: 'm', base_model: 'OpenPipe/Qwen3-14B-Instruct', run_id: null });
+    }
+    if (url.pathname.endsWith('/checkpoints')) {
+      const data = trained ? [{ id: CHECKPOINT_ID, step: 1, metrics: {} }] : [];
+      return json({ object: 'list', data, first_id: '', last_id: '', has_more: false });
+    }
+    if (url.pathname.endsWith('/training-jobs') || url.pathname.endsWith('/sft-training-jobs')) return json({ id: JOB_ID });
+    if (url.pathname.endsWith('/events')) {
+      trained = true;
+      return json({ object: 'list', data: [{ id: EVENT_ID, type: 'training_ended', data: {} }], first_id: '', last_id: '', has_more: false });
+    }
+    if (url.pathname.endsWith('/log')) return json({});
+    return new Response(JSON.stringify({ detail: 'not found' }), { status: 404 });
+  };
+  return { fetch: fetch as typeof globalThis.fetch, requests };
+}
+
+function groupWithLogprobs() {
+  return {
+    trajectories: [0, 1].map((reward) => ({
+      reward,
+      messages_and_choices: [
+        { role: 'user' as const, content: 'q' },
+        {
+          index: 0,
+          finish_reason: 'stop' as const,
+          message: { role: 'assistant' as const, content: 'a' },
+          logprobs: { content: [{ token: 'a', logprob: -0.5, top_logprobs: [] }] },
+        },
+      ],
+    })),
+  };
+}
+
+describe('HostedBackend', () => {
+  let dataDir: string;
+  beforeAll(async () => {
+    dataDir = await mkdtemp(path.join(tmpdir(), 'policyloop-hosted-'));
+  });
+  afterAll(async () => {
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  it('fails at construction without a key, naming WANDB_API_KEY', () => {
+    const saved = { policyloop: process.env['POLICYLOOP_API_KEY'], wandb: process.env['WANDB_API_KEY'] };
+    delete process.env['POLICYLOOP_API_KEY'];
+    delete process.env['WANDB_API_KEY'];
+    try {
+      expect(() => new HostedBackend()).toThrow(/WANDB_API_KEY/);
+    } finally {
+      if (saved.policyloop !== undefined) process.env['POLICYLOOP_API_KEY'] = saved.policyloop;
+      if (saved.wandb !== undefined) process.env['WANDB_API_KEY'] = saved.wandb;
+    }
+  });
+
+  it('sends the key, leaves the learning rate to the service, and needs a URL for SFT data', async () => {
+    const service = hostedStandIn();
+    const backend = new HostedBackend({ apiKey: 'wandb-key', baseURL: 'https://hosted.test', fetch: service.fetch, dataDir });
+    const model = await new TrainableModel({ project: 'p', name: 'm', baseModel: 'OpenPipe/Qwen3-14B-Instruct' }).register(backend);
+    expect(model.inferenceName()).toBe('wandb-artifact:///my-team/p/m');
+    expect(service.requests[0]).toMatchObject({ method: 'POST', path: '/v1/preview/models', authorization: 'Bearer wandb-key' });
+
+    const result = await model.train([groupWithLogprobs()], { pollInterval: 10, log: false });
+    expect(result.step).toBe(1);
+    const job = service.requests.find((request) => request.path === '/v1/preview/training-jobs');
+    expect((job?.body as { experimental_config: Record<string, unknown> }).experimental_config).not.toHaveProperty('learning_rate');
+
+    const rows = [{ messages: [{ role: 'user' as const, content: 'q' }, { role: 'assistant' as const, content: 'a' }] }];
+    await expect(model.trainSFT(rows)).rejects.toThrow(/upload the file .* `trainingDataUrl`/);
+    await expect(model.trainSFT('local.jsonl')).rejects.toThrow(/trainingDataUrl/);
+    await model.trainSFT(undefined, { trainingDataUrl: 'wandb-artifact:///my-team/p/sft:v0', pollInterval: 10 });
+    const sft = service.requests.find((request) => request.path === '/v1/preview/sft-training-jobs');
+    expect(sft?.body).toMatchObject({ model_id: MODEL_ID, training_data_url: 'wandb-artifact:///my-team/p/sft:v0' });
+    await model.close();
+  });
+});
+
+describe('LocalBackend', () => {
+  let dataDir: string;
+  let backend: LocalBackend;
+  const jobBodies: unknown[] = [];
+  beforeAll(async () => {
+    dataDir = await mkdtemp(path.join(tmpdir(), 'policyloop-local-'));
+    const recording: typeof globalThis.fetch = async (input, init) => {
+      if (String(input).endsWith('/preview/training-jobs')) jobBodies.push(JSON.parse(String(init?.body)));
+      return fetch(input, init);
+    };
+    backend = await LocalBackend.start({ dataDir, fetch: recording });
+  });
+  afterAll(async () => {
+    await backend?.close();
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  it("sends the engine's documented default learning rate when none is given", async () => {
+    const model = await new TrainableModel({ project: 'p', name: 'lr', baseModel: 'policyloop/tiny-chat' }).register(backend);
+    await model.train([groupWithLogprobs()], { pollInterval: 50, log: false, allowTrainingWithoutLogprobs: true });
+    await model.train([groupWithLogprobs()], { pollInterval: 50, log: false, allowTrainingWithoutLogprobs: true, learningRate: 0.001 });
+    const rates = jobBodies.map((body) => (body as { experimental_config: { learning_rate?: number } }).experimental_config.learning_rate);
+    expect(rates).toEqual([DEFAULT_LEARNING_RATE, 0.001]);
+  });
+
+  it('connects to a running service by URL with the development key', async () => {
+    const first = await new TrainableModel({ project: 'p', name: 'shared', baseModel: 'policyloop/tiny-chat' }).register(backend);
+    const byUrl = new LocalBackend({ url: backend.baseURL, dataDir });
+    const second = await new TrainableModel({ project: 'p', name: 'shared', baseModel: 'policyloop/tiny-chat' }).register(byUrl);
+    expect(second.id).toBe(first.id);
+    await byUrl.close();
+    // Closing a backend that connected by URL leaves the service running.
+    expect(await first.getStep()).toBe(0);
+  });
+});
