@@ -16,8 +16,9 @@ export const NO_BODY: unique symbol = Symbol('no body');
 export async function readJsonBody(request: Request, maxBytes: number): Promise<unknown> {
   const text = await readBodyText(request, maxBytes);
   if (text.trim() === '') return NO_BODY;
+  let value: unknown;
   try {
-    return JSON.parse(text) as unknown;
+    value = JSON.parse(text) as unknown;
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     const position = /position (\d+)/.exec(message)?.[1];
@@ -30,6 +31,31 @@ export async function readJsonBody(request: Request, maxBytes: number): Promise<
       },
     ]);
   }
+  if (nestingDepth(value, MAX_NESTING_DEPTH) > MAX_NESTING_DEPTH) {
+    // Deeper values would overflow the stack when stored (JSON.stringify recurses).
+    throw new RequestValidationError([{ loc: ['body'], msg: `JSON nested deeper than ${MAX_NESTING_DEPTH} levels`, type: 'json_invalid' }]);
+  }
+  return value;
+}
+
+/** Deepest nesting of arrays and objects a request body may have. */
+export const MAX_NESTING_DEPTH = 256;
+
+/** Nesting depth of a parsed JSON value, computed without recursion; stops counting past `limit`. */
+function nestingDepth(root: unknown, limit: number): number {
+  let deepest = 0;
+  const stack: [unknown, number][] = [[root, 0]];
+  while (stack.length > 0) {
+    const [value, depth] = stack.pop() as [unknown, number];
+    if (value === null || typeof value !== 'object') continue;
+    const level = depth + 1;
+    if (level > deepest) deepest = level;
+    if (deepest > limit) return deepest;
+    for (const child of Array.isArray(value) ? value : Object.values(value)) {
+      if (child !== null && typeof child === 'object') stack.push([child, level]);
+    }
+  }
+  return deepest;
 }
 
 /** Reads the body as UTF-8 text under the limit. */

@@ -50,7 +50,9 @@ export async function loadTrainingData(url: string, options: LoadTrainingDataOpt
     try {
       value = JSON.parse(line);
     } catch (error) {
-      throw new Error(`Training data line ${lineNumber} is not valid JSON: ${error instanceof Error ? error.message : String(error)}`);
+      // Only the position: V8's message quotes the line, which may be a file the client should not read.
+      const position = /position (\d+)/.exec(error instanceof Error ? error.message : '')?.[1];
+      throw new Error(`Training data line ${lineNumber} is not valid JSON${position === undefined ? '' : ` (at character ${Number(position) + 1})`}`);
     }
     const parsed = SFTRow.safeParse(value);
     if (!parsed.success) {

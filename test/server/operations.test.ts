@@ -223,6 +223,11 @@ describe('training jobs', () => {
     expect(job.status).toBe('FAILED');
     expect(job.error_message).toMatch(/line 2/);
 
+    const notJson = await server.call('POST', '/v1/preview/sft-training-jobs', { body: { model_id: model.id, training_data_url: dataUrl(`${sftJsonl([{ question: 'a', answer: 'b' }])}\n\nsecret-token-value\n`) } });
+    const notJsonJob = await waitForJobEnd(server, notJson.body.id);
+    expect(notJsonJob.error_message).toMatch(/line 3 is not valid JSON/);
+    expect(notJsonJob.error_message).not.toContain('secret');
+
     const missing = await server.call('POST', '/v1/preview/sft-training-jobs', { body: { model_id: model.id, training_data_url: 'file:///nonexistent/rows.jsonl' } });
     expect((await waitForJobEnd(server, missing.body.id)).error_message).toMatch(/no such file/);
 

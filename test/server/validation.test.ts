@@ -258,6 +258,11 @@ describe('no input produces a 5xx', () => {
         expect(response.status, `${method} ${path} with ${raw.slice(0, 40)}`).toBeLessThan(500);
       }
     }
+    // Deep values where the schema takes anything (metadata) must not overflow the stack later.
+    const deep = `${'['.repeat(20_000)}${']'.repeat(20_000)}`;
+    const deepLog = await server.call('POST', `/v1/preview/models/${modelId}/log`, { raw: `{"split": "train", "trajectory_groups": [{"trajectories": [], "metadata": {"deep": ${deep}}}]}` });
+    expect(deepLog.status).toBe(422);
+    expect(deepLog.body.detail[0].msg).toContain('nested deeper');
     for (const path of ['/v1/preview/models/%ZZ/checkpoints', '/v1/preview/training-jobs/%00', `/v1/preview/models/${modelId}/checkpoints?limit=1&limit=2&after=`, `/v1/preview/models/${modelId}/checkpoints?limit=%FF`, '/v1/preview/models/..%2F..%2Fetc/checkpoints']) {
       const response = await server.call('GET', path);
       expect(response.status, path).toBeLessThan(500);
