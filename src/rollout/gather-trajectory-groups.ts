@@ -84,6 +84,7 @@ export interface GatherOptions<S> {
   /**
    * The current policy version (the model's step); read when each rollout starts and ends and
    * stamped as `initial_policy_version` / `final_policy_version` (unless the rollout set them).
+   * Every trajectory also gets its `start_time` (ISO 8601) unless the rollout set one.
    */
   policyVersion?: () => number | Promise<number>;
   /** Aborts the gather: rollouts still running see their signal abort, and the gather rejects with the reason. */
@@ -264,12 +265,14 @@ export async function gatherTrajectoryGroups<S>(
     const attemptSignal = attemptController.signal;
     try {
       const work = async (): Promise<Trajectory> => {
+        const startTime = new Date().toISOString();
         const initialVersion = policyVersion ? await policyVersion() : undefined;
         const context: RolloutContext = { signal: attemptSignal, trajectory: recorder, index, groupIndex, attempt };
         const returned: unknown = await runInRolloutScope({ recorder, signal: attemptSignal }, () => rollout(scenario, context));
         recorder.close();
         const finalVersion = policyVersion ? await policyVersion() : undefined;
         const trajectory = buildTrajectory(recorder.toTrajectory(), returned);
+        trajectory.start_time ??= startTime;
         if (initialVersion !== undefined) trajectory.initial_policy_version ??= initialVersion;
         if (finalVersion !== undefined) trajectory.final_policy_version ??= finalVersion;
         if (reward !== undefined) trajectory.reward = await evaluateReward(reward, trajectory, scenario);

@@ -5,7 +5,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { serve, type ServeOptions } from '../server/index.js';
+import type { ServeHandle, ServeOptions } from '../server/index.js';
 
 /** A running test service. */
 export interface TestService {
@@ -35,8 +35,11 @@ export type StartTestServiceOptions = Omit<ServeOptions, 'port' | 'host'>;
 export async function startTestService(options: StartTestServiceOptions = {}): Promise<TestService> {
   const ownDir = options.dataDir === undefined ? await mkdtemp(join(tmpdir(), 'policyloop-test-')) : undefined;
   const dataDir = options.dataDir ?? (ownDir as string);
-  let handle: Awaited<ReturnType<typeof serve>>;
+  let handle: ServeHandle;
   try {
+    // Loaded on demand: the service's optional dependencies (SQLite, the engine) are only needed
+    // by tests that start it, not by users of makeChoice or scriptedChatClient.
+    const { serve } = await import('../server/index.js');
     handle = await serve({ ...options, dataDir, port: 0, host: '127.0.0.1' });
   } catch (error) {
     if (ownDir !== undefined) await rm(ownDir, { recursive: true, force: true });

@@ -247,6 +247,7 @@ describe('gatherTrajectoryGroups', () => {
       { policyVersion: () => step },
     );
     expect(groups[0]?.trajectories[0]).toMatchObject({ initial_policy_version: 3, final_policy_version: 4 });
+    expect(Date.parse(groups[0]?.trajectories[0]?.start_time ?? '')).not.toBeNaN();
   });
 
   it('emits typed events with running progress and the reward mean', async () => {
