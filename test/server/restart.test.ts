@@ -100,3 +100,24 @@ describe('restart', () => {
     expect(events[events.length - 1]?.type).toBe('training_ended');
   });
 });
+
+describe('store schema', () => {
+  it('refuses a database written by a newer policyloop instead of changing it', async () => {
+    const dataDir = temporaryDirectory();
+    const first = await startServer({ dataDir, engine: createStandInEngine() });
+    await first.close(false);
+    const database = new Database(join(dataDir, DATABASE_FILE));
+    const current = database.pragma('user_version', { simple: true }) as number;
+    expect(current).toBeGreaterThan(0);
+    database.pragma(`user_version = ${current + 1}`);
+    database.close();
+    await expect(startServer({ dataDir, engine: createStandInEngine() })).rejects.toThrow(/newer than this policyloop knows/);
+    // The refused start left the directory usable: put the version back and it opens.
+    const restored = new Database(join(dataDir, DATABASE_FILE));
+    restored.pragma(`user_version = ${current}`);
+    restored.close();
+    const reopened = await startServer({ dataDir, engine: createStandInEngine() });
+    servers.push(reopened);
+    expect((await reopened.call('GET', '/v1/system-check', { auth: false })).status).toBe(200);
+  });
+});
