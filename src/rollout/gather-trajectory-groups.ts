@@ -2,6 +2,7 @@
  * Runs N scenarios x G rollouts into `TrajectoryGroup`s: bounded concurrency, per-attempt timeout
  * and retries, rewards, an exception budget, cancellation, policy-version stamps and typed events.
  */
+import { setMaxListeners } from 'node:events';
 import PQueue from 'p-queue';
 import { abortReason, delay } from '../internal/delay.js';
 import { PolicyloopError } from '../internal/errors.js';
@@ -215,6 +216,9 @@ export async function gatherTrajectoryGroups<S>(
   const total = list.length * groupSize;
   const events = options.events ?? new GatherEmitter<S>();
   const controller = new AbortController();
+  // Every running attempt listens on the gather's signal: without this, Node prints a
+  // MaxListenersExceededWarning on stderr past 10 concurrent rollouts.
+  setMaxListeners(Number.POSITIVE_INFINITY, controller.signal);
   const queue = new PQueue({ concurrency });
 
   let stopped = false;
@@ -256,6 +260,7 @@ export async function gatherTrajectoryGroups<S>(
 
   const runAttempt = async (scenario: S, groupIndex: number, index: number, attempt: number): Promise<Trajectory> => {
     const attemptController = new AbortController();
+    setMaxListeners(Number.POSITIVE_INFINITY, attemptController.signal);
     const onStop = (): void => attemptController.abort(controller.signal.reason);
     controller.signal.addEventListener('abort', onStop, { once: true });
     const timer = Number.isFinite(timeout)

@@ -307,6 +307,16 @@ describe('gatherTrajectoryGroups', () => {
     }) as typeof process.stderr.write;
     try {
       await gatherTrajectoryGroups([1, 2], async () => undefined, { progress: false });
+      // Many concurrent rollouts listening on the gather's signal must not make Node warn either.
+      await gatherTrajectoryGroups(
+        Array.from({ length: 40 }, (_unused, index) => index),
+        async (_scenario, { signal }) => {
+          signal.addEventListener('abort', () => undefined);
+          await new Promise((resolve) => setTimeout(resolve, 5));
+        },
+        { concurrency: 40 },
+      );
+      await new Promise((resolve) => setImmediate(resolve));
     } finally {
       process.stderr.write = original;
     }
