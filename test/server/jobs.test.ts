@@ -146,6 +146,18 @@ describe('job queue', () => {
     expect((await second.call('GET', '/v1/health')).status).toBe(200);
   });
 
+  it('lets in-flight requests finish when it stops listening', async () => {
+    const server = await startServer({ engine: createStandInEngine({ completionDelayMs: 300 }) });
+    const inFlight = server.call('POST', '/v1/chat/completions', { body: { model: 'policyloop/tiny-chat', messages: [{ role: 'user', content: 'slow' }] } });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const closing = server.close();
+    const response = await inFlight;
+    expect(response.status).toBe(200);
+    expect(response.body.choices[0].message.content).toBe('echo 0: slow');
+    await closing;
+    await expect(fetch(`${server.handle.url}/v1/health`)).rejects.toThrow();
+  });
+
   it('answers 503 once closed, and its system check says so', async () => {
     const { createApp } = await import('../../src/server/index.js');
     const app = await createApp({ dataDir: temporaryDirectory(), engine: createStandInEngine() });

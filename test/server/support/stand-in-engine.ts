@@ -15,6 +15,8 @@ export interface StandInEngineOptions {
   readonly stepDelayMs?: number;
   /** When set, every job waits for this promise before its first step (to hold jobs RUNNING). */
   readonly gate?: () => Promise<void>;
+  /** Pause before answering each completion (to keep requests in flight). @default 0 */
+  readonly completionDelayMs?: number;
 }
 
 /** A stand-in engine plus what it was asked to do. */
@@ -37,6 +39,7 @@ export function createStandInEngine(options: StandInEngineOptions = {}): StandIn
     baseModels: () => STAND_IN_BASE_MODELS,
     async chatCompletion(policy: PolicyRef, request: ChatCompletionRequestBody): Promise<ChatCompletionResult> {
       policies.push(policy);
+      if (options.completionDelayMs !== undefined) await new Promise((resolve) => setTimeout(resolve, options.completionDelayMs));
       const last = request.messages[request.messages.length - 1];
       const text = typeof last?.content === 'string' ? last.content : '';
       if (text.length > 1000) throw new EngineInputError('Prompt is longer than the context of 1000 characters', ['body', 'messages']);
