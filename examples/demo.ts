@@ -40,17 +40,21 @@ await model.register(backend);
 const client = model.openai();
 let step = 0; // the policy version the rollouts sample from
 
-/** Samples `groupSize` completions per scenario; a fixed seed per scenario makes validation comparable. */
-function sample(scenarios: readonly UppercaseScenario[], groupSize: number, seeded: boolean): Promise<TrajectoryGroup[]> {
+/**
+ * Samples `groupSize` completions per scenario at temperature 1. Every request has its own seed
+ * (from `seedBase`, the scenario and the sample), so a run is reproducible and validation always
+ * draws the same samples from a given policy.
+ */
+function sample(scenarios: readonly UppercaseScenario[], groupSize: number, seedBase: number): Promise<TrajectoryGroup[]> {
   return gatherTrajectoryGroups(
     scenarios,
-    async (scenario, { groupIndex }) => {
+    async (scenario, { groupIndex, index }) => {
       await client.chat.completions.create({
         model: model.inferenceName(),
         messages: [...scenario.messages],
         max_tokens: RECIPE.maxTokens,
         temperature: 1,
-        ...(seeded ? { seed: 1_000 + groupIndex } : {}),
+        seed: seedBase + groupIndex * groupSize + index,
       });
     },
     {
@@ -64,7 +68,7 @@ function sample(scenarios: readonly UppercaseScenario[], groupSize: number, seed
 
 const valScenarios = makeScenarios(99, RECIPE.valSize);
 async function validate(): Promise<number | undefined> {
-  const row = await model.log(await sample(valScenarios, 1, true), { split: 'val', step });
+  const row = await model.log(await sample(valScenarios, 1, 1_000), { split: 'val', step });
   return row['val/reward'] as number | undefined;
 }
 
@@ -88,7 +92,7 @@ for (let index = 1; index <= RECIPE.rlSteps; index += 1) {
     console.log(`time budget of ${RECIPE.timeBudgetSeconds} s reached: stopping RL early`);
     break;
   }
-  const groups = await sample(makeScenarios(1_000 + index, RECIPE.promptsPerStep), RECIPE.groupSize, false);
+  const groups = await sample(makeScenarios(1_000 + index, RECIPE.promptsPerStep), RECIPE.groupSize, 1_000_000 * index);
   const trainReward = mean(groups.flatMap((group) => group.trajectories.map((trajectory) => trajectory.reward)));
   // The learning rate is the local backend's default: the engine's tuned value.
   ({ step } = await model.train(groups, { pollInterval: 250 }));
