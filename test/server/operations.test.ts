@@ -266,6 +266,8 @@ describe('checkpoints', () => {
     const defaults = await server.call('GET', `/v1/preview/models/${model.id}/checkpoints`);
     expect(defaults.body.data.map((checkpoint: { step: number }) => checkpoint.step)).toEqual([1, 2, 3, 4, 5]);
     expect(defaults.body.data[0].metrics).toEqual(expect.any(Object));
+    const emptyCursor = await server.call('GET', `/v1/preview/models/${model.id}/checkpoints?after=&limit=1`);
+    expect(emptyCursor.body.data[0].step).toBe(1);
     const unknown = await server.call('GET', `/v1/preview/models/${model.id}/checkpoints?after=00000000-0000-4000-8000-000000000000`);
     expect(unknown.status).toBe(422);
     expect(unknown.body.detail[0].loc).toEqual(['query', 'after']);

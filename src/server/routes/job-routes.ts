@@ -41,7 +41,8 @@ export function registerJobRoutes(routes: RouteTable, service: ServiceContext): 
     const jobId = readIdParam(context, 'training_job_id');
     const query = readQuery(context, PageQuery);
     requireJob(service, jobId);
-    const page = store.listEvents(jobId, query);
+    // An empty `after` (`?after=`) means no cursor: the first page.
+    const page = store.listEvents(jobId, { ...query, after: query.after === '' ? undefined : query.after });
     if (page === undefined) throw validationFailure(['query', 'after'], `No event with id ${JSON.stringify(query.after)} in this job's list`);
     return context.json(toPage(page.items, page.hasMore));
   });

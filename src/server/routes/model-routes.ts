@@ -70,7 +70,8 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
     const modelId = readIdParam(context, 'model_id');
     const query = readQuery(context, CheckpointListQuery);
     requireModel(service, modelId);
-    const page = store.listCheckpoints(modelId, query);
+    // An empty `after` (`?after=`) means no cursor: the first page.
+    const page = store.listCheckpoints(modelId, { ...query, after: query.after === '' ? undefined : query.after });
     if (page === undefined) throw validationFailure(['query', 'after'], `No checkpoint with id ${JSON.stringify(query.after)} in this model's list`);
     return context.json(toPage(page.items.map(toCheckpointResponse), page.hasMore));
   });
