@@ -11,7 +11,7 @@ import { MODEL_CONFIGS } from './model-config.js';
 import type { ModelConfig } from './model-config.js';
 import { SeededRandom } from './random.js';
 import { generate } from './sampler.js';
-import type { GenerationRow } from './sampler.js';
+import type { GenerationRow, HostEmbeddings } from './sampler.js';
 import { loadPolicyWeights, runTrainingJob } from './trainer.js';
 import { TrainingThread } from './training-thread.js';
 import { EngineInputError } from './types.js';
@@ -45,6 +45,7 @@ export interface EngineOptions {
 interface LoadedPolicy {
   readonly config: ModelConfig;
   readonly parameters: Record<string, Tensor>;
+  readonly embeddings: HostEmbeddings;
 }
 
 interface PendingRequest {
@@ -191,7 +192,7 @@ class LocalEngine implements Engine {
     try {
       const loaded = await this.load(first.policy);
       const rows = batch.flatMap((pending) => pending.rows);
-      const sequences = await generate(this.tf, loaded.config, loaded.parameters, rows);
+      const sequences = await generate(this.tf, loaded.config, loaded.parameters, loaded.embeddings, rows);
       let offset = 0;
       for (const pending of batch) {
         const mine = sequences.slice(offset, offset + pending.rows.length);
@@ -236,7 +237,8 @@ class LocalEngine implements Engine {
       }
       const parameters: Record<string, Tensor> = {};
       for (const [name, tensor] of weights) parameters[name] = this.tf.tensor(tensor.data, [...tensor.shape]);
-      return { config, parameters };
+      const embeddings = { token: (weights.get('token_embedding') as { data: Float32Array }).data, position: (weights.get('position_embedding') as { data: Float32Array }).data };
+      return { config, parameters, embeddings };
     })();
     loading.catch(() => this.cache.delete(policy.key));
     this.cache.set(policy.key, loading);

@@ -74,27 +74,32 @@ export function sampleToken(logits: Float32Array, sampling: RowSampling): Sample
   const temperature = sampling.temperature > 0 ? sampling.temperature : 1;
   let max = -Infinity;
   for (let index = 0; index < size; index += 1) max = Math.max(max, (logits[index] as number) / temperature);
+  const probabilities = new Float64Array(size);
   let total = 0;
-  for (let index = 0; index < size; index += 1) total += Math.exp((logits[index] as number) / temperature - max);
-  const logNormaliser = max + Math.log(total);
-  const logprobs = new Float64Array(size);
-  for (let index = 0; index < size; index += 1) logprobs[index] = (logits[index] as number) / temperature - logNormaliser;
+  for (let index = 0; index < size; index += 1) {
+    const value = Math.exp((logits[index] as number) / temperature - max);
+    probabilities[index] = value;
+    total += value;
+  }
+  const logTotal = Math.log(total);
+  const logprobOf = (index: number): number => (logits[index] as number) / temperature - max - logTotal;
+  for (let index = 0; index < size; index += 1) probabilities[index] = (probabilities[index] as number) / total;
 
   let chosen = 0;
   if (sampling.temperature <= 0) {
-    for (let index = 1; index < size; index += 1) if ((logprobs[index] as number) > (logprobs[chosen] as number)) chosen = index;
+    for (let index = 1; index < size; index += 1) if ((logits[index] as number) > (logits[chosen] as number)) chosen = index;
   } else if (sampling.topP < 1) {
-    const order = Array.from({ length: size }, (_, index) => index).sort((a, b) => (logprobs[b] as number) - (logprobs[a] as number));
+    const order = Array.from({ length: size }, (_, index) => index).sort((a, b) => (probabilities[b] as number) - (probabilities[a] as number));
     let mass = 0;
     let kept = 0;
     while (kept < size && mass < sampling.topP) {
-      mass += Math.exp(logprobs[order[kept] as number] as number);
+      mass += probabilities[order[kept] as number] as number;
       kept += 1;
     }
     let target = sampling.random.next() * mass;
     chosen = order[kept - 1] as number;
     for (let rank = 0; rank < kept; rank += 1) {
-      target -= Math.exp(logprobs[order[rank] as number] as number);
+      target -= probabilities[order[rank] as number] as number;
       if (target <= 0) {
         chosen = order[rank] as number;
         break;
@@ -104,7 +109,7 @@ export function sampleToken(logits: Float32Array, sampling: RowSampling): Sample
     let target = sampling.random.next();
     chosen = size - 1;
     for (let index = 0; index < size; index += 1) {
-      target -= Math.exp(logprobs[index] as number);
+      target -= probabilities[index] as number;
       if (target <= 0) {
         chosen = index;
         break;
@@ -113,10 +118,10 @@ export function sampleToken(logits: Float32Array, sampling: RowSampling): Sample
   }
   const alternatives: TokenAlternative[] = [];
   if (sampling.topLogprobs > 0) {
-    const order = Array.from({ length: size }, (_, index) => index).sort((a, b) => (logprobs[b] as number) - (logprobs[a] as number));
-    for (const id of order.slice(0, sampling.topLogprobs)) alternatives.push({ id, logprob: logprobs[id] as number });
+    const order = Array.from({ length: size }, (_, index) => index).sort((a, b) => (logits[b] as number) - (logits[a] as number));
+    for (const id of order.slice(0, sampling.topLogprobs)) alternatives.push({ id, logprob: logprobOf(id) });
   }
-  return { id: chosen, logprob: logprobs[chosen] as number, alternatives };
+  return { id: chosen, logprob: logprobOf(chosen), alternatives };
 }
 
 interface RowState {
@@ -133,25 +138,49 @@ function finishOnStop(state: RowState): void {
   const { stop } = state.row.sampling;
   const ended = state.tokens[state.tokens.length - 1] === END_TOKEN_ID;
   const body = ended ? state.tokens.slice(0, -1) : state.tokens;
-  const text = decodeTokens(body);
-  let cut = -1;
-  for (const sequence of stop) {
-    if (sequence.length === 0) continue;
-    const at = text.indexOf(sequence);
-    if (at >= 0 && (cut < 0 || at < cut)) cut = at;
+  if (stop.length > 0) {
+    // Only the end of the text can hold a new match: decode a tail long enough for every stop sequence.
+    const longest = Math.max(...stop.map((sequence) => sequence.length));
+    const tail = decodeTokens(body.slice(Math.max(0, body.length - 4 * longest - 4)));
+    if (stop.some((sequence) => sequence.length > 0 && tail.includes(sequence))) {
+      const text = decodeTokens(body);
+      let cut = -1;
+      for (const sequence of stop) {
+        if (sequence.length === 0) continue;
+        const at = text.indexOf(sequence);
+        if (at >= 0 && (cut < 0 || at < cut)) cut = at;
+      }
+      let kept = body.length;
+      while (kept > 0 && decodeTokens(body.slice(0, kept)).length > cut) kept -= 1;
+      state.finishReason = 'stop';
+      state.text = text.slice(0, cut);
+      state.keptTokens = kept;
+      return;
+    }
   }
-  if (cut >= 0) {
-    let kept = body.length;
-    while (kept > 0 && decodeTokens(body.slice(0, kept)).length > cut) kept -= 1;
-    state.finishReason = 'stop';
-    state.text = text.slice(0, cut);
-    state.keptTokens = kept;
-    return;
-  }
-  state.text = text;
   state.keptTokens = state.tokens.length;
   if (ended) state.finishReason = 'stop';
   else if (state.tokens.length >= state.row.sampling.maxTokens) state.finishReason = 'length';
+  if (state.finishReason !== null) state.text = decodeTokens(body);
+}
+
+/** Host copies of the embedding tables: looking tokens up in JS beats the wasm gather kernel. */
+export interface HostEmbeddings {
+  /** `[vocabulary, modelDimension]`, row-major. */
+  readonly token: Float32Array;
+  /** `[contextLength, modelDimension]`, row-major. */
+  readonly position: Float32Array;
+}
+
+/** Writes token + position embeddings of `tokens` (positions from `start`) into `target` rows from `row`. */
+function embed(embeddings: HostEmbeddings, config: ModelConfig, tokens: readonly number[], start: number, target: Float32Array, row: number): void {
+  const d = config.modelDimension;
+  tokens.forEach((token, offset) => {
+    const base = (row + offset) * d;
+    const tokenBase = token * d;
+    const positionBase = (start + offset) * d;
+    for (let index = 0; index < d; index += 1) target[base + index] = (embeddings.token[tokenBase + index] as number) + (embeddings.position[positionBase + index] as number);
+  });
 }
 
 /** Waits for the event loop to run other work (HTTP requests) between decoding steps. */
@@ -163,30 +192,33 @@ export function yieldToEventLoop(): Promise<void> {
  * Extends every row until it ends, sharing each forward pass across rows. Rows must have prompts
  * of at least one token, shorter than the context, and `maxTokens >= 1` that fits the context.
  */
-export async function generate(tf: TensorFlow, config: ModelConfig, parameters: ParameterTensors, rows: readonly GenerationRow[]): Promise<GeneratedSequence[]> {
+export async function generate(tf: TensorFlow, config: ModelConfig, parameters: ParameterTensors, embeddings: HostEmbeddings, rows: readonly GenerationRow[]): Promise<GeneratedSequence[]> {
   const states: RowState[] = rows.map((row) => ({ row, tokens: [], logprobs: [], alternatives: [], finishReason: null, text: '', keptTokens: 0 }));
   if (rows.length === 0) return [];
   const promptLength = Math.max(...rows.map((row) => row.prompt.length));
-  const padded = new Int32Array(rows.length * promptLength);
-  rows.forEach((row, index) => padded.set(row.prompt, index * promptLength));
   let cache: KeyValueCache;
   let logitsData: Float32Array;
   {
+    const embedded = new Float32Array(rows.length * promptLength * config.modelDimension);
+    rows.forEach((row, index) => embed(embeddings, config, row.prompt, 0, embedded, index * promptLength));
     const result = tf.tidy(() => {
-      const output = prefill(tf, config, parameters, padded, rows.length, promptLength, rows.map((row) => row.prompt.length));
+      const output = prefill(tf, config, parameters, embedded, rows.length, promptLength, rows.map((row) => row.prompt.length));
       return { logits: output.logits, keys: output.cache.keys, values: output.cache.values };
     });
     cache = { keys: result.keys, values: result.values };
     logitsData = (await result.logits.data()) as Float32Array;
     result.logits.dispose();
   }
-  let active = states.map((_, index) => index);
+  // Rows of the cache, in order. Finished rows ride along (their outputs are ignored) until half
+  // of them are done: compacting the cache is a gather over all of it, too slow for every finish.
+  let cacheRows = states.map((_, index) => index);
   let step = 0;
   try {
     for (;;) {
       const vocabulary = config.vocabularySize;
-      active.forEach((stateIndex, position) => {
+      cacheRows.forEach((stateIndex, position) => {
         const state = states[stateIndex] as RowState;
+        if (state.finishReason !== null) return;
         const sampled = sampleToken(logitsData.subarray(position * vocabulary, (position + 1) * vocabulary), state.row.sampling);
         state.tokens.push(sampled.id);
         state.logprobs.push(sampled.logprob);
@@ -195,28 +227,28 @@ export async function generate(tf: TensorFlow, config: ModelConfig, parameters: 
         if (state.finishReason === null && state.row.prompt.length + state.tokens.length >= config.contextLength) state.finishReason = 'length';
         if (state.row.isCancelled?.()) state.finishReason = 'length';
       });
-      const remaining = active.map((stateIndex, position) => ({ stateIndex, position })).filter(({ stateIndex }) => (states[stateIndex] as RowState).finishReason === null);
+      const remaining = cacheRows.filter((stateIndex) => (states[stateIndex] as RowState).finishReason === null);
       if (remaining.length === 0) break;
-      if (remaining.length < active.length) {
-        const selected = selectCacheRows(tf, config, cache, remaining.map(({ position }) => position));
+      if (remaining.length <= cacheRows.length / 2) {
+        const selected = selectCacheRows(tf, config, cache, remaining.map((stateIndex) => cacheRows.indexOf(stateIndex)));
         disposeCache(cache);
         cache = selected;
+        cacheRows = remaining;
       }
-      active = remaining.map(({ stateIndex }) => stateIndex);
       step += 1;
       const keyLength = promptLength + step;
-      const tokens = new Int32Array(active.length);
-      const positions = new Int32Array(active.length);
-      const keyMask = new Float32Array(active.length * keyLength);
-      active.forEach((stateIndex, position) => {
+      const embedded = new Float32Array(cacheRows.length * config.modelDimension);
+      const keyMask = new Float32Array(cacheRows.length * keyLength);
+      cacheRows.forEach((stateIndex, position) => {
         const state = states[stateIndex] as RowState;
-        tokens[position] = state.tokens[state.tokens.length - 1] as number;
-        positions[position] = state.row.prompt.length + state.tokens.length - 1;
+        // A finished row keeps decoding at a valid position; its output is never read.
+        const at = Math.min(state.row.prompt.length + state.tokens.length - 1, config.contextLength - 1);
+        embed(embeddings, config, [state.tokens[state.tokens.length - 1] as number], at, embedded, position);
         for (let key = state.row.prompt.length; key < promptLength; key += 1) keyMask[position * keyLength + key] = -1e9;
       });
       const previous = cache;
       const result = tf.tidy(() => {
-        const output = decodeStep(tf, config, parameters, previous, tokens, positions, keyMask);
+        const output = decodeStep(tf, config, parameters, previous, embedded, cacheRows.length, keyMask);
         return { logits: output.logits, keys: output.cache.keys, values: output.cache.values };
       });
       disposeCache(previous);

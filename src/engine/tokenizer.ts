@@ -44,6 +44,7 @@ export function isSpecialToken(id: number): boolean {
 }
 
 const encoder = new TextEncoder();
+const decoder = new TextDecoder();
 
 /** Encodes text as UTF-8 byte tokens (never special tokens). */
 export function encodeText(text: string): number[] {
@@ -58,7 +59,7 @@ export function decodeTokens(ids: readonly number[]): string {
   let text = '';
   let pending: number[] = [];
   const flush = (): void => {
-    if (pending.length > 0) text += new TextDecoder().decode(Uint8Array.from(pending));
+    if (pending.length > 0) text += decoder.decode(Uint8Array.from(pending));
     pending = [];
   };
   for (const id of ids) {

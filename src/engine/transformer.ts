@@ -99,36 +99,31 @@ export function forwardLogits(tf: TensorFlow, config: ModelConfig, parameters: P
 }
 
 /**
- * Runs the prompts (right-padded `[batch, length]`, true lengths in `lengths`) and returns the
- * logits of each row's last prompt token `[batch, vocabulary]` plus the filled key/value cache.
- * Call inside `tf.tidy`; the cache tensors are kept and must be disposed by the caller.
+ * Runs the prompts (embedded, right-padded `[batch * length, modelDimension]`, true lengths in
+ * `lengths`) and returns the logits of each row's last prompt token `[batch, vocabulary]` plus the
+ * filled key/value cache. Call inside `tf.tidy`; the cache tensors are kept and must be disposed
+ * by the caller.
  */
-export function prefill(tf: TensorFlow, config: ModelConfig, parameters: ParameterTensors, tokens: Int32Array, batch: number, length: number, lengths: readonly number[]): { logits: Tensor2D; cache: KeyValueCache } {
+export function prefill(tf: TensorFlow, config: ModelConfig, parameters: ParameterTensors, embedded: Float32Array, batch: number, length: number, lengths: readonly number[]): { logits: Tensor2D; cache: KeyValueCache } {
   const cache: KeyValueCache = { keys: [], values: [] };
-  const ids = tf.tensor1d(tokens, 'int32');
-  const tokenEmbedding = tf.gather(parameter(parameters, 'token_embedding'), ids) as Tensor2D;
-  const positions = tf.slice(parameter(parameters, 'position_embedding'), [0, 0], [length, config.modelDimension]);
-  const embedded = tf.reshape(tf.add(tf.reshape(tokenEmbedding, [batch, length, config.modelDimension]), positions), [batch * length, config.modelDimension]) as Tensor2D;
-  const hidden = hiddenStates(tf, config, parameters, embedded, batch, length, cache);
+  const input = tf.tensor2d(embedded, [batch * length, config.modelDimension]);
+  const hidden = hiddenStates(tf, config, parameters, input, batch, length, cache);
   const last = tf.gather(hidden, tf.tensor1d(lengths.map((rowLength, row) => row * length + rowLength - 1), 'int32')) as Tensor2D;
   return { logits: project(tf, parameters, last), cache };
 }
 
 /**
- * One decoding step for `[batch]` new tokens at `positions`, attending over the cache plus the new
- * token. `keyMask` is `[batch, cacheLength + 1]` of 0 (visible) or -1e9 (padding). Returns the
- * next logits `[batch, vocabulary]` and the grown cache (kept; the caller disposes the old one).
+ * One decoding step for `[batch]` new tokens, given embedded (token + position,
+ * `[batch * modelDimension]`), attending over the cache plus the new token. `keyMask` is
+ * `[batch, cacheLength + 1]` of 0 (visible) or -1e9 (padding). Returns the next logits
+ * `[batch, vocabulary]` and the grown cache (kept; the caller disposes the old one).
  */
-export function decodeStep(tf: TensorFlow, config: ModelConfig, parameters: ParameterTensors, cache: KeyValueCache, tokens: Int32Array, positions: Int32Array, keyMask: Float32Array): { logits: Tensor2D; cache: KeyValueCache } {
-  const batch = tokens.length;
+export function decodeStep(tf: TensorFlow, config: ModelConfig, parameters: ParameterTensors, cache: KeyValueCache, embedded: Float32Array, batch: number, keyMask: Float32Array): { logits: Tensor2D; cache: KeyValueCache } {
   const d = config.modelDimension;
   const heads = config.headCount;
   const headDimension = d / heads;
   const next: KeyValueCache = { keys: [], values: [] };
-  let x = tf.add(
-    tf.gather(parameter(parameters, 'token_embedding'), tf.tensor1d(tokens, 'int32')),
-    tf.gather(parameter(parameters, 'position_embedding'), tf.tensor1d(positions, 'int32')),
-  ) as Tensor2D;
+  let x = tf.tensor2d(embedded, [batch, d]);
   const keyLength = keyMask.length / batch;
   const mask = tf.tensor4d(keyMask, [batch, 1, 1, keyLength]);
   for (let layer = 0; layer < config.layerCount; layer += 1) {
@@ -150,16 +145,22 @@ export function decodeStep(tf: TensorFlow, config: ModelConfig, parameters: Para
   return { logits: project(tf, parameters, hidden), cache: next };
 }
 
-/** Keeps only the given batch rows of a cache (kept tensors; the caller disposes the old cache). */
+/**
+ * Keeps only the given batch rows of a cache (new kept tensors; the caller disposes the old cache).
+ * Copies through host memory: the wasm backend's gather is an order of magnitude slower here.
+ */
 export function selectCacheRows(tf: TensorFlow, config: ModelConfig, cache: KeyValueCache, rows: readonly number[]): KeyValueCache {
   const heads = config.headCount;
-  const indices = tf.tensor1d(rows.flatMap((row) => Array.from({ length: heads }, (_, head) => row * heads + head)), 'int32');
-  const result: KeyValueCache = {
-    keys: cache.keys.map((tensor) => tf.keep(tf.gather(tensor, indices)) as Tensor3D),
-    values: cache.values.map((tensor) => tf.keep(tf.gather(tensor, indices)) as Tensor3D),
+  const select = (tensor: Tensor3D): Tensor3D => {
+    const [batchHeads, length, headDimension] = tensor.shape;
+    const block = heads * length * headDimension;
+    const source = tensor.dataSync() as Float32Array;
+    const target = new Float32Array(rows.length * block);
+    rows.forEach((row, index) => target.set(source.subarray(row * block, (row + 1) * block), index * block));
+    void batchHeads;
+    return tf.keep(tf.tensor3d(target, [rows.length * heads, length, headDimension]));
   };
-  indices.dispose();
-  return result;
+  return { keys: cache.keys.map(select), values: cache.values.map(select) };
 }
 
 /** Disposes a cache's tensors. */
