@@ -38,9 +38,9 @@ const groups = await gatherTrajectoryGroups(
   { groupSize: 4, concurrency: hosted ? 32 : 8, reward: normalizedMatch((scenario) => scenario.capital), policyVersion: () => model.getStep() },
 );
 
-// The learning rate is the other thing to look at: the local engine's default (3e-3) would wreck a
-// 14B LoRA; the hosted service's own default (used when none is given) suits it.
-const { step } = await model.train(groups, hosted ? {} : { learningRate: 3e-3 });
+// No learning rate: each backend applies its own default (the local engine's tuned value, or the
+// hosted service's value for LoRA on large models). A local value carried over would wreck a 14B LoRA.
+const { step } = await model.train(groups);
 console.log(`step ${step} on the ${backend.kind} service; history in ${model.files.history}`);
 
 // SFT: the local backend sends a file:// URL of a JSONL it writes; the hosted service reads only

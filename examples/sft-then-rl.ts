@@ -33,7 +33,7 @@ const sample = (items: Scenario[], groupSize: number): Promise<TrajectoryGroup[]
 // 1. SFT from {messages} rows (trajectories work too); the local backend writes them as JSONL.
 await model.trainSFT(
   train.map((scenario) => ({ messages: [{ role: 'user' as const, content: question(scenario) }, { role: 'assistant' as const, content: answer(scenario) }] })),
-  { learningRate: 3e-3 },
+  { batchSize: 4 },
 );
 console.log('after SFT, val/reward', (await model.log(await sample(val, 2), { split: 'val' }))['val/reward']);
 
