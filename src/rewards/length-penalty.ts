@@ -37,7 +37,9 @@ export function lengthPenalty<S = unknown>(options: LengthPenaltyOptions): Rewar
     if (unit === 'tokens') {
       const count = completionTokenCount(trajectory);
       if (count === undefined) {
-        throw new PolicyloopError('lengthPenalty counts tokens from logprobs, but a Choice has none; request `logprobs: true` or use unit "characters"');
+        throw new PolicyloopError(
+          'lengthPenalty counts tokens from logprobs, but a Choice has none; request `logprobs: true` or use unit "characters"',
+        );
       }
       length = count;
     } else {

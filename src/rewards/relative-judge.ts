@@ -102,7 +102,10 @@ const JudgeAnswer = z.object({
  * a user message with the common prefix of the conversations once (`<context>`), then each
  * conversation's remainder (`<trajectory id="n">`), as JSON.
  */
-export function buildJudgeMessages(conversations: readonly (readonly ChatCompletionMessageParam[])[], rubric: string): ChatCompletionMessageParam[] {
+export function buildJudgeMessages(
+  conversations: readonly (readonly ChatCompletionMessageParam[])[],
+  rubric: string,
+): ChatCompletionMessageParam[] {
   const serialized = conversations.map((messages) => messages.map((message) => JSON.stringify(message)));
   const first = serialized[0] ?? [];
   let prefix = 0;
@@ -121,7 +124,8 @@ export function buildJudgeMessages(conversations: readonly (readonly ChatComplet
     rubric,
     '',
     'Answer with only a JSON object, no other text:',
-    `{"scores": [{"trajectory_id": "1", "explanation": "<one sentence>", "score": <number 0..1>}, ...]} with one entry for each of the ${conversations.length} trajectories, in order.`,
+    '{"scores": [{"trajectory_id": "1", "explanation": "<one sentence>", "score": <number 0..1>}, ...]}',
+    `with one entry for each of the ${conversations.length} trajectories, in order.`,
   ].join('\n');
   return [
     { role: 'system', content: system },
@@ -208,8 +212,9 @@ export async function judgeConversations(
     try {
       scores = options.parse(content, expected);
     } catch (error) {
+      const reason = error instanceof Error ? error.message : String(error);
       throw new JudgeError(
-        `The judge's answer was not the JSON asked for and the \`parse\` fallback failed (${error instanceof Error ? error.message : String(error)}); got ${preview(content, 200)}`,
+        `The judge's answer was not the JSON asked for and the \`parse\` fallback failed (${reason}); got ${preview(content, 200)}`,
         { reason: 'parse', raw: content, expectedScores: expected, cause: error },
       );
     }

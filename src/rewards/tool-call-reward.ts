@@ -11,7 +11,8 @@ export type ExpectedArguments<S> =
 export function containsValue(actual: unknown, expected: unknown): boolean {
   if (expected === null || typeof expected !== 'object') return Object.is(actual, expected);
   if (Array.isArray(expected)) {
-    return Array.isArray(actual) && actual.length === expected.length && expected.every((item, index) => containsValue(actual[index], item));
+    if (!Array.isArray(actual) || actual.length !== expected.length) return false;
+    return expected.every((item, index) => containsValue(actual[index], item));
   }
   if (actual === null || typeof actual !== 'object' || Array.isArray(actual)) return false;
   const record = actual as Record<string, unknown>;

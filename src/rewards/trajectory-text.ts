@@ -84,7 +84,8 @@ export function toolCallsOf(trajectory: HasMessagesAndChoices): ModelToolCall[] 
   for (const choice of choicesOf(trajectory)) {
     for (const call of choice.message.tool_calls ?? []) {
       if (call.type === 'function') {
-        calls.push({ id: call.id, name: call.function.name, arguments: parseArguments(call.function.arguments), rawArguments: call.function.arguments });
+        const raw = call.function.arguments;
+        calls.push({ id: call.id, name: call.function.name, arguments: parseArguments(raw), rawArguments: raw });
       } else {
         calls.push({ id: call.id, name: call.custom.name, arguments: call.custom.input, rawArguments: call.custom.input });
       }

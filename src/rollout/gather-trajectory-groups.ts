@@ -101,7 +101,10 @@ export interface GatherOptions<S> {
 
 type Outcome = { trajectory: Trajectory } | { exception: TrajectoryException } | undefined;
 
-function checkOptions<S>(options: GatherOptions<S>): Required<Pick<GatherOptions<S>, 'groupSize' | 'concurrency' | 'timeout' | 'retries' | 'retryDelay' | 'maxExceptions'>> {
+type NumericOption = 'groupSize' | 'concurrency' | 'timeout' | 'retries' | 'retryDelay' | 'maxExceptions';
+
+/** The numeric options with their defaults, checked before anything runs. */
+function checkOptions<S>(options: GatherOptions<S>): Required<Pick<GatherOptions<S>, NumericOption>> {
   const resolved = {
     groupSize: options.groupSize ?? 1,
     concurrency: options.concurrency ?? 8,
@@ -118,7 +121,9 @@ function checkOptions<S>(options: GatherOptions<S>): Required<Pick<GatherOptions
   integer('groupSize', resolved.groupSize, 1);
   integer('concurrency', resolved.concurrency, 1);
   integer('retries', resolved.retries, 0);
-  if (!(resolved.timeout > 0)) throw new PolicyloopError(`Expected \`timeout\` to be a positive number of milliseconds, got ${String(resolved.timeout)}`);
+  if (!(resolved.timeout > 0)) {
+    throw new PolicyloopError(`Expected \`timeout\` to be a positive number of milliseconds, got ${String(resolved.timeout)}`);
+  }
   if (!(resolved.retryDelay >= 0) || !Number.isFinite(resolved.retryDelay)) {
     throw new PolicyloopError(`Expected \`retryDelay\` to be a finite number of milliseconds >= 0, got ${String(resolved.retryDelay)}`);
   }

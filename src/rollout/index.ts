@@ -17,7 +17,7 @@ export {
   type RecordTrajectoryOptions,
 } from './rollout-scope.js';
 export { StreamAccumulator } from './stream-accumulator.js';
-export type { Rollout, RolloutContext, RolloutFn } from './rollout-function.js';
+export type { Rollout, RolloutContext, RolloutFn, ScenarioOf } from './rollout-function.js';
 export {
   gatherTrajectoryGroups,
   type GatherOptions,

@@ -33,3 +33,10 @@ export type RolloutFn<S> = (scenario: S, context: RolloutContext) => Promise<Tra
 
 /** Short name for {@link RolloutFn}. */
 export type Rollout<S> = RolloutFn<S>;
+
+/**
+ * The scenario type of a rollout function.
+ * @example
+ * type Task = ScenarioOf<typeof rollout>; // { question: string }
+ */
+export type ScenarioOf<R> = R extends RolloutFn<infer S> ? S : never;

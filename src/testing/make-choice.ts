@@ -62,7 +62,9 @@ export function makeChoice(text: string | null, options: MakeChoiceOptions = {})
       arguments: typeof call.arguments === 'string' ? call.arguments : JSON.stringify(call.arguments ?? {}),
     },
   }));
-  const sampledText = (text ?? '') + toolCalls.map((call) => JSON.stringify({ name: call.function.name, arguments: call.function.arguments })).join('');
+  // Logprobs cover the tool calls too, as a model writes them as text.
+  const callTexts = toolCalls.map((call) => JSON.stringify({ name: call.function.name, arguments: call.function.arguments }));
+  const sampledText = (text ?? '') + callTexts.join('');
   const content = tokenLogprobs(sampledText, options.logprobs);
   const choice: Choice = {
     index: options.index ?? 0,

@@ -55,7 +55,9 @@ export interface ScriptedChatClient extends ChatCompletionsClient {
 
 let completionCounter = 0;
 
-function completionOf(response: Exclude<ScriptedResponse, Error | ((request: ScriptedRequest) => unknown)>, model: string, options: MakeChoiceOptions): Record<string, unknown> {
+type ScriptedValue = Exclude<ScriptedResponse, Error | ((request: ScriptedRequest) => unknown)>;
+
+function completionOf(response: ScriptedValue, model: string, options: MakeChoiceOptions): Record<string, unknown> {
   completionCounter += 1;
   const base = { id: `chatcmpl-scripted-${completionCounter}`, object: 'chat.completion', created: Math.floor(Date.now() / 1000), model };
   if (typeof response === 'string') return { ...base, choices: [makeChoice(response, options)] };
@@ -72,8 +74,9 @@ async function* chunksOf(completion: Record<string, unknown>): AsyncGenerator<Re
     if (choice.message.tool_calls) {
       delta['tool_calls'] = choice.message.tool_calls.map((call, index) => ({ index, ...call }));
     }
-    yield { id, object: 'chat.completion.chunk', created, model, choices: [{ index: choice.index, delta, finish_reason: null, logprobs: choice.logprobs ?? null }] };
-    yield { id, object: 'chat.completion.chunk', created, model, choices: [{ index: choice.index, delta: {}, finish_reason: choice.finish_reason }] };
+    const chunk = { id, object: 'chat.completion.chunk', created, model };
+    yield { ...chunk, choices: [{ index: choice.index, delta, finish_reason: null, logprobs: choice.logprobs ?? null }] };
+    yield { ...chunk, choices: [{ index: choice.index, delta: {}, finish_reason: choice.finish_reason }] };
   }
 }
 
