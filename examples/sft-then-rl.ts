@@ -1,50 +1,44 @@
 /**
- * SFT then RL: teach the answer format with a few supervised rows, then improve with RL, then
- * keep only the latest and the best checkpoint by `val/reward`.
+ * SFT then RL: teach the task's format with supervised rows, improve with RL, then keep only the
+ * latest and the best checkpoint by `val/reward`. Uses the demo's task (uppercase a word), with a
+ * shorter run than `npm run demo`.
  * Run: npx tsx examples/sft-then-rl.ts
  */
-import { exactMatch } from '../src/rewards/index.js';
+import { finalAssistantText } from '../src/rewards/index.js';
 import { gatherTrajectoryGroups } from '../src/rollout/index.js';
 import type { TrajectoryGroup } from '../src/schema/index.js';
 import { LocalBackend, TrainableModel } from '../src/training/index.js';
-
-interface Scenario {
-  a: number;
-  b: number;
-}
-const question = ({ a, b }: Scenario) => `${a}+${b}=`;
-const answer = ({ a, b }: Scenario) => String(a + b);
-const scenarios: Scenario[] = Array.from({ length: 12 }, (_, index) => ({ a: index % 4, b: (index * 7) % 5 }));
-const [train, val] = [scenarios.slice(0, 8), scenarios.slice(8)];
+import { makeScenarios, reward, sftRows } from './tasks/uppercase.js';
+import type { UppercaseScenario } from './tasks/uppercase.js';
 
 const backend = await LocalBackend.start({ dataDir: '.policyloop/sft-then-rl' });
-const model = await new TrainableModel({ project: 'examples', name: 'adder', baseModel: 'policyloop/tiny-chat' }).register(backend);
+const model = await new TrainableModel({ project: 'examples', name: 'uppercase', baseModel: 'policyloop/tiny-chat' }).register(backend);
 const client = model.openai();
+let step = await model.getStep();
 
-const sample = (items: Scenario[], groupSize: number): Promise<TrajectoryGroup[]> =>
+const sample = (scenarios: UppercaseScenario[], groupSize: number): Promise<TrajectoryGroup[]> =>
   gatherTrajectoryGroups(
-    items,
+    scenarios,
     async (scenario) => {
-      await client.chat.completions.create({ model: model.inferenceName(), messages: [{ role: 'user', content: question(scenario) }], max_tokens: 4 });
+      await client.chat.completions.create({ model: model.inferenceName(), messages: [...scenario.messages], max_tokens: 8 });
     },
-    { groupSize, reward: exactMatch<Scenario>(answer), policyVersion: () => model.getStep() },
+    { groupSize, concurrency: 64, reward: (trajectory, scenario) => reward(scenario, finalAssistantText(trajectory)), policyVersion: () => step },
   );
+const validate = async (): Promise<number> => (await model.log(await sample(makeScenarios(99, 32), 1), { split: 'val', step }))['val/reward'] as number;
 
 // 1. SFT from {messages} rows (trajectories work too); the local backend writes them as JSONL.
-await model.trainSFT(
-  train.map((scenario) => ({ messages: [{ role: 'user' as const, content: question(scenario) }, { role: 'assistant' as const, content: answer(scenario) }] })),
-  { batchSize: 4 },
-);
-console.log('after SFT, val/reward', (await model.log(await sample(val, 2), { split: 'val' }))['val/reward']);
+const examples = sftRows(makeScenarios(1, 256));
+({ step } = await model.trainSFT([...examples, ...examples], { batchSize: 32 }));
+console.log(`after SFT (step ${step}): val/reward ${(await validate()).toFixed(3)}`);
 
-// 2. RL steps, evaluating after each one.
-for (let i = 0; i < 3; i += 1) {
-  const { step } = await model.train(await sample(train, 8));
-  const row = await model.log(await sample(val, 2), { split: 'val' });
-  console.log(`step ${step}: val/reward ${row['val/reward']}`);
+// 2. RL steps, each followed by validation (the learning rate is the backend's default).
+for (let i = 1; i <= 20; i += 1) {
+  ({ step } = await model.train(await sample(makeScenarios(1_000 + i, 16), 8)));
+  console.log(`step ${step}: val/reward ${(await validate()).toFixed(3)}`);
 }
 
-// 3. Retention: keep the latest checkpoint and the best one by val/reward.
-console.log(await model.pruneCheckpoints({ keepBestBy: 'val/reward', keepLatest: true }));
+// 3. Retention: keep the latest checkpoint and the best one by val/reward; delete the others.
+const { kept, deleted } = await model.pruneCheckpoints({ keepBestBy: 'val/reward', keepLatest: true });
+console.log(`kept steps ${kept.join(', ')}; deleted ${deleted.length} checkpoints`);
 await model.close();
 await backend.close();
