@@ -32,8 +32,8 @@ export interface GroupScorerContext<S> {
 
 /**
  * Scores a finished group as a whole (e.g. `relativeJudge`): may change rewards, metrics and logs
- * in place, or return a new group. A throw stops the gather with that error (never a silently
- * dropped group).
+ * in place, or return a new group. A throw, or running past the gather's `timeout`, stops the
+ * gather with that error (never a silently dropped group).
  */
 export type GroupScorer<S> = (
   group: TrajectoryGroup,
@@ -53,7 +53,8 @@ export interface GatherOptions<S> {
    */
   concurrency?: number;
   /**
-   * Limit of one attempt (rollout + reward), in milliseconds; `Infinity` for none.
+   * Limit of one attempt (rollout + reward), and of each `scoreGroup` call, in milliseconds;
+   * `Infinity` for none.
    * @default 300000
    */
   timeout?: number;
@@ -355,11 +356,22 @@ export async function gatherTrajectoryGroups<S>(
     }
     let group: TrajectoryGroup = { trajectories, exceptions };
     if (scoreGroup !== undefined && trajectories.length > 0 && !stopped) {
-      const scored = await untilAborted(
-        Promise.resolve(scoreGroup(group, { scenario, groupIndex, signal: controller.signal })),
-        controller.signal,
-      );
-      if (scored) group = scored;
+      const scoring = new AbortController();
+      const onStop = (): void => scoring.abort(controller.signal.reason);
+      controller.signal.addEventListener('abort', onStop, { once: true });
+      const timer = Number.isFinite(timeout)
+        ? setTimeout(() => scoring.abort(new RolloutTimeoutError(timeout, `scoreGroup of group ${groupIndex}`)), timeout)
+        : undefined;
+      try {
+        const scored = await untilAborted(
+          Promise.resolve(scoreGroup(group, { scenario, groupIndex, signal: scoring.signal })),
+          scoring.signal,
+        );
+        if (scored) group = scored;
+      } finally {
+        clearTimeout(timer);
+        controller.signal.removeEventListener('abort', onStop);
+      }
     }
     if (!stopped) emit('group:end', { groupIndex, scenario, group });
     return group;

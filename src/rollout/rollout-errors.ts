@@ -2,13 +2,16 @@
 import { PolicyloopError } from '../internal/errors.js';
 import type { TrajectoryException } from '../schema/index.js';
 
-/** A rollout ran longer than the gather's `timeout` (per attempt). Retryable. */
+/**
+ * A rollout attempt (or a group's `scoreGroup`) ran longer than the gather's `timeout`. Retryable.
+ */
 export class RolloutTimeoutError extends PolicyloopError {
   /** The limit that was exceeded, in milliseconds. */
   readonly timeoutMs: number;
 
-  constructor(timeoutMs: number) {
-    super(`Rollout did not finish within its timeout of ${timeoutMs} ms`, { retryable: true });
+  /** `what` names what timed out in the message. */
+  constructor(timeoutMs: number, what = 'Rollout') {
+    super(`${what} did not finish within its timeout of ${timeoutMs} ms`, { retryable: true });
     this.timeoutMs = timeoutMs;
   }
 }

@@ -286,6 +286,9 @@ describe('gatherTrajectoryGroups', () => {
         },
       }),
     ).rejects.toThrow('judge down');
+    await expect(
+      gatherTrajectoryGroups([1], async () => undefined, { timeout: 20, scoreGroup: () => new Promise<void>(() => undefined) }),
+    ).rejects.toThrow('scoreGroup of group 0 did not finish within its timeout of 20 ms');
   });
 
   it('rejects bad options before running anything', async () => {
