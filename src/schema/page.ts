@@ -19,8 +19,8 @@ export function page<Item extends z.ZodType>(item: Item) {
   });
 }
 
-/** A page of items of type `T`. */
-export interface Page<T> {
+/** A page of items of type `T` as the wire carries it (the client wraps it in its `Page` class). */
+export interface CursorPage<T> {
   object: string;
   data: T[];
   first_id: string;

@@ -1,5 +1,5 @@
 /** Cursor pages on the wire: `{object: "list", data, first_id, last_id, has_more}`. */
-import type { Page } from '../../schema/index.js';
+import type { CursorPage as Page } from '../../schema/index.js';
 
 /** Wraps items with an `id` into a cursor page. */
 export function toPage<T extends { readonly id: string }>(items: T[], hasMore: boolean): Page<T> {
