@@ -8,9 +8,8 @@ import type {
   ChatCompletionRequestOptions,
   ChatCompletionsClient,
 } from './chat-completions-client.js';
-import { currentRolloutScope } from './rollout-scope.js';
+import { currentRolloutScope, type RolloutScope } from './rollout-scope.js';
 import { StreamAccumulator } from './stream-accumulator.js';
-import type { TrajectoryRecorder } from './trajectory-recorder.js';
 
 /** Options of {@link captureCompletions}. */
 export interface CaptureCompletionsOptions {
@@ -37,9 +36,9 @@ function firstChoice(response: unknown): Choice | null {
   return JSON.parse(JSON.stringify(first)) as Choice;
 }
 
-function record(recorder: TrajectoryRecorder, body: ChatCompletionCreateBody, choice: Choice | null): void {
+function record(scope: RolloutScope, body: ChatCompletionCreateBody, choice: Choice | null): void {
   if (choice === null || !Array.isArray(body.messages)) return;
-  recorder.recordCompletion({ messages: body.messages, tools: body.tools, choice });
+  scope.recorder.recordCompletion({ messages: body.messages, tools: body.tools, choice, into: scope.history });
 }
 
 /** Wraps a chunk stream so that the Choice it adds up to is recorded when it has been read to the end. */
@@ -123,9 +122,9 @@ export function captureCompletions<T extends ChatCompletionsClient>(client: T, o
     const pending = completions.create(merged, effectiveOptions);
     return Promise.resolve(pending).then((response) => {
       if (merged.stream === true) {
-        return captureStream(response, (choice) => record(scope.recorder, merged, choice));
+        return captureStream(response, (choice) => record(scope, merged, choice));
       }
-      record(scope.recorder, merged, firstChoice(response));
+      record(scope, merged, firstChoice(response));
       return response;
     });
   };

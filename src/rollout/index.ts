@@ -12,6 +12,7 @@ export type {
 export { captureCompletions, type CaptureCompletionsOptions } from './capture-completions.js';
 export { HistoryRecorder, TrajectoryRecorder, type RecordedCompletion } from './trajectory-recorder.js';
 export {
+  captureInto,
   currentTrajectory,
   recordTrajectory,
   type RecordTrajectoryOptions,

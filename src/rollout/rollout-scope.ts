@@ -5,7 +5,8 @@
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { TrajectoryInput } from '../schema/index.js';
-import { TrajectoryRecorder } from './trajectory-recorder.js';
+import { PolicyloopError } from '../internal/errors.js';
+import { TrajectoryRecorder, type HistoryRecorder } from './trajectory-recorder.js';
 
 /** What a captured client needs to know about the rollout it is called from. */
 export interface RolloutScope {
@@ -13,6 +14,8 @@ export interface RolloutScope {
   readonly recorder: TrajectoryRecorder;
   /** Aborts when the rollout is cancelled or times out; passed to requests that carry none. */
   readonly signal?: AbortSignal | undefined;
+  /** Where completions go when set (see {@link captureInto}); else the recorder decides. */
+  readonly history?: HistoryRecorder | undefined;
 }
 
 const storage = new AsyncLocalStorage<RolloutScope>();
@@ -35,6 +38,29 @@ export function currentTrajectory(): TrajectoryRecorder | undefined {
 /** Runs `fn` with `scope` as the current rollout scope (and everything it awaits). */
 export function runInRolloutScope<T>(scope: RolloutScope, fn: () => T): T {
   return storage.run(scope, fn);
+}
+
+/**
+ * Runs `fn` (a sub-agent, say) with the completions it makes through a captured client recorded
+ * into `history` instead of wherever they would go: `history` must be the current trajectory or
+ * one of its `addHistory()` entries. A request that does not continue `history` starts a new
+ * `additional_histories` entry. Without it, the first conversation of a rollout becomes the main
+ * one, which is wrong when a sub-agent speaks first.
+ * @example
+ * const rollout: RolloutFn<Task> = async (task, { trajectory }) => {
+ *   const plan = await captureInto(trajectory.addHistory(), () => planner(task));
+ *   await solver(task, plan); // recorded in the main conversation
+ * };
+ */
+export function captureInto<T>(history: HistoryRecorder, fn: () => T): T {
+  const scope = storage.getStore();
+  if (scope === undefined) {
+    throw new PolicyloopError('captureInto was called outside a rollout; call it inside gatherTrajectoryGroups or recordTrajectory');
+  }
+  if (history !== scope.recorder && !scope.recorder.additionalHistories.includes(history)) {
+    throw new PolicyloopError('Expected captureInto to get the current trajectory or one of its addHistory() entries, got another history');
+  }
+  return storage.run({ ...scope, history }, fn);
 }
 
 /** Options of {@link recordTrajectory}. */

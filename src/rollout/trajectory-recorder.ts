@@ -73,6 +73,11 @@ export interface RecordedCompletion {
   readonly messages: readonly unknown[];
   /** The request's `tools`, if any. */
   readonly tools?: unknown;
+  /**
+   * The conversation to record into when the request continues it (see `captureInto`); when it
+   * does not, a new `additional_histories` entry is started.
+   */
+  readonly into?: HistoryRecorder | undefined;
   /** The Choice to record (the first of the response). */
   readonly choice: Choice;
 }
@@ -131,10 +136,9 @@ export class TrajectoryRecorder extends HistoryRecorder {
    */
   recordCompletion(completion: RecordedCompletion): HistoryRecorder | null {
     if (this.#closed) return null;
-    const { messages, tools, choice } = completion;
-    let target: HistoryRecorder | undefined = [this, ...this.additionalHistories].find((history) =>
-      history.isExtendedBy(messages, tools),
-    );
+    const { messages, tools, choice, into } = completion;
+    const candidates = into === undefined ? [this, ...this.additionalHistories] : [into];
+    let target: HistoryRecorder | undefined = candidates.find((history) => history.isExtendedBy(messages, tools));
     if (target === undefined) target = this.addHistory();
     const fresh = messages.slice(target.messagesAndChoices.length) as ChatCompletionMessageParam[];
     target.addMessage(...fresh);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { captureCompletions, recordTrajectory, TrajectoryRecorder } from '../../src/rollout/index.js';
+import { captureCompletions, captureInto, recordTrajectory, TrajectoryRecorder } from '../../src/rollout/index.js';
 import { isChoice, Trajectory, type Choice } from '../../src/schema/index.js';
 import { makeChoice, scriptedChatClient } from '../../src/testing/index.js';
 
@@ -178,5 +178,19 @@ describe('captureCompletions', () => {
     expect(Trajectory.parse(trajectory).messages_and_choices).toHaveLength(2);
     expect(Trajectory.parse(trajectory).additional_histories).toEqual([]);
     expect(scripted.requests[0]?.body).toMatchObject({ logprobs: true, temperature: 0.5 });
+  });
+
+  it('records a sub-agent that speaks first into its own history with captureInto', async () => {
+    const client = captureCompletions(scriptedChatClient(['plan: add', 'sum is 4']));
+    const { trajectory } = await recordTrajectory(async (recorder) => {
+      await captureInto(recorder.addHistory(), () =>
+        client.chat.completions.create({ model: 'm', messages: [{ role: 'system', content: 'You plan.' }, { role: 'user', content: '2+2' }] }),
+      );
+      await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'plan: add. Solve 2+2' }] });
+    });
+    const parsed = Trajectory.parse(trajectory);
+    expect(parsed.messages_and_choices.filter(isChoice).map((choice) => choice.message.content)).toEqual(['sum is 4']);
+    expect(parsed.additional_histories[0]?.messages_and_choices.filter(isChoice).map((choice) => choice.message.content)).toEqual(['plan: add']);
+    expect(() => captureInto(new TrajectoryRecorder(), () => 1)).toThrow('captureInto was called outside a rollout');
   });
 });
