@@ -69,55 +69,65 @@ export function buildRlData(groups: readonly TrajectoryGroup[], config: Experime
     groupsTrainable += 1;
     group.trajectories.forEach((trajectory, trajectoryIndex) => {
       const advantage = scale ? ((trajectory.reward ?? 0) - mean) / (std + 1e-6) : (trajectory.reward ?? 0) - mean;
-      const builder = new TemplateBuilder().appendTools(trajectory.tools);
-      const oldLogprobs: number[] = [];
-      const pad = (): void => {
-        while (oldLogprobs.length < builder.tokens.length) oldLogprobs.push(Number.NaN);
-      };
-      const items = trajectory.messages_and_choices;
-      items.forEach((item, itemIndex) => {
-        const where = `trajectory_groups[${groupIndex}].trajectories[${trajectoryIndex}].messages_and_choices[${itemIndex}]`;
-        if (!isChoiceItem(item)) {
-          builder.appendMessage(item as Record<string, unknown>, false, where);
+      // The main conversation and each additional history (sub-agent) are trained alike.
+      const histories = [
+        { messages_and_choices: trajectory.messages_and_choices, tools: trajectory.tools, where: `trajectory_groups[${groupIndex}].trajectories[${trajectoryIndex}]` },
+        ...(trajectory.additional_histories ?? []).map((history, historyIndex) => ({
+          messages_and_choices: history.messages_and_choices,
+          tools: history.tools,
+          where: `trajectory_groups[${groupIndex}].trajectories[${trajectoryIndex}].additional_histories[${historyIndex}]`,
+        })),
+      ];
+      for (const history of histories) {
+        const builder = new TemplateBuilder().appendTools(history.tools);
+        const oldLogprobs: number[] = [];
+        const pad = (): void => {
+          while (oldLogprobs.length < builder.tokens.length) oldLogprobs.push(Number.NaN);
+        };
+        const items = history.messages_and_choices;
+        items.forEach((item, itemIndex) => {
+          const where = `${history.where}.messages_and_choices[${itemIndex}]`;
+          if (!isChoiceItem(item)) {
+            builder.appendMessage(item as Record<string, unknown>, false, where);
+            pad();
+            return;
+          }
+          const choice = item as { message: Record<string, unknown>; logprobs?: { content?: { token: string; bytes?: number[] | null; logprob: number }[] | null } | null };
+          builder.tokens.push(specialTokenId('<|assistant|>'));
           pad();
-          return;
-        }
-        const choice = item as { message: Record<string, unknown>; logprobs?: { content?: { token: string; bytes?: number[] | null; logprob: number }[] | null } | null };
-        builder.tokens.push(specialTokenId('<|assistant|>'));
-        pad();
-        const entries = choice.logprobs?.content ?? null;
-        let ids: number[];
-        let logprobs: number[];
-        if (entries && entries.length > 0) {
-          ids = entries.map((entry, entryIndex) => {
-            const id = recoverTokenId(entry);
-            if (id === null) {
-              throw new Error(
-                `Cannot recover the token id of ${where}.logprobs.content[${entryIndex}] (token ${JSON.stringify(entry.token)}): expected a token of this engine's byte-level tokenizer (one byte in \`bytes\`, a special token, or "token_id:<id>"). Was this Choice sampled from another model?`,
-              );
-            }
-            return id;
-          });
-          logprobs = entries.map((entry) => entry.logprob);
-        } else if (allowWithoutLogprobs) {
-          ids = [...assistantBodyTokens(choice.message, `${where}.message`), END_TOKEN_ID];
-          logprobs = ids.map(() => Number.NaN);
-        } else {
-          throw new Error(
-            `${where} is a Choice without logprobs: request chat completions with logprobs: true, or set experimental_config.allow_training_without_logprobs to train it with the current policy's logprobs.`,
-          );
-        }
-        builder.appendTokens(ids, true);
-        oldLogprobs.push(...logprobs);
-        if (itemIndex < items.length - 1 && ids[ids.length - 1] !== END_TOKEN_ID) {
-          builder.tokens.push(END_TOKEN_ID);
-          pad();
-        }
-      });
-      const mask = builder.tokens.map(() => 0);
-      for (const span of builder.spans) for (let index = span.start; index < span.end; index += 1) mask[index] = 1;
-      if (builder.spans.length === 0) return;
-      sequences.push({ tokens: builder.tokens, mask, weights: builder.tokens.map(() => advantage), oldLogprobs });
+          const entries = choice.logprobs?.content ?? null;
+          let ids: number[];
+          let logprobs: number[];
+          if (entries && entries.length > 0) {
+            ids = entries.map((entry, entryIndex) => {
+              const id = recoverTokenId(entry);
+              if (id === null) {
+                throw new Error(
+                  `Cannot recover the token id of ${where}.logprobs.content[${entryIndex}] (token ${JSON.stringify(entry.token)}): expected a token of this engine's byte-level tokenizer (one byte in \`bytes\`, a special token, or "token_id:<id>"). Was this Choice sampled from another model?`,
+                );
+              }
+              return id;
+            });
+            logprobs = entries.map((entry) => entry.logprob);
+          } else if (allowWithoutLogprobs) {
+            ids = [...assistantBodyTokens(choice.message, `${where}.message`), END_TOKEN_ID];
+            logprobs = ids.map(() => Number.NaN);
+          } else {
+            throw new Error(
+              `${where} is a Choice without logprobs: request chat completions with logprobs: true, or set experimental_config.allow_training_without_logprobs to train it with the current policy's logprobs.`,
+            );
+          }
+          builder.appendTokens(ids, true);
+          oldLogprobs.push(...logprobs);
+          if (itemIndex < items.length - 1 && ids[ids.length - 1] !== END_TOKEN_ID) {
+            builder.tokens.push(END_TOKEN_ID);
+            pad();
+          }
+        });
+        const mask = builder.tokens.map(() => 0);
+        for (const span of builder.spans) for (let index = span.start; index < span.end; index += 1) mask[index] = 1;
+        if (builder.spans.length > 0) sequences.push({ tokens: builder.tokens, mask, weights: builder.tokens.map(() => advantage), oldLogprobs });
+      }
     });
   });
   return {
