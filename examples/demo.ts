@@ -73,7 +73,7 @@ async function validate(): Promise<number | undefined> {
 }
 
 console.log('policyloop demo: uppercase a word; reward = fraction of characters right');
-console.log(`${'step'.padStart(5)}  ${'phase'.padEnd(5)}  ${'train'.padStart(5)}  ${'val'.padStart(5)}  ${'time s'.padStart(6)}`);
+console.log(['step'.padStart(5), 'phase'.padEnd(5), 'train'.padStart(5), 'val'.padStart(5), 'time s'.padStart(6)].join('  '));
 const line = (phase: string, train: number | undefined, val: number | undefined): void =>
   console.log(`${String(step).padStart(5)}  ${phase.padEnd(5)}  ${format(train)}  ${format(val)}  ${seconds()}`);
 
@@ -82,7 +82,11 @@ line('base', undefined, baseVal);
 
 const examples = makeScenarios(1, RECIPE.sftExamples);
 const rows = Array.from({ length: RECIPE.sftEpochs }, () => sftRows(examples)).flat();
-({ step } = await model.trainSFT(rows, { batchSize: RECIPE.sftBatchSize, learningRate: RECIPE.sftLearningRate, pollInterval: 250 }));
+({ step } = await model.trainSFT(rows, {
+  batchSize: RECIPE.sftBatchSize,
+  learningRate: RECIPE.sftLearningRate,
+  pollInterval: 250,
+}));
 const sftVal = await validate();
 line('sft', undefined, sftVal);
 

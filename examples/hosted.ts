@@ -35,7 +35,12 @@ const groups = await gatherTrajectoryGroups(
       max_tokens: 8,
     });
   },
-  { groupSize: 4, concurrency: hosted ? 32 : 8, reward: normalizedMatch((scenario) => scenario.capital), policyVersion: () => model.getStep() },
+  {
+    groupSize: 4,
+    concurrency: hosted ? 32 : 8,
+    reward: normalizedMatch((scenario) => scenario.capital),
+    policyVersion: () => model.getStep(),
+  },
 );
 
 // No learning rate: each backend applies its own default (the local engine's tuned value, or the

@@ -32,7 +32,8 @@ const standInJudge: ChatCompletionsClient = {
 };
 
 const backend = await LocalBackend.start({ dataDir: '.policyloop/judge-reward' });
-const model = await new TrainableModel({ project: 'examples', name: 'sea-lines', baseModel: 'policyloop/tiny-chat' }).register(backend);
+const model = new TrainableModel({ project: 'examples', name: 'sea-lines', baseModel: 'policyloop/tiny-chat' });
+await model.register(backend);
 const client = model.openai();
 
 const judge = relativeJudge({
@@ -44,7 +45,11 @@ const judge = relativeJudge({
 const groups = await gatherTrajectoryGroups(
   ['the sea', 'a boat'],
   async (topic) => {
-    await client.chat.completions.create({ model: model.inferenceName(), messages: [{ role: 'user', content: `A line about ${topic}` }], max_tokens: 24 });
+    await client.chat.completions.create({
+      model: model.inferenceName(),
+      messages: [{ role: 'user', content: `A line about ${topic}` }],
+      max_tokens: 24,
+    });
   },
   {
     groupSize: 4,

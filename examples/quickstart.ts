@@ -1,44 +1,43 @@
 /**
  * Quickstart: a rollout, a reward, and a few RL steps against the local service (offline).
+ * The task: answer in capital letters. The reward (the share of capitals in the reply) is
+ * verifiable, and a fresh tiny model climbs it within a few steps.
  * Run: npx tsx examples/quickstart.ts
  */
-import { normalizedMatch } from '../src/rewards/index.js';
+import { finalAssistantText } from '../src/rewards/index.js';
+import type { RewardFn } from '../src/rewards/index.js';
 import { gatherTrajectoryGroups } from '../src/rollout/index.js';
 import { LocalBackend, TrainableModel } from '../src/training/index.js';
 
-interface Scenario {
-  word: string;
-}
-const scenarios: Scenario[] = ['cat', 'dog', 'sun', 'map'].map((word) => ({ word }));
+const scenarios = ['cat', 'dog', 'sun', 'map', 'owl', 'bee', 'fig', 'ink'];
+
+/** The share of the reply's characters that are capital letters A-Z. */
+const capitals: RewardFn<string> = (trajectory) => {
+  const text = finalAssistantText(trajectory);
+  return text.length === 0 ? 0 : (text.match(/[A-Z]/g)?.length ?? 0) / text.length;
+};
 
 // The local service starts in-process; its store, checkpoints and history go under dataDir.
 const backend = await LocalBackend.start({ dataDir: '.policyloop/quickstart' });
-const model = new TrainableModel({ project: 'quickstart', name: 'echo', baseModel: 'policyloop/tiny-chat' });
+const model = new TrainableModel({ project: 'quickstart', name: 'capitals', baseModel: 'policyloop/tiny-chat' });
 await model.register(backend);
 const client = model.openai(); // logprobs on; every call inside a rollout is captured
 
-for (let i = 0; i < 3; i += 1) {
+for (let i = 0; i < 12; i += 1) {
   const groups = await gatherTrajectoryGroups(
     scenarios,
-    async (scenario) => {
+    async (word) => {
       await client.chat.completions.create({
         model: model.inferenceName(),
-        messages: [{ role: 'user', content: `Repeat the word: ${scenario.word}` }],
+        messages: [{ role: 'user', content: word }],
         max_tokens: 8,
       });
     },
-    {
-      groupSize: 8,
-      // A partial-credit reward: exact answers score 1, answers containing the word 0.5.
-      reward: {
-        exact: normalizedMatch<Scenario>((scenario) => scenario.word),
-        mentions: { fn: (trajectory, scenario) => (JSON.stringify(trajectory.messages_and_choices.at(-1)).includes(scenario.word) ? 0.5 : 0) },
-      },
-      policyVersion: () => model.getStep(),
-    },
+    { groupSize: 8, concurrency: 64, reward: capitals, policyVersion: () => model.getStep() },
   );
-  const { step, metrics } = await model.train(groups);
-  console.log(`step ${step}: loss ${metrics['loss']?.toFixed(4)}`);
+  const row = await model.log(groups, { split: 'train', send: false }); // train() would log them too
+  const { step } = await model.train(groups, { log: false });
+  console.log(`step ${step}: mean reward of the groups it trained on ${Number(row['train/reward']).toFixed(3)}`);
 }
 
 console.log(`history: ${model.files.history}`);

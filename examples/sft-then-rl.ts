@@ -12,7 +12,8 @@ import { makeScenarios, reward, sftRows } from './tasks/uppercase.js';
 import type { UppercaseScenario } from './tasks/uppercase.js';
 
 const backend = await LocalBackend.start({ dataDir: '.policyloop/sft-then-rl' });
-const model = await new TrainableModel({ project: 'examples', name: 'uppercase', baseModel: 'policyloop/tiny-chat' }).register(backend);
+const model = new TrainableModel({ project: 'examples', name: 'uppercase', baseModel: 'policyloop/tiny-chat' });
+await model.register(backend);
 const client = model.openai();
 let step = await model.getStep();
 
@@ -22,9 +23,17 @@ const sample = (scenarios: UppercaseScenario[], groupSize: number): Promise<Traj
     async (scenario) => {
       await client.chat.completions.create({ model: model.inferenceName(), messages: [...scenario.messages], max_tokens: 8 });
     },
-    { groupSize, concurrency: 64, reward: (trajectory, scenario) => reward(scenario, finalAssistantText(trajectory)), policyVersion: () => step },
+    {
+      groupSize,
+      concurrency: 64,
+      reward: (trajectory, scenario) => reward(scenario, finalAssistantText(trajectory)),
+      policyVersion: () => step,
+    },
   );
-const validate = async (): Promise<number> => (await model.log(await sample(makeScenarios(99, 32), 1), { split: 'val', step }))['val/reward'] as number;
+const validate = async (): Promise<number> => {
+  const row = await model.log(await sample(makeScenarios(99, 32), 1), { split: 'val', step });
+  return row['val/reward'] as number;
+};
 
 // 1. SFT from {messages} rows (trajectories work too); the local backend writes them as JSONL.
 const examples = sftRows(makeScenarios(1, 256));

@@ -25,15 +25,23 @@ const tools: OpenAI.ChatCompletionTool[] = [
 ];
 
 const backend = await LocalBackend.start({ dataDir: '.policyloop/tool-agent' });
-const model = await new TrainableModel({ project: 'examples', name: 'weather-agent', baseModel: 'policyloop/tiny-chat' }).register(backend);
+const model = new TrainableModel({ project: 'examples', name: 'weather-agent', baseModel: 'policyloop/tiny-chat' });
+await model.register(backend);
 const client = model.openai();
 
 const groups = await gatherTrajectoryGroups(
   [{ city: 'Paris' }, { city: 'Lima' }] satisfies Scenario[],
   async (scenario) => {
-    const messages: OpenAI.ChatCompletionMessageParam[] = [{ role: 'user', content: `What is the weather in ${scenario.city}?` }];
+    const messages: OpenAI.ChatCompletionMessageParam[] = [
+      { role: 'user', content: `What is the weather in ${scenario.city}?` },
+    ];
     for (let turn = 0; turn < 3; turn += 1) {
-      const completion = await client.chat.completions.create({ model: model.inferenceName(), messages, tools, max_tokens: 48 });
+      const completion = await client.chat.completions.create({
+        model: model.inferenceName(),
+        messages,
+        tools,
+        max_tokens: 48,
+      });
       const message = completion.choices[0]?.message;
       if (message === undefined) break;
       messages.push(message);
@@ -53,7 +61,7 @@ const groups = await gatherTrajectoryGroups(
 );
 
 for (const group of groups) {
-  console.log(group.trajectories.map((trajectory) => `${trajectory.reward} (${trajectory.messages_and_choices.length} items)`).join(', '));
+  console.log(group.trajectories.map((t) => `reward ${t.reward}, ${t.messages_and_choices.length} items`).join('; '));
 }
 const { step } = await model.train(groups);
 console.log(`trained to step ${step}`);

@@ -155,6 +155,8 @@ async function retrieveQuietly(client: TrainingClient, jobId: string, signal: Ab
 
 function numbersOf(data: Record<string, unknown>): Record<string, number> {
   const numbers: Record<string, number> = {};
-  for (const [name, value] of Object.entries(data)) if (typeof value === 'number' && Number.isFinite(value)) numbers[name] = value;
+  for (const [name, value] of Object.entries(data)) {
+    if (typeof value === 'number' && Number.isFinite(value)) numbers[name] = value;
+  }
   return numbers;
 }

@@ -56,7 +56,8 @@ export async function readHistory(file: string): Promise<HistoryRow[]> {
     } catch (error) {
       if (index === lines.length - 1) continue;
       throw new PolicyloopError(
-        `Expected a JSON object with \`training_step\` on line ${index + 1} of ${file}, got ${JSON.stringify(line.slice(0, 80))}`,
+        `Expected a JSON object with \`training_step\` on line ${index + 1} of ${file}, ` +
+          `got ${JSON.stringify(line.slice(0, 80))}`,
         { cause: error },
       );
     }

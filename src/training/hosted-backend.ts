@@ -56,7 +56,8 @@ export interface HostedBackendOptions {
  * `WANDB_API_KEY` fails before anything runs.
  * @example
  * const backend = new HostedBackend(); // reads WANDB_API_KEY
- * const model = await new TrainableModel({ project: 'demo', name: 'agent', baseModel: 'OpenPipe/Qwen3-14B-Instruct' }).register(backend);
+ * const model = new TrainableModel({ project: 'demo', name: 'agent', baseModel: 'OpenPipe/Qwen3-14B-Instruct' });
+ * await model.register(backend);
  */
 export class HostedBackend implements Backend {
   /** Always `'hosted'`. */

@@ -62,7 +62,8 @@ interface ServiceHandle {
  * {@link LocalBackend.start}); {@link LocalBackend.close} stops it.
  * @example
  * const backend = await LocalBackend.start({ dataDir: '.policyloop' });
- * const model = await new TrainableModel({ project: 'demo', name: 'agent', baseModel: 'policyloop/tiny-chat' }).register(backend);
+ * const model = new TrainableModel({ project: 'demo', name: 'agent', baseModel: 'policyloop/tiny-chat' });
+ * await model.register(backend);
  * // ... gather, train ...
  * await model.close();
  * await backend.close();

@@ -173,7 +173,11 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
    * Queues groups of `split` for sending. Resolves once they are buffered; waits first while the
    * buffer is full (backpressure). A group larger than the whole buffer is accepted alone.
    */
-  async add(split: string, groups: readonly TrajectoryGroupInput[], options: { signal?: AbortSignal | undefined } = {}): Promise<void> {
+  async add(
+    split: string,
+    groups: readonly TrajectoryGroupInput[],
+    options: { signal?: AbortSignal | undefined } = {},
+  ): Promise<void> {
     if (this.closing) throw new PolicyloopError('This LogBatcher is closed: it accepts no more groups.');
     for (const group of groups) {
       const bytes = Buffer.byteLength(JSON.stringify(group), 'utf8');
@@ -338,7 +342,12 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
     }
   }
 
-  private async spool(split: string, groups: readonly TrajectoryGroupInput[], error: unknown, attempts: number): Promise<void> {
+  private async spool(
+    split: string,
+    groups: readonly TrajectoryGroupInput[],
+    error: unknown,
+    attempts: number,
+  ): Promise<void> {
     try {
       await appendSpoolRecords(this.spoolPath, [
         {
@@ -410,11 +419,15 @@ function raceSignal<T>(promise: Promise<T>, signal: AbortSignal | undefined): Pr
 }
 
 function positiveInteger(name: string, value: number): number {
-  if (!Number.isFinite(value) || value <= 0) throw new PolicyloopError(`Expected \`${name}\` to be a positive number, got ${value}`);
+  if (!Number.isFinite(value) || value <= 0) {
+    throw new PolicyloopError(`Expected \`${name}\` to be a positive number, got ${value}`);
+  }
   return value;
 }
 
 function nonNegative(name: string, value: number): number {
-  if (!Number.isFinite(value) || value < 0) throw new PolicyloopError(`Expected \`${name}\` to be 0 or more, got ${value}`);
+  if (!Number.isFinite(value) || value < 0) {
+    throw new PolicyloopError(`Expected \`${name}\` to be 0 or more, got ${value}`);
+  }
   return value;
 }

@@ -41,7 +41,8 @@ export function modelFiles(dataDir: string, project: string, name: string): Mode
 export function assertPathSegment(what: string, value: string): void {
   if (value === '' || value === '.' || value === '..' || /[/\\\0]/.test(value)) {
     throw new PolicyloopError(
-      `Expected \`${what}\` to be a non-empty name without '/', '\\' or NUL (it names a directory), got ${JSON.stringify(value)}`,
+      `Expected \`${what}\` to be a non-empty name without '/', '\\' or NUL (it names a directory), ` +
+        `got ${JSON.stringify(value)}`,
     );
   }
 }

@@ -45,9 +45,8 @@ export function toSFTRows(items: readonly (TrajectoryInput | SFTRow)[]): SFTRow[
     if ('messages' in item && Array.isArray(item.messages)) {
       const parsed = SFTRow.safeParse(item);
       if (!parsed.success) {
-        throw new PolicyloopError(`Expected SFT row ${index} to be {messages, tools?}: ${parsed.error.issues[0]?.message ?? 'invalid'}`, {
-          cause: parsed.error,
-        });
+        const issue = parsed.error.issues[0]?.message ?? 'invalid';
+        throw new PolicyloopError(`Expected SFT row ${index} to be {messages, tools?}: ${issue}`, { cause: parsed.error });
       }
       rows.push(parsed.data);
       continue;
@@ -56,7 +55,9 @@ export function toSFTRows(items: readonly (TrajectoryInput | SFTRow)[]): SFTRow[
     if (row !== null) rows.push(row);
   }
   if (rows.length === 0) {
-    throw new PolicyloopError(`Expected SFT data with at least one assistant turn to learn, got ${items.length} item(s) with none.`);
+    throw new PolicyloopError(
+      `Expected SFT data with at least one assistant turn to learn, got ${items.length} item(s) with none.`,
+    );
   }
   return rows;
 }

@@ -199,6 +199,17 @@ export interface PruneResult {
   readonly notFoundSteps: number[];
 }
 
+/** What registration established. */
+interface Registration {
+  readonly backend: Backend;
+  readonly connection: BackendConnection;
+  readonly model: ModelResponse;
+  readonly files: ModelFiles;
+}
+
+/** The `fetch` option type of the openai SDK. */
+type OpenAIFetch = NonNullable<ConstructorParameters<typeof OpenAI>[0]>['fetch'];
+
 /**
  * A trainable model: a name in a project, trained from a base model, on a backend.
  * @example
@@ -216,7 +227,7 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
   /** The base model it trains from. */
   readonly baseModel: string;
   private requestedEntity: string | undefined;
-  private registration: { backend: Backend; connection: BackendConnection; model: ModelResponse; files: ModelFiles } | undefined;
+  private registration: Registration | undefined;
   private batcher: LogBatcher | undefined;
   private batcherOptions: Partial<LogBatcherOptions> = {};
 
@@ -326,7 +337,7 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
     const client = new OpenAI({
       apiKey: connection.apiKey,
       baseURL: connection.inferenceBaseURL,
-      ...(connection.fetch === undefined ? {} : { fetch: connection.fetch as unknown as NonNullable<ConstructorParameters<typeof OpenAI>[0]>['fetch'] }),
+      ...(connection.fetch === undefined ? {} : { fetch: connection.fetch as unknown as OpenAIFetch }),
       ...(options.timeout === undefined ? {} : { timeout: options.timeout }),
       ...(options.maxRetries === undefined ? {} : { maxRetries: options.maxRetries }),
     });
@@ -335,14 +346,19 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
     // Fill `model` also when it is '' (the SDK's types require the key), and defaults only where
     // the request has no value; then the capture records completions made inside rollouts.
     const completions = client.chat.completions;
-    const create = completions.create.bind(completions) as unknown as (body: Record<string, unknown>, requestOptions?: unknown) => unknown;
+    type Create = (body: Record<string, unknown>, requestOptions?: unknown) => unknown;
+    const create = completions.create.bind(completions) as unknown as Create;
     Object.defineProperty(completions, 'create', {
       configurable: true,
       writable: true,
       value: (body: Record<string, unknown>, requestOptions?: unknown) => {
         const merged: Record<string, unknown> = { ...body };
-        for (const [key, value] of Object.entries(defaults)) if (merged[key] === undefined || merged[key] === null) merged[key] = value;
-        if (typeof merged['model'] !== 'string' || merged['model'] === '') merged['model'] = (defaults['model'] as string | undefined) ?? model;
+        for (const [key, value] of Object.entries(defaults)) {
+          if (merged[key] === undefined || merged[key] === null) merged[key] = value;
+        }
+        if (typeof merged['model'] !== 'string' || merged['model'] === '') {
+          merged['model'] = (defaults['model'] as string | undefined) ?? model;
+        }
         return create(merged, requestOptions);
       },
     });
@@ -360,7 +376,9 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
    */
   async log(groups: readonly TrajectoryGroupInput[], options: LogOptions = {}): Promise<HistoryRow> {
     const split = options.split ?? 'val';
-    if (split === '' || split.includes('/')) throw new PolicyloopError(`Expected \`split\` to be a name without '/', got ${JSON.stringify(split)}`);
+    if (split === '' || split.includes('/')) {
+      throw new PolicyloopError(`Expected \`split\` to be a name without '/', got ${JSON.stringify(split)}`);
+    }
     const parsed = parseGroups(groups);
     const step = options.step ?? (await this.getStep(options));
     const row = await this.appendHistory(prefixMetrics(computeStepMetrics(parsed), split), step);
@@ -411,7 +429,8 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
       droppedGroups = dropped.length;
       parsed = fresh;
       if (droppedGroups > 0) {
-        this.emit('groups:dropped', { reason: 'stale', count: droppedGroups, currentStep, maxStaleness: options.maxStaleness });
+        const maxStaleness = options.maxStaleness;
+        this.emit('groups:dropped', { reason: 'stale', count: droppedGroups, currentStep, maxStaleness });
       }
     }
     if (parsed.length === 0) {
@@ -475,9 +494,8 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
   async pruneCheckpoints(options: RetentionOptions & WaitOptions = {}): Promise<PruneResult> {
     const { connection, model, files } = this.registered();
     const steps: number[] = [];
-    for await (const checkpoint of connection.client.checkpoints.list(model.id, { limit: 100, order: 'asc' }, { signal: options.signal })) {
-      steps.push(checkpoint.step);
-    }
+    const checkpoints = connection.client.checkpoints.list(model.id, { limit: 100, order: 'asc' }, { signal: options.signal });
+    for await (const checkpoint of checkpoints) steps.push(checkpoint.step);
     const metric = options.keepBestBy === undefined ? 'val/reward' : options.keepBestBy;
     const values = metric === null ? new Map<number, number>() : metricByStep(await readHistory(files.history), metric);
     const plan = planRetention(steps, values, options);
@@ -508,7 +526,7 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
     this.registration = undefined;
   }
 
-  private registered(): NonNullable<TrainableModel['registration']> {
+  private registered(): Registration {
     if (this.registration === undefined) {
       throw new PolicyloopError(
         `Model ${this.project}/${this.name} is not registered: call \`await model.register(backend)\` first.`,
@@ -520,7 +538,12 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
   private logBatcher(): LogBatcher {
     if (this.batcher === undefined) {
       const { connection, model, files } = this.registered();
-      const batcher = new LogBatcher({ ...this.batcherOptions, client: connection.client, modelId: model.id, spoolPath: files.spool });
+      const batcher = new LogBatcher({
+        ...this.batcherOptions,
+        client: connection.client,
+        modelId: model.id,
+        spoolPath: files.spool,
+      });
       batcher.on('batch:sent', (event) => this.emit('batch:sent', event));
       batcher.on('batch:retry', (event) => this.emit('batch:retry', event));
       batcher.on('batch:spooled', (event) => this.emit('batch:spooled', event));
@@ -598,7 +621,9 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
       return { url, rows: null };
     }
     if (source === undefined) {
-      throw new PolicyloopError('Expected SFT data: trajectories, `{messages}` rows, a JSONL path, a URL, or `trainingDataUrl`.');
+      throw new PolicyloopError(
+        'Expected SFT data: trajectories, `{messages}` rows, a JSONL path, a URL, or `trainingDataUrl`.',
+      );
     }
     if (backend.localFileUrl(files.sftData) === null) throw hostedNeedsUrl(backend);
     const rows = toSFTRows(source);
@@ -610,7 +635,13 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
 }
 
 /** Metric names of the trajectory data that a job may repeat; history already has them per split. */
-const TRAJECTORY_METRIC_NAMES = new Set(['reward', 'reward_std_dev', 'num_trajectories', 'num_groups_submitted', 'exception_rate']);
+const TRAJECTORY_METRIC_NAMES = new Set([
+  'reward',
+  'reward_std_dev',
+  'num_trajectories',
+  'num_groups_submitted',
+  'exception_rate',
+]);
 
 function hostedNeedsUrl(backend: Backend): PolicyloopError {
   return new PolicyloopError(
@@ -623,7 +654,8 @@ function parseGroups(groups: readonly TrajectoryGroupInput[]): TrajectoryGroup[]
   return groups.map((group, index) => {
     const result = TrajectoryGroup.safeParse(group);
     if (!result.success) {
-      throw new PolicyloopError(`Expected trajectory group ${index} to be a TrajectoryGroup: ${formatIssues(result.error.issues)}`, {
+      const issues = formatIssues(result.error.issues);
+      throw new PolicyloopError(`Expected trajectory group ${index} to be a TrajectoryGroup: ${issues}`, {
         cause: result.error,
       });
     }
