@@ -98,8 +98,8 @@ function withProperty<T extends object>(target: T, property: PropertyKey, replac
  *
  * Streaming (`stream: true`) is recorded once the stream has been read to its end through
  * `for await`; a stream left early, or read through `tee()`/`toReadableStream()`, is not recorded.
- * With `n > 1` only the first choice is recorded. Inside a rollout the call returns a plain
- * `Promise` (the `openai` SDK's `.withResponse()` helpers are not kept).
+ * With `n > 1` only the first choice is recorded. The `openai` SDK's `.withResponse()` keeps
+ * working; `.asResponse()` (the raw, unparsed response) is not recorded.
  * @example
  * const client = captureCompletions(new OpenAI({ baseURL, apiKey }), { defaults: { logprobs: true } });
  * const groups = await gatherTrajectoryGroups(scenarios, async (scenario) => {
@@ -120,13 +120,18 @@ export function captureCompletions<T extends ChatCompletionsClient>(client: T, o
       effectiveOptions = { ...requestOptions, signal: scope.signal };
     }
     const pending = completions.create(merged, effectiveOptions);
-    return Promise.resolve(pending).then((response) => {
-      if (merged.stream === true) {
-        return captureStream(response, (choice) => record(scope, merged, choice));
-      }
+    const recordResponse = (response: unknown): unknown => {
+      if (merged.stream === true) return captureStream(response, (choice) => record(scope, merged, choice));
       record(scope, merged, firstChoice(response));
       return response;
-    });
+    };
+    // The openai SDK's APIPromise can transform its data and stay an APIPromise, which keeps
+    // `.withResponse()` working; any other client gets a plain promise.
+    const thenUnwrap = (pending as { _thenUnwrap?: unknown })._thenUnwrap;
+    if (typeof thenUnwrap === 'function') {
+      return (thenUnwrap as (transform: (data: unknown) => unknown) => PromiseLike<unknown>).call(pending, recordResponse);
+    }
+    return Promise.resolve(pending).then(recordResponse);
   };
   Object.defineProperty(create, RECORDS, { value: true });
   const wrappedCompletions = withProperty(completions, 'create', create);

@@ -4,8 +4,8 @@
  */
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { captureCompletions, gatherTrajectoryGroups, type RolloutFn } from '../../src/rollout/index.js';
-import { isChoice, type Choice, type Trajectory } from '../../src/schema/index.js';
+import { captureCompletions, gatherTrajectoryGroups, recordTrajectory, type RolloutFn } from '../../src/rollout/index.js';
+import { isChoice, Trajectory, type Choice } from '../../src/schema/index.js';
 import { startTestService, type TestService } from '../../src/testing/index.js';
 
 let service: TestService;
@@ -71,6 +71,45 @@ describe('capture against the local service', () => {
     // What was captured is what the service accepts for logging (the wire contract).
     const model = await api('/preview/models', { project: 'capture', name: 'multi-turn', base_model: service.baseModel, return_existing: true });
     await api(`/preview/models/${String(model['id'])}/log`, { split: 'train', trajectory_groups: groups });
+  });
+
+  it('keeps the openai SDK helpers: .withResponse() returns the response and the completion is recorded', async () => {
+    const client = captureCompletions(new OpenAI({ baseURL: service.baseURL, apiKey: service.apiKey, maxRetries: 0 }));
+    const { result, trajectory } = await recordTrajectory(async () => {
+      const { data, response } = await client.chat.completions
+        .create({ model: service.baseModel, messages: [{ role: 'user', content: 'hi' }], logprobs: true, max_tokens: 4 })
+        .withResponse();
+      return { status: response.status, content: data.choices[0]?.message.content };
+    });
+    expect(result.status).toBe(200);
+    const choices = Trajectory.parse(trajectory).messages_and_choices.filter(isChoice);
+    expect(choices).toHaveLength(1);
+    expect(choices[0]?.message.content).toBe(result.content);
+  });
+
+  it('records a streamed completion with its logprobs once the stream is read', async () => {
+    const client = captureCompletions(new OpenAI({ baseURL: service.baseURL, apiKey: service.apiKey, maxRetries: 0 }));
+    const { result, trajectory } = await recordTrajectory(async () => {
+      const stream = await client.chat.completions.create({
+        model: service.baseModel,
+        messages: [{ role: 'user', content: 'stream please' }],
+        logprobs: true,
+        max_tokens: 8,
+        stream: true,
+      });
+      let text = '';
+      let tokens = 0;
+      for await (const chunk of stream) {
+        text += chunk.choices[0]?.delta.content ?? '';
+        tokens += chunk.choices[0]?.logprobs?.content?.length ?? 0;
+      }
+      return { text, tokens };
+    });
+    const choices = Trajectory.parse(trajectory).messages_and_choices.filter(isChoice);
+    expect(choices).toHaveLength(1);
+    expect(choices[0]?.message.content ?? '').toBe(result.text);
+    expect(result.tokens).toBeGreaterThan(0);
+    expect(choices[0]?.logprobs?.content).toHaveLength(result.tokens);
   });
 
   it('records parallel tool calls, the tool results sent back and the final answer of a tool-calling model', async () => {
