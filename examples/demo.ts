@@ -7,10 +7,8 @@
  */
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
-import { finalAssistantText } from '../src/rewards/index.js';
-import { gatherTrajectoryGroups } from '../src/rollout/index.js';
-import type { TrajectoryGroup } from '../src/schema/index.js';
-import { LocalBackend, TrainableModel } from '../src/training/index.js';
+import { finalAssistantText, gatherTrajectoryGroups, LocalBackend, TrainableModel } from 'policyloop';
+import type { TrajectoryGroup } from 'policyloop';
 import { makeScenarios, reward, sftRows } from './tasks/uppercase.js';
 import type { UppercaseScenario } from './tasks/uppercase.js';
 

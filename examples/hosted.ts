@@ -4,10 +4,8 @@
  * the hosted service (network, a GPU bill); without it, locally. See docs/hosted.md.
  * Run: WANDB_API_KEY=... npx tsx examples/hosted.ts
  */
-import { normalizedMatch } from '../src/rewards/index.js';
-import { gatherTrajectoryGroups } from '../src/rollout/index.js';
-import { HostedBackend, LocalBackend, TrainableModel } from '../src/training/index.js';
-import type { Backend } from '../src/training/index.js';
+import { gatherTrajectoryGroups, HostedBackend, LocalBackend, normalizedMatch, TrainableModel } from 'policyloop';
+import type { Backend } from 'policyloop';
 
 const hosted = process.env['WANDB_API_KEY'] !== undefined;
 // The one-line switch:

@@ -7,10 +7,8 @@
  * Run: npx tsx examples/judge-reward.ts
  */
 import OpenAI from 'openai';
-import { combineRewards, lengthPenalty, regexMatch, relativeJudge } from '../src/rewards/index.js';
-import { gatherTrajectoryGroups } from '../src/rollout/index.js';
-import type { ChatCompletionsClient } from '../src/rollout/index.js';
-import { LocalBackend, TrainableModel } from '../src/training/index.js';
+import { combineRewards, gatherTrajectoryGroups, lengthPenalty, LocalBackend, regexMatch, relativeJudge, TrainableModel } from 'policyloop';
+import type { ChatCompletionsClient } from 'policyloop';
 
 /** Offline stand-in: scores each `<trajectory>` of the prompt 1 when it mentions the sea, else 0.2. */
 const standInJudge: ChatCompletionsClient = {

@@ -4,10 +4,8 @@
  * verifiable, and a fresh tiny model climbs it within a few steps.
  * Run: npx tsx examples/quickstart.ts
  */
-import { finalAssistantText } from '../src/rewards/index.js';
-import type { RewardFn } from '../src/rewards/index.js';
-import { gatherTrajectoryGroups } from '../src/rollout/index.js';
-import { LocalBackend, TrainableModel } from '../src/training/index.js';
+import { finalAssistantText, gatherTrajectoryGroups, LocalBackend, TrainableModel } from 'policyloop';
+import type { RewardFn } from 'policyloop';
 
 const scenarios = ['cat', 'dog', 'sun', 'map', 'owl', 'bee', 'fig', 'ink'];
 

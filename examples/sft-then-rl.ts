@@ -4,10 +4,8 @@
  * shorter run than `npm run demo`.
  * Run: npx tsx examples/sft-then-rl.ts
  */
-import { finalAssistantText } from '../src/rewards/index.js';
-import { gatherTrajectoryGroups } from '../src/rollout/index.js';
-import type { TrajectoryGroup } from '../src/schema/index.js';
-import { LocalBackend, TrainableModel } from '../src/training/index.js';
+import { finalAssistantText, gatherTrajectoryGroups, LocalBackend, TrainableModel } from 'policyloop';
+import type { TrajectoryGroup } from 'policyloop';
 import { makeScenarios, reward, sftRows } from './tasks/uppercase.js';
 import type { UppercaseScenario } from './tasks/uppercase.js';
 

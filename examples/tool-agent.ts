@@ -5,9 +5,7 @@
  * Run: npx tsx examples/tool-agent.ts
  */
 import type OpenAI from 'openai';
-import { toolCalledWith } from '../src/rewards/index.js';
-import { gatherTrajectoryGroups } from '../src/rollout/index.js';
-import { LocalBackend, TrainableModel } from '../src/training/index.js';
+import { gatherTrajectoryGroups, LocalBackend, toolCalledWith, TrainableModel } from 'policyloop';
 
 interface Scenario {
   city: string;
