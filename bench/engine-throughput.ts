@@ -13,7 +13,7 @@ import type { PolicyRef } from '../src/engine/index.js';
 import type { ChatCompletionRequestBody, TrajectoryGroup } from '../src/schema/index.js';
 
 const MAX_TOKENS = 64;
-const ROUNDS = 3;
+const ROUNDS = 5;
 const policy: PolicyRef = { baseModel: TINY_CHAT.id, checkpointPath: null, key: TINY_CHAT.id };
 const request = (index: number): ChatCompletionRequestBody =>
   ({ model: policy.baseModel, messages: [{ role: 'user', content: `word number ${index}` }], max_tokens: MAX_TOKENS, seed: index, logprobs: true }) as ChatCompletionRequestBody;

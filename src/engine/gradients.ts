@@ -6,11 +6,34 @@
 import type { GradConfig, NamedAttrMap, Tensor } from '@tensorflow/tfjs-core';
 import type { TensorFlow } from './backend.js';
 
+/** Swaps the last two axes (a matrix transpose, batched for rank 3). */
+export function transposeLast(tf: TensorFlow, x: Tensor): Tensor {
+  const perm = x.shape.map((_, axis) => axis);
+  const last = perm.length - 1;
+  [perm[last - 1], perm[last]] = [perm[last] as number, perm[last - 1] as number];
+  return tf.transpose(x, perm);
+}
+
 /** Registers the gradients once per thread. */
 export function registerGradients(tf: TensorFlow): void {
   const reduceTo = (gradient: Tensor, shape: number[], outputShape: number[]): Tensor => {
     const axes = tf.broadcast_util.getReductionAxes(shape, outputShape);
-    return tf.reshape(axes.length > 0 ? tf.sum(gradient, axes) : gradient, shape);
+    if (axes.length === 0) return tf.reshape(gradient, shape);
+    // Summing over leading axes (bias and position-embedding gradients) on the host: the wasm Sum
+    // kernel transposes first and is far slower for these shapes.
+    const leading = axes.every((axis, index) => axis === index) && axes.length < outputShape.length;
+    if (leading) {
+      const rows = axes.reduce((product, axis) => product * (outputShape[axis] as number), 1);
+      const columns = gradient.size / rows;
+      const values = gradient.dataSync() as Float32Array;
+      const sums = new Float32Array(columns);
+      for (let row = 0; row < rows; row += 1) {
+        const offset = row * columns;
+        for (let column = 0; column < columns; column += 1) sums[column] = (sums[column] as number) + (values[offset + column] as number);
+      }
+      return tf.tensor(sums, shape);
+    }
+    return tf.reshape(tf.sum(gradient, axes), shape);
   };
   const binary = (kernelName: string, gradient: (dy: Tensor, a: Tensor, b: Tensor) => [Tensor, Tensor]): GradConfig => ({
     kernelName,
@@ -49,10 +72,13 @@ export function registerGradients(tf: TensorFlow): void {
         const d = dy as Tensor;
         const transposeA = attribute<boolean>(attrs, 'transposeA');
         const transposeB = attribute<boolean>(attrs, 'transposeB');
-        if (!transposeA && !transposeB) return { a: () => tf.matMul(d, b, false, true), b: () => tf.matMul(a, d, true, false) };
-        if (!transposeA && transposeB) return { a: () => tf.matMul(d, b, false, false), b: () => tf.matMul(d, a, true, false) };
-        if (transposeA && !transposeB) return { a: () => tf.matMul(b, d, false, true), b: () => tf.matMul(a, d, false, false) };
-        return { a: () => tf.matMul(b, d, true, true), b: () => tf.matMul(d, a, true, true) };
+        // The wasm backend's matMul is ~8x slower with a transposed operand than a transpose
+        // followed by a plain matMul, so every product below is plain.
+        const t = (x: Tensor): Tensor => transposeLast(tf, x);
+        if (!transposeA && !transposeB) return { a: () => tf.matMul(d, t(b)), b: () => tf.matMul(t(a), d) };
+        if (!transposeA && transposeB) return { a: () => tf.matMul(d, b), b: () => tf.matMul(t(d), a) };
+        if (transposeA && !transposeB) return { a: () => tf.matMul(b, t(d)), b: () => tf.matMul(a, d) };
+        return { a: () => tf.matMul(t(b), t(d)), b: () => tf.matMul(t(d), t(a)) };
       },
     },
     { kernelName: 'Reshape', inputsToSave: ['x'], gradFunc: (dy, saved) => ({ x: () => tf.reshape(dy as Tensor, (saved[0] as Tensor).shape) }) },

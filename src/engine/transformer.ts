@@ -9,6 +9,7 @@
  */
 import type { Tensor, Tensor2D, Tensor3D } from '@tensorflow/tfjs-core';
 import type { TensorFlow } from './backend.js';
+import { transposeLast } from './gradients.js';
 import type { ModelConfig } from './model-config.js';
 
 /** Weights as tensors, by parameter name. */
@@ -72,7 +73,7 @@ function hiddenStates(tf: TensorFlow, config: ModelConfig, parameters: Parameter
       cache.keys.push(tf.keep(kh));
       cache.values.push(tf.keep(vh));
     }
-    const scores = tf.add(tf.mul(tf.matMul(qh, kh, false, true), 1 / Math.sqrt(headDimension)), mask);
+    const scores = tf.add(tf.mul(tf.matMul(qh, transposeLast(tf, kh) as Tensor3D), 1 / Math.sqrt(headDimension)), mask);
     const attended = tf.matMul(tf.softmax(scores), vh);
     const merged = tf.reshape(tf.transpose(tf.reshape(attended, [batch, heads, length, headDimension]), [0, 2, 1, 3]), [batch * length, d]);
     x = tf.add(x, tf.matMul(merged as Tensor2D, parameter(parameters, `${prefix}.attention.output`) as Tensor2D));
