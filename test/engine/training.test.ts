@@ -88,6 +88,22 @@ describe('SFT', () => {
     expect(choice?.message.tool_calls).toEqual([{ id: expect.stringMatching(/^call_/), type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } }]);
   });
 
+  it('samples tokens as often as their reported probability (at the sampling temperature) says', async () => {
+    const result = await engine.chatCompletion(taughtPolicy, ask('two plus two?', { temperature: 2, max_tokens: 1, n: 128, seed: 7, logprobs: true, top_logprobs: 3 }));
+    const first = result.choices[0]?.logprobs?.content?.[0];
+    const top = first?.top_logprobs[0];
+    expect(top).toBeDefined();
+    const expected = Math.exp(top?.logprob ?? 0);
+    const observed = result.choices.filter((choice) => choice.logprobs?.content?.[0]?.token === top?.token).length / 128;
+    // Binomial standard deviation at n = 128 is at most 0.045.
+    expect(Math.abs(observed - expected)).toBeLessThan(0.15);
+    for (const choice of result.choices) {
+      const entry = choice.logprobs?.content?.[0];
+      const listed = first?.top_logprobs.find((alternative) => alternative.token === entry?.token);
+      if (listed) expect(entry?.logprob).toBeCloseTo(listed.logprob, 6);
+    }
+  });
+
   it('stops before a stop sequence and leaves it out of the content', async () => {
     const result = await engine.chatCompletion(taughtPolicy, ask('say hello world', { temperature: 0, max_tokens: 20, stop: ['WOR', 'zzz'], logprobs: true }));
     expect(result.choices[0]?.message.content).toBe('HELLO ');
