@@ -8,7 +8,7 @@ import type { TensorFlow } from './backend.js';
 import type { ModelConfig } from './model-config.js';
 import type { SeededRandom } from './random.js';
 import { END_TOKEN_ID, decodeTokens } from './tokenizer.js';
-import { decodeStep, disposeCache, prefill, selectCacheRows } from './transformer.js';
+import { decodeStep, disposeCache, disposeReplaced, prefill, selectCacheRows } from './transformer.js';
 import type { KeyValueCache, ParameterTensors } from './transformer.js';
 
 /** How one row is sampled. */
@@ -251,8 +251,8 @@ export async function generate(tf: TensorFlow, config: ModelConfig, parameters: 
         const output = decodeStep(tf, config, parameters, previous, embedded, cacheRows.length, keyMask);
         return { logits: output.logits, keys: output.cache.keys, values: output.cache.values };
       });
-      disposeCache(previous);
       cache = { keys: result.keys, values: result.values };
+      disposeReplaced(previous, cache);
       logitsData = (await (result.logits as Tensor2D).data()) as Float32Array;
       result.logits.dispose();
       await yieldToEventLoop();

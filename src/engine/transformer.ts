@@ -39,11 +39,19 @@ function mlp(tf: TensorFlow, parameters: ParameterTensors, prefix: string, x: Te
   return tf.add(tf.matMul(up, parameter(parameters, `${prefix}.mlp.down`) as Tensor2D), parameter(parameters, `${prefix}.mlp.down_bias`)) as Tensor2D;
 }
 
-/** Per-layer attention keys and values, each `[batch * heads, length, headDimension]`. */
+/**
+ * Per-layer attention keys and values, each layer a list of segments
+ * `[batch * heads, segmentLength, headDimension]` in key order: the prompt, then blocks of
+ * generated tokens. Only the last, growing block is copied when a token is appended (a concat
+ * over the whole cache at every step was half the cost of a decoding step).
+ */
 export interface KeyValueCache {
-  readonly keys: Tensor3D[];
-  readonly values: Tensor3D[];
+  readonly keys: Tensor3D[][];
+  readonly values: Tensor3D[][];
 }
+
+/** Generated tokens per cache block. */
+const CACHE_BLOCK = 32;
 
 /**
  * Runs the blocks over `[batch, length]` token ids and returns the final hidden states
@@ -70,8 +78,8 @@ function hiddenStates(tf: TensorFlow, config: ModelConfig, parameters: Parameter
     const kh = toHeads(k);
     const vh = toHeads(v);
     if (cache) {
-      cache.keys.push(tf.keep(kh));
-      cache.values.push(tf.keep(vh));
+      cache.keys.push([tf.keep(kh)]);
+      cache.values.push([tf.keep(vh)]);
     }
     const scores = tf.add(tf.mul(tf.matMul(qh, transposeLast(tf, kh) as Tensor3D), 1 / Math.sqrt(headDimension)), mask);
     const attended = tf.matMul(tf.softmax(scores), vh);
@@ -132,13 +140,24 @@ export function decodeStep(tf: TensorFlow, config: ModelConfig, parameters: Para
     const h = layerNorm(tf, x, parameter(parameters, `${prefix}.attention_norm.scale`), parameter(parameters, `${prefix}.attention_norm.bias`)) as Tensor2D;
     const [q, k, v] = tf.split(tf.matMul(h, parameter(parameters, `${prefix}.attention.qkv`) as Tensor2D), 3, 1) as [Tensor2D, Tensor2D, Tensor2D];
     const toHeads = (t: Tensor2D): Tensor3D => tf.reshape(t, [batch * heads, 1, headDimension]);
-    const keys = tf.keep(tf.concat([cache.keys[layer] as Tensor3D, toHeads(k)], 1));
-    const values = tf.keep(tf.concat([cache.values[layer] as Tensor3D, toHeads(v)], 1));
+    const grow = (segments: readonly Tensor3D[], added: Tensor3D): Tensor3D[] => {
+      const last = segments[segments.length - 1] as Tensor3D;
+      // Segment 0 is the prompt; a generated block grows until it holds CACHE_BLOCK tokens.
+      if (segments.length > 1 && last.shape[1] < CACHE_BLOCK) return [...segments.slice(0, -1), tf.keep(tf.concat([last, added], 1))];
+      return [...segments, tf.keep(added)];
+    };
+    const keys = grow(cache.keys[layer] as Tensor3D[], toHeads(k));
+    const values = grow(cache.values[layer] as Tensor3D[], toHeads(v));
     next.keys.push(keys);
     next.values.push(values);
-    const scores = tf.reshape(tf.mul(tf.matMul(toHeads(q), keys, false, true), 1 / Math.sqrt(headDimension)), [batch, heads, 1, keyLength]);
+    const query = toHeads(q);
+    const scoreParts = keys.map((segment) => tf.matMul(query, segment, false, true));
+    const joined = scoreParts.length === 1 ? (scoreParts[0] as Tensor3D) : tf.concat(scoreParts, 2);
+    const scores = tf.reshape(tf.mul(joined, 1 / Math.sqrt(headDimension)), [batch, heads, 1, keyLength]);
     const weights = tf.reshape(tf.softmax(tf.add(scores, mask)), [batch * heads, 1, keyLength]) as Tensor3D;
-    const merged = tf.reshape(tf.matMul(weights, values), [batch, d]) as Tensor2D;
+    const weightParts = values.length === 1 ? [weights] : tf.split(weights, values.map((segment) => segment.shape[1]), 2);
+    const attended = values.map((segment, index) => tf.matMul(weightParts[index] as Tensor3D, segment));
+    const merged = tf.reshape(attended.length === 1 ? (attended[0] as Tensor3D) : tf.addN(attended), [batch, d]) as Tensor2D;
     x = tf.add(x, tf.matMul(merged, parameter(parameters, `${prefix}.attention.output`) as Tensor2D));
     x = tf.add(x, mlp(tf, parameters, prefix, x));
   }
@@ -161,10 +180,16 @@ export function selectCacheRows(tf: TensorFlow, config: ModelConfig, cache: KeyV
     void batchHeads;
     return tf.keep(tf.tensor3d(target, [rows.length * heads, length, headDimension]));
   };
-  return { keys: cache.keys.map(select), values: cache.values.map(select) };
+  return { keys: cache.keys.map((segments) => segments.map(select)), values: cache.values.map((segments) => segments.map(select)) };
 }
 
 /** Disposes a cache's tensors. */
 export function disposeCache(cache: KeyValueCache): void {
-  for (const tensor of [...cache.keys, ...cache.values]) tensor.dispose();
+  for (const tensor of [...cache.keys.flat(), ...cache.values.flat()]) tensor.dispose();
+}
+
+/** Disposes the tensors of `previous` that `next` no longer holds (after a decoding step). */
+export function disposeReplaced(previous: KeyValueCache, next: KeyValueCache): void {
+  const kept = new Set<Tensor3D>([...next.keys.flat(), ...next.values.flat()]);
+  for (const tensor of [...previous.keys.flat(), ...previous.values.flat()]) if (!kept.has(tensor)) tensor.dispose();
 }
