@@ -101,7 +101,9 @@ async function scratch(engine: Engine, directory: string): Promise<void> {
   }
   const first = rewards.slice(0, 3).reduce((a, b) => a + b, 0) / 3;
   const last = rewards.slice(-3).reduce((a, b) => a + b, 0) / 3;
-  console.log(`mean reward of the first 3 steps ${first.toFixed(3)}, last 3 steps ${last.toFixed(3)}: gain ${(last - first).toFixed(3)} in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  const seconds = (performance.now() - started) / 1000;
+  console.log(`mean reward of the first 3 steps ${first.toFixed(3)}, last 3 steps ${last.toFixed(3)}: gain ${(last - first).toFixed(3)} in ${seconds.toFixed(1)} s`);
+  console.log(`target (gain >= 0.3 within 60 s): ${last - first >= 0.3 && seconds <= 60 ? 'met' : 'NOT met'}`);
 }
 
 async function demo(engine: Engine, directory: string): Promise<void> {
@@ -138,6 +140,8 @@ async function demo(engine: Engine, directory: string): Promise<void> {
     }
   }
   console.log(`\nsummary: base ${baseVal.reward.toFixed(3)} -> SFT ${sftVal.reward.toFixed(3)} -> RL ${lastVal.reward.toFixed(3)} (RL adds ${(lastVal.reward - sftVal.reward).toFixed(3)}) in ${elapsed()}`);
+  const met = baseVal.reward <= 0.3 && lastVal.reward >= 0.8 && lastVal.reward - sftVal.reward >= 0.2 && performance.now() - started <= 300_000;
+  console.log(`targets (base <= 0.3, final >= 0.8, RL adds >= 0.2, within 5 min): ${met ? 'met' : 'NOT met'}`);
 }
 
 const engine = await createEngine();
