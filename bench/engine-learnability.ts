@@ -25,10 +25,10 @@ function setting(name: string, fallback: number): number {
 /** The recipe of the demo task (see docs/engine.md, "Recipe for the demo task"). */
 const RECIPE = {
   SFT_EXAMPLES: setting('SFT_EXAMPLES', 256),
-  SFT_EPOCHS: setting('SFT_EPOCHS', 2),
+  SFT_EPOCHS: setting('SFT_EPOCHS', 3),
   SFT_BATCH: setting('SFT_BATCH', 32),
   SFT_LR: setting('SFT_LR', 5e-3),
-  RL_STEPS: setting('RL_STEPS', 60),
+  RL_STEPS: setting('RL_STEPS', 40),
   PROMPTS_PER_STEP: setting('PROMPTS_PER_STEP', 16),
   GROUP_SIZE: setting('GROUP_SIZE', 8),
   TEMPERATURE: setting('TEMPERATURE', 1),
