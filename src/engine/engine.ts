@@ -254,6 +254,7 @@ class LocalEngine implements Engine {
   train(job: EngineTrainingJob, options: { readonly onEvent: (event: EngineTrainingEvent) => void; readonly signal?: AbortSignal }): Promise<EngineTrainingResult> {
     if (this.closed) return Promise.reject(new Error('The engine is closed.'));
     const run = async (): Promise<EngineTrainingResult> => {
+      if (options.signal?.aborted) throw new Error('The training job was cancelled before it started.');
       if (this.trainingThread) return this.trainingThread.run(job, options.onEvent, options.signal);
       return runTrainingJob(job, { onEvent: options.onEvent, isCancelled: () => options.signal?.aborted === true });
     };
