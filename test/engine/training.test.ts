@@ -160,6 +160,27 @@ describe('RL', () => {
     expect(metrics['num_groups_submitted']).toBe(2);
   });
 
+  it('weighs tokens by the importance ratio against the logprobs carried in the Choices', async () => {
+    const { groups } = await rlGroups(base, ['abcd', 'efgh'], 4, (text) => text.length / 6);
+    // Pretend the tokens were sampled by a policy that gave them e^-2 of today's probability.
+    const stale = groups.map((group) => ({
+      trajectories: group.trajectories.map((trajectory, index) => ({
+        ...trajectory,
+        reward: index,
+        messages_and_choices: trajectory.messages_and_choices.map((item) =>
+          'role' in item ? item : { ...item, logprobs: { content: item.logprobs?.content?.map((entry) => ({ ...entry, logprob: entry.logprob - 2 })) ?? null } },
+        ),
+      })),
+    }));
+    const cispo = await train({ kind: 'rl', policy: base, ...output(), step: 1, trajectoryGroups: stale, config: null });
+    expect(cispo.metrics['importance_ratio']).toBeCloseTo(Math.exp(2), 3);
+    expect(cispo.metrics['clip_fraction']).toBe(1); // e^2 > 1 + epsilon_high (4)
+    const relaxed = await train({ kind: 'rl', policy: base, ...output(), step: 1, trajectoryGroups: stale, config: { epsilon_high: 10 } });
+    expect(relaxed.metrics['clip_fraction']).toBe(0);
+    const ppo = await train({ kind: 'rl', policy: base, ...output(), step: 1, trajectoryGroups: stale, config: { loss_fn: 'ppo' } });
+    expect(ppo.metrics['clip_fraction']).toBe(1);
+  });
+
   it('changes no weight when every group has equal rewards', async () => {
     const { groups } = await rlGroups(base, ['abcd', 'efgh'], 4, () => 0.5);
     const { outputPath } = output();
