@@ -25,7 +25,7 @@ const RECIPE = {
   /** Stop RL early rather than overrun the 5-minute promise on a slow machine. */
   timeBudgetSeconds: 270,
 };
-const DATA_DIR = path.resolve('.policyloop/demo');
+const DATA_DIR = path.resolve(process.env['POLICYLOOP_DEMO_DIR'] ?? '.policyloop/demo');
 
 const started = performance.now();
 const seconds = (): string => ((performance.now() - started) / 1000).toFixed(1).padStart(6);
@@ -33,6 +33,11 @@ const format = (value: number | undefined): string => (value === undefined ? '  
 
 await rm(DATA_DIR, { recursive: true, force: true }); // a fresh run every time
 const backend = await LocalBackend.start({ dataDir: DATA_DIR });
+// A failure prints one clear line and still shuts the service down (no stack dump for users).
+process.on('uncaughtException', (error) => {
+  console.error(`demo failed: ${error instanceof Error ? error.message : String(error)}`);
+  void backend.close().finally(() => process.exit(1));
+});
 const model = new TrainableModel({ project: 'demo', name: 'uppercase', baseModel: 'policyloop/tiny-chat' });
 await model.register(backend);
 const client = model.openai();

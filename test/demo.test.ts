@@ -1,0 +1,47 @@
+/**
+ * The README's main job, run as a user runs it: `tsx examples/demo.ts` against the embedded
+ * local service. Asserts the promise the README makes from the history file the demo writes
+ * (not from its console output): held-out val/reward starts low on the base model, and the RL
+ * loop, not only the SFT warm start, lifts it high.
+ */
+import { execFile } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, describe, expect, it } from 'vitest';
+
+const run = promisify(execFile);
+const root = path.resolve(import.meta.dirname, '..');
+
+describe('npm run demo', () => {
+  let dataDir = '';
+  afterAll(async () => {
+    if (dataDir) await rm(dataDir, { recursive: true, force: true });
+  });
+
+  it('raises held-out val/reward from the base model to >= 0.8, with RL adding >= 0.2 over SFT', async () => {
+    dataDir = await mkdtemp(path.join(tmpdir(), 'policyloop-demo-'));
+    const { stdout } = await run(process.execPath, ['--import', 'tsx', 'examples/demo.ts'], {
+      cwd: root,
+      env: { ...process.env, POLICYLOOP_DEMO_DIR: dataDir, NO_COLOR: '1' },
+      timeout: 600_000,
+    });
+    const historyPath = path.join(dataDir, 'demo', 'models', 'uppercase', 'history.jsonl');
+    expect(stdout).toContain(historyPath);
+
+    const rows = (await readFile(historyPath, 'utf8'))
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as Record<string, number>);
+    const val = rows.filter((row) => typeof row['val/reward'] === 'number');
+    const [base, afterSft] = val;
+    const last = val.at(-1);
+    expect(base?.training_step).toBe(0);
+    expect(base?.['val/reward']).toBeLessThanOrEqual(0.3);
+    expect(afterSft?.training_step).toBe(1); // the SFT checkpoint
+    expect(val.length).toBeGreaterThan(3); // evaluated after every RL step
+    expect(last?.['val/reward']).toBeGreaterThanOrEqual(0.8);
+    expect((last?.['val/reward'] ?? 0) - (afterSft?.['val/reward'] ?? 0)).toBeGreaterThanOrEqual(0.2);
+  }, 600_000);
+});
