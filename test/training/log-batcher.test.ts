@@ -102,7 +102,7 @@ describe('LogBatcher failures', () => {
     batcher.on('batch:retry', (event) => retries.push(event.attempt));
     await batcher.add('val', [group('x0'), group('x1')]);
     const flushed = batcher.flush();
-    await vi.advanceTimersByTimeAsync(400);
+    await vi.advanceTimersByTimeAsync(350);
     // The first backoff is at least 375 ms (0.5 s minus jitter): still only one attempt.
     expect(service.calls).toHaveLength(1);
     await vi.advanceTimersByTimeAsync(10_000);
