@@ -29,3 +29,29 @@ export function delay(ms: number, signal?: AbortSignal): Promise<void> {
 export function abortReason(signal: AbortSignal | undefined): unknown {
   return signal?.reason ?? new DOMException('This operation was aborted', 'AbortError');
 }
+
+/**
+ * Settles like `promise`, or rejects at once with the signal's reason when `signal` aborts first
+ * (also when it is already aborted). The promise itself is not cancelled: use this to stop
+ * *waiting* for work that cannot take a signal.
+ * @example
+ * await raceSignal(queue.onIdle(), options.signal);
+ */
+export function raceSignal<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (signal === undefined) return promise;
+  if (signal.aborted) return Promise.reject(abortReason(signal));
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(abortReason(signal));
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    );
+  });
+}

@@ -4,7 +4,7 @@
  */
 import { setMaxListeners } from 'node:events';
 import PQueue from 'p-queue';
-import { abortReason, delay } from '../internal/delay.js';
+import { abortReason, delay, raceSignal } from '../internal/delay.js';
 import { PolicyloopError } from '../internal/errors.js';
 import { formatPath, preview, valueAtPath } from '../internal/format-issues.js';
 import { toRewardFn, type RewardSpec } from '../rewards/combine-rewards.js';
@@ -145,25 +145,6 @@ function isRetryable(error: unknown): boolean {
   return true;
 }
 
-/** Rejects with the signal's reason as soon as it aborts; otherwise settles like `promise`. */
-function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(abortReason(signal));
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = (): void => reject(abortReason(signal));
-    signal.addEventListener('abort', onAbort, { once: true });
-    promise.then(
-      (value) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(value);
-      },
-      (error: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(error);
-      },
-    );
-  });
-}
-
 /** The recorded trajectory with what the rollout returned laid over it, validated. */
 function buildTrajectory(recorded: TrajectoryInput, returned: unknown): Trajectory {
   let merged: unknown = recorded;
@@ -289,7 +270,7 @@ export async function gatherTrajectoryGroups<S>(
         if (reward !== undefined) trajectory.reward = await evaluateReward(reward, trajectory, scenario);
         return trajectory;
       };
-      return await untilAborted(work(), attemptSignal);
+      return await raceSignal(work(), attemptSignal);
     } finally {
       clearTimeout(timer);
       controller.signal.removeEventListener('abort', onStop);
@@ -363,7 +344,7 @@ export async function gatherTrajectoryGroups<S>(
         ? setTimeout(() => scoring.abort(new RolloutTimeoutError(timeout, `scoreGroup of group ${groupIndex}`)), timeout)
         : undefined;
       try {
-        const scored = await untilAborted(
+        const scored = await raceSignal(
           Promise.resolve(scoreGroup(group, { scenario, groupIndex, signal: scoring.signal })),
           scoring.signal,
         );

@@ -8,7 +8,7 @@ import { EventEmitter } from 'eventemitter3';
 import { APIError } from '../client/errors.js';
 import type { TrainingClient } from '../client/index.js';
 import { retryDelay } from '../client/retry-delay.js';
-import { abortReason, delay } from '../internal/delay.js';
+import { abortReason, delay, raceSignal } from '../internal/delay.js';
 import { PolicyloopError } from '../internal/errors.js';
 import type { TrajectoryGroupInput } from '../schema/index.js';
 import { LogDeliveryError } from './errors.js';
@@ -396,26 +396,6 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
     const failure = this.failures.shift();
     if (failure !== undefined) throw failure;
   }
-}
-
-/** `promise`, or the signal's abort reason when it aborts first. */
-function raceSignal<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
-  if (signal === undefined) return promise;
-  if (signal.aborted) return Promise.reject(abortReason(signal));
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = (): void => reject(abortReason(signal));
-    signal.addEventListener('abort', onAbort, { once: true });
-    promise.then(
-      (value) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(value);
-      },
-      (error: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(error);
-      },
-    );
-  });
 }
 
 function positiveInteger(name: string, value: number): number {

@@ -6,6 +6,7 @@
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { raceSignal } from '../../../src/internal/delay.js';
 import { EngineInputError, type Engine, type EngineTrainingEvent, type EngineTrainingJob, type EngineTrainingResult, type PolicyRef } from '../../../src/engine/types.js';
 import type { ChatCompletionRequestBody, ChatCompletionResult, Choice, ChatCompletionTokenLogprob } from '../../../src/schema/index.js';
 
@@ -80,12 +81,12 @@ export function createStandInEngine(options: StandInEngineOptions = {}): StandIn
     async train(job: EngineTrainingJob, trainOptions: { onEvent: (event: EngineTrainingEvent) => void; signal?: AbortSignal }): Promise<EngineTrainingResult> {
       trainedJobs.push(job);
       const sequences = job.kind === 'rl' ? job.trajectoryGroups.length : job.rows.length;
-      if (options.gate !== undefined) await abortable(options.gate(), trainOptions.signal);
+      if (options.gate !== undefined) await raceSignal(options.gate(), trainOptions.signal);
       if (job.kind === 'rl' && (job.config?.learning_rate ?? 1) < 0) throw new Error(`learning_rate must be positive, got ${job.config?.learning_rate}`);
       if (job.kind === 'sft' && JSON.stringify(job.rows).includes('"fail"')) throw new Error('SFT row asked to fail');
       trainOptions.onEvent({ type: 'training_started', data: { num_sequences: sequences } });
       for (let step = 0; step < sequences; step += 1) {
-        await abortable(new Promise((resolve) => setTimeout(resolve, stepDelayMs)), trainOptions.signal);
+        await raceSignal(new Promise((resolve) => setTimeout(resolve, stepDelayMs)), trainOptions.signal);
         trainOptions.onEvent({ type: 'gradient_step', data: { loss: 1 / (step + 1), learning_rate: 0.001 } });
       }
       await mkdir(job.outputPath, { recursive: true });
@@ -94,23 +95,4 @@ export function createStandInEngine(options: StandInEngineOptions = {}): StandIn
     },
     async close(): Promise<void> {},
   };
-}
-
-async function abortable<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
-  if (signal === undefined) return await promise;
-  signal.throwIfAborted();
-  return await new Promise<T>((resolve, reject) => {
-    const onAbort = (): void => reject(signal.reason instanceof Error ? signal.reason : new Error('aborted'));
-    signal.addEventListener('abort', onAbort, { once: true });
-    promise.then(
-      (value) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(value);
-      },
-      (error: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(error instanceof Error ? error : new Error(String(error)));
-      },
-    );
-  });
 }
