@@ -6,7 +6,7 @@ import { Hono } from 'hono';
 import type { Engine } from '../engine/types.js';
 import { ApiKeyChecker } from './auth.js';
 import { lockDataDir } from './data-dir-lock.js';
-import { HttpError, RequestValidationError } from './http-error.js';
+import { errorBody, HttpError, RequestValidationError } from './http-error.js';
 import { JobRunner } from './job-runner.js';
 import { resolveServerOptions, type ServerOptions } from './options.js';
 import { RouteTable } from './route-table.js';
@@ -90,14 +90,14 @@ export async function createApp(options: ServerOptions = {}): Promise<App> {
 
   hono.notFound((context) => {
     const allowed = routes.allowedMethods(context.req.path);
-    if (allowed.length > 0) return context.json({ detail: 'Method Not Allowed' }, 405, { allow: allowed.join(', ') });
-    return context.json({ detail: 'Not Found' }, 404);
+    if (allowed.length > 0) return context.json(errorBody(405, 'Method Not Allowed'), 405, { allow: allowed.join(', ') });
+    return context.json(errorBody(404, 'Not Found'), 404);
   });
   hono.onError((error, context) => {
-    if (error instanceof RequestValidationError) return context.json({ detail: error.issues }, 422);
-    if (error instanceof HttpError) return context.json({ detail: error.message }, error.status as 400, error.headers);
+    if (error instanceof RequestValidationError) return context.json(errorBody(422, error.issues), 422);
+    if (error instanceof HttpError) return context.json(errorBody(error.status, error.message), error.status as 400, error.headers);
     settings.logger.error(`${context.req.method} ${context.req.path} (${context.get('requestId')}) failed: ${error.stack ?? error.message}`);
-    return context.json({ detail: 'Internal server error' }, 500);
+    return context.json(errorBody(500, 'Internal server error'), 500);
   });
 
   let closing: Promise<void> | undefined;
@@ -110,7 +110,7 @@ export async function createApp(options: ServerOptions = {}): Promise<App> {
       } catch (error) {
         // Hono answers handler errors itself; this only catches a failure of that machinery.
         settings.logger.error(`${request.method} ${request.url} failed outside the routes: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
-        return Response.json({ detail: 'Internal server error' }, { status: 500 });
+        return Response.json(errorBody(500, 'Internal server error'), { status: 500 });
       }
     },
     close(): Promise<void> {

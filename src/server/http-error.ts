@@ -30,3 +30,27 @@ export class RequestValidationError extends Error {
 export function validationFailure(loc: readonly (string | number)[], msg: string, type = 'value_error'): RequestValidationError {
   return new RequestValidationError([{ loc: [...loc], msg, type }]);
 }
+
+/**
+ * The body of every error response: FastAPI's `detail` (the contract's shape, which our client
+ * reads) plus an OpenAI-style `error` object, so that the `openai` SDK and agent frameworks show the
+ * reason ("404 Model ... not found") instead of "status code (no body)". Extra keys are allowed by
+ * the contract.
+ */
+export function errorBody(
+  status: number,
+  detail: string | readonly ValidationError[],
+): { detail: string | readonly ValidationError[]; error: { message: string; type: string; code: number } } {
+  const message =
+    typeof detail === 'string' ? detail : detail.map((issue) => `${issue.loc.join('.')}: ${issue.msg}`).join('; ');
+  return { detail, error: { message, type: errorType(status), code: status } };
+}
+
+function errorType(status: number): string {
+  if (status === 401) return 'authentication_error';
+  if (status === 403) return 'permission_error';
+  if (status === 404) return 'not_found_error';
+  if (status === 429) return 'rate_limit_error';
+  if (status >= 500) return 'server_error';
+  return 'invalid_request_error';
+}

@@ -116,6 +116,19 @@ describe('openai SDK against the real engine', () => {
     await expect(client.chat.completions.create({ model: 'nobody', messages: [{ role: 'user', content: 'hi' }] })).rejects.toBeInstanceOf(OpenAI.NotFoundError);
     await expect(client.chat.completions.create({ model: 'policyloop/tiny-chat', messages: [], stream: true })).rejects.toBeInstanceOf(OpenAI.UnprocessableEntityError);
   });
+
+  it('shows the service\'s reason in the SDK\'s error message, not "(no body)"', async () => {
+    const missing = await client.chat.completions
+      .create({ model: 'wandb-artifact:///local/sdk-project/nobody', messages: [{ role: 'user', content: 'hi' }] })
+      .catch((error: unknown) => error);
+    expect(missing).toBeInstanceOf(OpenAI.NotFoundError);
+    expect((missing as Error).message).toMatch(/^404 .*nobody/);
+    const invalid = await client.chat.completions
+      .create({ model: 'policyloop/tiny-chat', messages: [{ role: 'user', content: 'hi' }], temperature: 7 })
+      .catch((error: unknown) => error);
+    expect(invalid).toBeInstanceOf(OpenAI.UnprocessableEntityError);
+    expect((invalid as Error).message).toMatch(/^422 body\.temperature: /);
+  });
 });
 
 describe('openai SDK and tool calls (stand-in engine that always calls the tool)', () => {

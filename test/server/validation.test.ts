@@ -132,7 +132,7 @@ describe('404 and 405', () => {
     for (const path of ['/v1/unknown', '/v2/health', '/v1/preview/models/x/y/z', '/v1/preview/models/', '/']) {
       const response = await server.call('GET', path, { auth: false });
       expect(response.status, path).toBe(404);
-      expect(response.body).toEqual({ detail: 'Not Found' });
+      expect(response.body).toEqual({ detail: 'Not Found', error: { message: 'Not Found', type: 'not_found_error', code: 404 } });
       expect(response.headers.get('x-request-id')).toMatch(/^req_/);
     }
     const wrongMethods: [string, string, string][] = [
@@ -145,7 +145,7 @@ describe('404 and 405', () => {
     for (const [method, path, allow] of wrongMethods) {
       const response = await server.call(method, path, { auth: false });
       expect(response.status, `${method} ${path}`).toBe(405);
-      expect(response.body).toEqual({ detail: 'Method Not Allowed' });
+      expect(response.body).toEqual({ detail: 'Method Not Allowed', error: { message: 'Method Not Allowed', type: 'invalid_request_error', code: 405 } });
       expect(response.headers.get('allow')?.split(', ').sort()).toEqual(allow.split(', ').sort());
     }
   });
