@@ -24,10 +24,11 @@ export function encodeSafetensors(tensors: ReadonlyMap<string, HostTensor>, meta
     header[name] = { dtype: 'F32', shape: [...tensor.shape], data_offsets: [offset, offset + bytes] };
     offset += bytes;
   }
-  let headerText = JSON.stringify(header);
-  // Pad the header so that the data starts 8-byte aligned, as the reference writer does.
-  while ((8 + headerText.length) % 8 !== 0) headerText += ' ';
-  const headerBytes = new TextEncoder().encode(headerText);
+  const headerJson = new TextEncoder().encode(JSON.stringify(header));
+  // Pad the header with spaces (in bytes: names may be non-ASCII) so that the data starts 8-byte
+  // aligned, as the reference writer does.
+  const headerBytes = new Uint8Array(Math.ceil(headerJson.length / 8) * 8).fill(0x20);
+  headerBytes.set(headerJson);
   const out = new Uint8Array(8 + headerBytes.length + offset);
   const view = new DataView(out.buffer);
   view.setBigUint64(0, BigInt(headerBytes.length), true);
@@ -51,8 +52,15 @@ export function decodeSafetensors(bytes: Uint8Array): { tensors: Map<string, Hos
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const headerLength = Number(view.getBigUint64(0, true));
   if (8 + headerLength > bytes.length) throw new Error(`Safetensors header length ${headerLength} exceeds the file size ${bytes.length}.`);
-  const header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + headerLength))) as Record<string, unknown>;
+  let header: Record<string, unknown>;
+  try {
+    header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + headerLength))) as Record<string, unknown>;
+  } catch (error) {
+    throw new Error(`Expected a JSON object as the safetensors header, got unparseable text (${error instanceof Error ? error.message : String(error)}).`);
+  }
+  if (typeof header !== 'object' || header === null || Array.isArray(header)) throw new Error(`Expected a JSON object as the safetensors header, got ${JSON.stringify(header)}.`);
   const dataStart = 8 + headerLength;
+  const dataLength = bytes.length - dataStart;
   const tensors = new Map<string, HostTensor>();
   let metadata: Record<string, string> = {};
   for (const [name, value] of Object.entries(header)) {
@@ -61,8 +69,14 @@ export function decodeSafetensors(bytes: Uint8Array): { tensors: Map<string, Hos
       continue;
     }
     const entry = value as { dtype: string; shape: number[]; data_offsets: [number, number] };
+    if (typeof entry !== 'object' || entry === null || !Array.isArray(entry.shape) || !Array.isArray(entry.data_offsets)) {
+      throw new Error(`Expected {dtype, shape, data_offsets} for tensor ${name} in the safetensors header, got ${JSON.stringify(value)}.`);
+    }
     if (entry.dtype !== 'F32') throw new Error(`Expected F32 tensors in safetensors, got ${entry.dtype} for ${name}.`);
     const [begin, end] = entry.data_offsets;
+    if (!(Number.isInteger(begin) && Number.isInteger(end) && begin >= 0 && begin <= end && end <= dataLength)) {
+      throw new Error(`Tensor ${name} has data_offsets ${JSON.stringify(entry.data_offsets)}, outside the ${dataLength} data bytes of the file.`);
+    }
     const count = (end - begin) / 4;
     const expected = entry.shape.reduce((a, b) => a * b, 1);
     if (count !== expected) throw new Error(`Tensor ${name} has ${count} values but shape ${JSON.stringify(entry.shape)}.`);

@@ -46,7 +46,11 @@ export function isSpecialToken(id: number): boolean {
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
-/** Encodes text as UTF-8 byte tokens (never special tokens). */
+/**
+ * Encodes text as UTF-8 byte tokens (never special tokens). A lone surrogate (a JS string that is
+ * not well-formed UTF-16, hence has no UTF-8 form) is encoded as U+FFFD, as every UTF-8 encoder does;
+ * every well-formed string round-trips exactly through {@link decodeTokens}.
+ */
 export function encodeText(text: string): number[] {
   return Array.from(encoder.encode(text));
 }
