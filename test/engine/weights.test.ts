@@ -12,10 +12,11 @@ import type { CheckpointMetadata, HostWeights } from '../../src/engine/weights.j
 /** Parses a safetensors file by hand, independently of the engine's reader. */
 function parseByHand(bytes: Buffer): { header: Record<string, { dtype: string; shape: number[]; data_offsets: [number, number] }>; metadata: unknown; dataStart: number; values: (name: string) => number[] } {
   const headerLength = Number(bytes.readBigUInt64LE(0));
-  const { __metadata__: metadata, ...header } = JSON.parse(bytes.subarray(8, 8 + headerLength).toString('utf8')) as Record<string, never>;
+  type Entry = { dtype: string; shape: number[]; data_offsets: [number, number] };
+  const { __metadata__: metadata, ...header } = JSON.parse(bytes.subarray(8, 8 + headerLength).toString('utf8')) as Record<string, Entry>;
   const dataStart = 8 + headerLength;
   const values = (name: string): number[] => {
-    const [begin, end] = (header[name] as { data_offsets: [number, number] }).data_offsets;
+    const [begin, end] = (header[name] as Entry).data_offsets;
     const result: number[] = [];
     for (let offset = dataStart + begin; offset < dataStart + end; offset += 4) result.push(bytes.readFloatLE(offset));
     return result;
