@@ -3,10 +3,15 @@ import { PolicyloopError } from '../internal/errors.js';
 
 /** The wire shape of a cursor page. */
 export interface PageBody<Item> {
+  /** Always `list`. */
   object: string;
+  /** The items of the page. */
   data: Item[];
+  /** The id of the first item ('' when empty). */
   first_id: string;
+  /** The id of the last item ('' when empty): the `after` cursor of the next page. */
   last_id: string;
+  /** Whether more items follow. */
   has_more: boolean;
 }
 
@@ -37,14 +42,21 @@ export class Page<Item extends { id: string }> implements AsyncIterable<Item> {
   /** The id of the last item ('' when empty): the cursor of the next page. */
   readonly last_id: string;
   readonly #fetchPage: PageFetcher<Item>;
+  readonly #after: string | undefined;
 
-  constructor(body: PageBody<Item>, fetchPage: PageFetcher<Item>) {
+  /**
+   * @param body The page as the service sent it.
+   * @param fetchPage Fetches the page after a cursor (same query and options).
+   * @param after The cursor this page was fetched with (`undefined` for the first page).
+   */
+  constructor(body: PageBody<Item>, fetchPage: PageFetcher<Item>, after?: string) {
     this.object = body.object;
     this.data = body.data;
     this.has_more = body.has_more;
     this.first_id = body.first_id;
     this.last_id = body.last_id;
     this.#fetchPage = fetchPage;
+    this.#after = after;
   }
 
   /** The cursor of the next page: `last_id`, or the last item's id when the service left it blank. */
@@ -60,14 +72,22 @@ export class Page<Item extends { id: string }> implements AsyncIterable<Item> {
 
   /**
    * Fetches the next page (same query and options, `after` = this page's `last_id`).
-   * Throws when there is none: check {@link hasNextPage} first.
+   * Throws when there is none: check {@link hasNextPage} first. Also throws when the service
+   * says `has_more` but hands back the cursor this page was fetched with, which would otherwise
+   * make `for await` request the same page forever.
    */
   async getNextPage(): Promise<Page<Item>> {
     const cursor = this.hasNextPage() ? this.nextCursor() : undefined;
     if (cursor === undefined) {
       throw new PolicyloopError('No next page: `has_more` is false. Check `page.hasNextPage()` before `getNextPage()`.');
     }
-    return new Page(await this.#fetchPage(cursor), this.#fetchPage);
+    if (cursor === this.#after) {
+      throw new PolicyloopError(
+        `The service answered \`has_more: true\` with the same cursor it was asked for (after=${cursor}): ` +
+          'expected the id of the last item of this page. Stopping rather than requesting the same page forever.',
+      );
+    }
+    return new Page(await this.#fetchPage(cursor), this.#fetchPage, cursor);
   }
 
   /** This page and every following one, fetched as the loop reaches them. */
@@ -99,6 +119,10 @@ export class PagePromise<Item extends { id: string }> implements PromiseLike<Pag
   readonly #after: string | undefined;
   #page: Promise<Page<Item>> | undefined;
 
+  /**
+   * @param fetchPage Fetches the page after a cursor (`undefined` for the first page).
+   * @param after The cursor of the first page, when the caller resumes a list.
+   */
   constructor(fetchPage: PageFetcher<Item>, after?: string) {
     this.#fetchPage = fetchPage;
     this.#after = after;
@@ -113,7 +137,7 @@ export class PagePromise<Item extends { id: string }> implements PromiseLike<Pag
   }
 
   #load(): Promise<Page<Item>> {
-    this.#page ??= this.#fetchPage(this.#after).then((body) => new Page(body, this.#fetchPage));
+    this.#page ??= this.#fetchPage(this.#after).then((body) => new Page(body, this.#fetchPage, this.#after));
     return this.#page;
   }
 

@@ -21,10 +21,15 @@ export function page<Item extends z.ZodType>(item: Item) {
 
 /** A page of items of type `T` as the wire carries it (the client wraps it in its `Page` class). */
 export interface CursorPage<T> {
+  /** Always `list`. */
   object: string;
+  /** The items of the page. */
   data: T[];
+  /** The id of the first item ('' when empty). */
   first_id: string;
+  /** The id of the last item ('' when empty): the `after` cursor of the next page. */
   last_id: string;
+  /** Whether more items follow. */
   has_more: boolean;
 }
 

@@ -134,6 +134,29 @@ describe('cursor pages', () => {
     expect(seen).toHaveLength(1);
   });
 
+  it('a service that answers has_more with the cursor it was given stops the iteration with a clear error', async () => {
+    // A broken service: every page says has_more and names the same last item.
+    const stuck = { object: 'list', data: [{ id: uuid(1), type: 'gradient_step', data: {} }], first_id: uuid(1), last_id: uuid(1), has_more: true };
+    // (The third answer is there so that, without the guard, the test fails instead of looping.)
+    const service = fakeFetch(json(stuck), json(stuck), json({ detail: 'asked a third time' }, 404));
+    const seen: string[] = [];
+    const run = async () => {
+      for await (const event of client(service.fetch).jobs.events(JOB_ID)) seen.push(event.id);
+    };
+    await expect(run()).rejects.toThrow(/same cursor it was asked for \(after=00000000-0000-4000-8000-000000000001\)/);
+    // The first page, then the page after uuid(1), which repeated the cursor: two requests, not a loop.
+    expect(service.calls()).toBe(2);
+    expect(seen).toEqual([uuid(1), uuid(1)]);
+  });
+
+  it('a first page fetched with after= that hands the same cursor back is caught too', async () => {
+    const stuck = { object: 'list', data: [{ id: uuid(4), step: 4, metrics: {} }], first_id: uuid(4), last_id: uuid(4), has_more: true };
+    const service = fakeFetch(json(stuck));
+    const first = await client(service.fetch).checkpoints.list(MODEL_ID, { after: uuid(4) });
+    await expect(first.getNextPage()).rejects.toThrow(PolicyloopError);
+    expect(service.calls()).toBe(1);
+  });
+
   it('a page promise sends nothing until used, and its first request only once', async () => {
     const service = eventService(3);
     const promise = client(service.fetch).jobs.events(JOB_ID);
