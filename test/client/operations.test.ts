@@ -277,3 +277,81 @@ async function captured(run: () => Promise<unknown>): Promise<unknown> {
   }
   throw new Error('expected a rejection');
 }
+
+describe('against the hosted services’ base URLs, every operation lands under their /v1', () => {
+  const emptyPage = { object: 'list', data: [], first_id: '', last_id: '', has_more: false };
+  /** Each operation, the answer it expects, and its method and path relative to the base URL. */
+  const operations: Array<{ call: (client: TrainingClient) => PromiseLike<unknown>; answer: unknown; method: string; path: string }> = [
+    { call: (client) => client.health(), answer: {}, method: 'GET', path: '/health' },
+    {
+      call: (client) => client.systemCheck(),
+      answer: { api: true, database: true, cpu_queue: { success: true }, gpu_queue: { success: true } },
+      method: 'GET',
+      path: '/system-check',
+    },
+    { call: (client) => client.baseModels.list(), answer: [], method: 'GET', path: '/preview/base-models' },
+    {
+      call: (client) => client.models.create({ project: 'p', name: 'n', base_model: 'b' }),
+      answer: modelResponse,
+      method: 'POST',
+      path: '/preview/models',
+    },
+    {
+      call: (client) => client.models.delete(MODEL_ID),
+      answer: { model_id: MODEL_ID, deleted_checkpoints: 0, deleted_run: false },
+      method: 'DELETE',
+      path: `/preview/models/${MODEL_ID}`,
+    },
+    {
+      call: (client) => client.models.log(MODEL_ID, { split: 'train', trajectory_groups: [group] }),
+      answer: {},
+      method: 'POST',
+      path: `/preview/models/${MODEL_ID}/log`,
+    },
+    {
+      call: (client) => client.checkpoints.list(MODEL_ID, { limit: 1 }),
+      answer: emptyPage,
+      method: 'GET',
+      path: `/preview/models/${MODEL_ID}/checkpoints?limit=1`,
+    },
+    {
+      call: (client) => client.checkpoints.delete(MODEL_ID, { steps: [1] }),
+      answer: { deleted_count: 1, not_found_steps: [] },
+      method: 'DELETE',
+      path: `/preview/models/${MODEL_ID}/checkpoints`,
+    },
+    {
+      call: (client) => client.jobs.createRL({ model_id: MODEL_ID, trajectory_groups: [group] }),
+      answer: { id: JOB_ID },
+      method: 'POST',
+      path: '/preview/training-jobs',
+    },
+    {
+      call: (client) => client.jobs.createSFT({ model_id: MODEL_ID, training_data_url: 'wandb-artifact:///e/p/data:v0' }),
+      answer: { id: JOB_ID },
+      method: 'POST',
+      path: '/preview/sft-training-jobs',
+    },
+    { call: (client) => client.jobs.retrieve(JOB_ID), answer: fullJob, method: 'GET', path: `/preview/training-jobs/${JOB_ID}` },
+    {
+      call: (client) => client.jobs.events(JOB_ID, { after: uuid(1) }),
+      answer: emptyPage,
+      method: 'GET',
+      path: `/preview/training-jobs/${JOB_ID}/events?after=${uuid(1)}`,
+    },
+  ];
+
+  for (const hosted of ['https://api.training.wandb.ai/v1', 'https://forge.coreweave.com/api/training/v1']) {
+    for (const given of [hosted, `${hosted}/`, hosted.slice(0, -'/v1'.length)]) {
+      it(`baseURL ${given}`, async () => {
+        for (const { call, answer, method, path } of operations) {
+          const fake = fakeFetch(json(answer));
+          await call(new TrainingClient({ apiKey: 'k', baseURL: given, fetch: fake.fetch, maxRetries: 0 }));
+          const request = only(fake.requests);
+          expect(`${request.method} ${request.url.href}`).toBe(`${method} ${hosted}${path}`);
+          expect(request.headers.get('authorization')).toBe('Bearer k');
+        }
+      });
+    }
+  }
+});
