@@ -43,6 +43,13 @@ export class APIError extends PolicyloopError {
   /** The service's id of this request (`x-request-id`), to quote in bug reports. */
   readonly requestId: string | undefined;
 
+  /**
+   * Prefer {@link APIError.generate}, which picks the subclass of the status.
+   * @param status The HTTP status code.
+   * @param body The parsed response body (JSON, else text; `undefined` when empty).
+   * @param message Fallback text (e.g. the status text) when the body says nothing readable.
+   * @param headers The response headers.
+   */
   constructor(status: number, body: unknown, message: string | undefined, headers: HeadersInit | undefined) {
     super(makeMessage(status, body, message), { retryable: isRetryableStatus(status) });
     this.status = status;
@@ -99,6 +106,7 @@ export class UnprocessableEntityError extends APIError {
   /** The validation issues from the body's `detail` (empty when the body had none we could read). */
   readonly issues: ValidationError[];
 
+  /** Like {@link APIError}'s; also parses `body.detail` into {@link issues}. */
   constructor(status: number, body: unknown, message: string | undefined, headers: HeadersInit | undefined) {
     super(status, body, message, headers);
     this.issues = parseValidationIssues(body) ?? [];
@@ -118,6 +126,7 @@ export interface ConnectionErrorOptions {
  * Retryable (but a POST without an idempotency key is still not retried: it may have arrived).
  */
 export class APIConnectionError extends PolicyloopError {
+  /** @param options The underlying `cause` and an optional message. */
   constructor(options: ConnectionErrorOptions = {}) {
     super(options.message ?? 'Connection error: no response from the training service.', {
       cause: options.cause,
@@ -128,6 +137,7 @@ export class APIConnectionError extends PolicyloopError {
 
 /** One attempt took longer than its `timeout` (ms) and was cancelled. Retryable. */
 export class APIConnectionTimeoutError extends APIConnectionError {
+  /** @param options The underlying `cause`, the `timeout` that ran out (ms, for the message) and an optional message. */
   constructor(options: ConnectionErrorOptions & { timeout?: number | undefined } = {}) {
     super({
       cause: options.cause,
@@ -142,6 +152,7 @@ export class APIConnectionTimeoutError extends APIConnectionError {
 
 /** The caller's `signal` aborted the call (during a request or a wait between retries). Not retryable. */
 export class APIUserAbortError extends PolicyloopError {
+  /** @param options The signal's reason as `cause`, and an optional message. */
   constructor(options: { cause?: unknown; message?: string | undefined } = {}) {
     super(options.message ?? 'Request was aborted.', { cause: options.cause });
   }
@@ -163,6 +174,7 @@ export class RetryError extends PolicyloopError {
   /** The error of the final attempt. */
   readonly lastError: unknown;
 
+  /** @param options What gave up (`message`, default `Gave up`) and every error seen, oldest first. */
   constructor(options: { message?: string; errors: unknown[] }) {
     const lastError = options.errors.at(-1);
     const attempts = options.errors.length;
@@ -188,6 +200,11 @@ export class InvalidArgumentError extends PolicyloopError {
   /** The zod issues. */
   readonly issues: z.core.$ZodIssue[];
 
+  /**
+   * @param argument What was wrong, e.g. `body` or `options.timeout`.
+   * @param issues The zod issues.
+   * @param context The operation, e.g. `POST /preview/training-jobs`, for the message.
+   */
   constructor(argument: string, issues: z.core.$ZodIssue[], context?: string) {
     super(`Invalid ${argument}${context === undefined ? '' : ` for ${context}`}: ${formatIssues(issues)}`);
     this.argument = argument;
@@ -240,6 +257,7 @@ export class ResponseValidationError extends PolicyloopError {
   /** The service's id of the request (`x-request-id`). */
   readonly requestId: string | undefined;
 
+  /** @param options The operation, the schema, the zod issues and the response. */
   constructor(options: ResponseValidationErrorOptions) {
     const first = options.issues[0];
     const path = first === undefined ? '(root)' : formatPath(first.path);
@@ -265,6 +283,7 @@ export class ResponseValidationError extends PolicyloopError {
 
 /** No API key was given and none is in the environment. Raised by the client's constructor. */
 export class MissingApiKeyError extends PolicyloopError {
+  /** The message names the option and both environment variables. */
   constructor() {
     super(
       'No API key: pass `apiKey` to `new TrainingClient({ apiKey })`, or set the POLICYLOOP_API_KEY ' +
@@ -292,6 +311,9 @@ function makeMessage(status: number, body: unknown, fallback: string | undefined
   if (body !== null && typeof body === 'object' && 'detail' in body && typeof body.detail === 'string') {
     return `${status} ${body.detail}`;
   }
+  // OpenAI-compatible services and gateways answer `{error: {message}}`, `{error: "..."}` or `{message}`.
+  const openAIMessage = errorObjectMessage(body);
+  if (openAIMessage !== undefined) return `${status} ${openAIMessage}`;
   if (typeof body === 'string' && body.trim() !== '') {
     const text = body.trim().replace(/\s+/g, ' ');
     return `${status} ${text.length > 200 ? `${text.slice(0, 199)}…` : text}`;
@@ -299,4 +321,19 @@ function makeMessage(status: number, body: unknown, fallback: string | undefined
   if (body !== undefined && body !== null && typeof body !== 'string') return `${status} ${preview(body, 200)}`;
   if (fallback !== undefined && fallback !== '') return `${status} ${fallback}`;
   return `${status} status code (no body)`;
+}
+
+/** The message of an OpenAI-style error body, when it has one. */
+function errorObjectMessage(body: unknown): string | undefined {
+  if (body === null || typeof body !== 'object') return undefined;
+  const record = body as Record<string, unknown>;
+  const error = record['error'];
+  if (error !== null && typeof error === 'object') {
+    const message = (error as Record<string, unknown>)['message'];
+    if (typeof message === 'string' && message.trim() !== '') return message;
+  }
+  if (typeof error === 'string' && error.trim() !== '') return error;
+  const message = record['message'];
+  if (typeof message === 'string' && message.trim() !== '') return message;
+  return undefined;
 }

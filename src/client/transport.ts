@@ -44,11 +44,17 @@ export interface RequestSpec<Output> {
 
 /** Settings the transport needs from the client. */
 export interface TransportSettings {
+  /** Sent as `Authorization: Bearer <key>`. */
   apiKey: string;
+  /** Base URL of the training API, ending in `/v1`. */
   baseURL: string;
+  /** Default time per attempt, in milliseconds. */
   timeout: number;
+  /** Default retries after the first attempt. */
   maxRetries: number;
+  /** The `fetch` to send requests with. */
   fetch: typeof fetch;
+  /** Headers sent with every request. */
   defaultHeaders: Record<string, string>;
 }
 
@@ -56,6 +62,7 @@ export interface TransportSettings {
 export class Transport {
   readonly #settings: TransportSettings;
 
+  /** @param settings The client's resolved settings. */
   constructor(settings: TransportSettings) {
     this.#settings = settings;
   }
@@ -173,10 +180,13 @@ export class Transport {
   }
 }
 
-/** Validates a timeout option: a positive finite number of milliseconds. */
+/** The longest timer Node and browsers keep (2^31 - 1 ms, about 24.8 days); longer ones fire at once. */
+export const MAX_TIMEOUT_MS = 2_147_483_647;
+
+/** Validates a timeout option: a positive number of milliseconds, at most {@link MAX_TIMEOUT_MS}. */
 export function checkTimeout(value: number, argument: string): number {
-  if (typeof value === 'number' && Number.isFinite(value) && value > 0) return value;
-  throw invalidNumber(argument, value, 'a positive number of milliseconds');
+  if (typeof value === 'number' && Number.isFinite(value) && value > 0 && value <= MAX_TIMEOUT_MS) return value;
+  throw invalidNumber(argument, value, `a positive number of milliseconds, at most ${MAX_TIMEOUT_MS} (about 24.8 days)`);
 }
 
 /** Validates a retry-count option: a non-negative integer. */

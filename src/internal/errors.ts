@@ -27,6 +27,10 @@ export class PolicyloopError extends Error {
   /** Whether the same call may succeed if tried again unchanged. */
   readonly retryable: boolean;
 
+  /**
+   * @param message What was expected and what came.
+   * @param options The `cause` and whether the call is `retryable`.
+   */
   constructor(message: string, options: PolicyloopErrorOptions = {}) {
     super(message, 'cause' in options ? { cause: options.cause } : undefined);
     // `new.target` is the concrete subclass, so every error names itself without boilerplate.

@@ -97,6 +97,13 @@ describe('other options', () => {
     expect(() => new TrainingClient({ apiKey: 'k', maxRetries: 1.5 })).toThrow(/non-negative integer, got 1.5/);
   });
 
+  it('a timeout longer than a timer can hold fails at construction instead of firing at once', () => {
+    // setTimeout fires after 1 ms (with a console warning) for delays above 2^31 - 1 ms.
+    expect(new TrainingClient({ apiKey: 'k', timeout: 2_147_483_647 }).timeout).toBe(2_147_483_647);
+    expect(() => new TrainingClient({ apiKey: 'k', timeout: 2_147_483_648 })).toThrow(/at most 2147483647.*got 2147483648/);
+    expect(() => new TrainingClient({ apiKey: 'k', timeout: Number.POSITIVE_INFINITY })).toThrow(InvalidArgumentError);
+  });
+
   it('a bad per-call timeout rejects before any request', async () => {
     const fake = fakeFetch(json({}));
     const client = new TrainingClient({ apiKey: 'k', fetch: fake.fetch });

@@ -75,6 +75,16 @@ describe('status mapping', () => {
     expect(APIError.generate(413, undefined).message).toBe('413 status code (no body)');
   });
 
+  it('an OpenAI-style error body gives its message (gateways and OpenAI-compatible services send it)', () => {
+    expect(APIError.generate(404, { error: { message: 'Model x not found', type: 'not_found_error' } }).message).toBe(
+      '404 Model x not found',
+    );
+    expect(APIError.generate(429, { error: 'quota exceeded' }).message).toBe('429 quota exceeded');
+    expect(APIError.generate(500, { message: 'boom' }).message).toBe('500 boom');
+    // The contract's detail wins when both are there (our local service sends both).
+    expect(APIError.generate(404, { detail: 'Job not found', error: { message: 'other' } }).message).toBe('404 Job not found');
+  });
+
   it('a non-JSON error body is kept as text and becomes the message', async () => {
     const { client } = setup(new Response('upstream connect error', { status: 502 }));
     const error = await rejection(client.health());
