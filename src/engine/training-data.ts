@@ -96,9 +96,12 @@ export function buildRlData(groups: readonly TrajectoryGroup[], config: Experime
           builder.tokens.push(specialTokenId('<|assistant|>'));
           pad();
           const entries = choice.logprobs?.content ?? null;
+          // An empty logprobs list is a completion of no tokens (e.g. a stop sequence matched at
+          // once), not a Choice without logprobs, as long as the message is empty too.
+          const body = entries && entries.length === 0 ? assistantBodyTokens(choice.message, `${where}.message`) : [];
           let ids: number[];
           let logprobs: number[];
-          if (entries && entries.length > 0) {
+          if (entries && (entries.length > 0 || body.length === 0)) {
             ids = entries.map((entry, entryIndex) => {
               const id = recoverTokenId(entry);
               if (id === null) {
