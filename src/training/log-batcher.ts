@@ -153,7 +153,8 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
   private closing = false;
   /** Aborted when `close(signal)` is aborted: pending batches then go straight to the spool. */
   private readonly stop = new AbortController();
-  private failures: LogDeliveryError[] = [];
+  /** Batches neither sent nor spooled, and errors thrown by listeners: surfaced by the next flush or close. */
+  private failures: Error[] = [];
   private counts = { sentBatches: 0, sentGroups: 0, spooledBatches: 0, spooledGroups: 0 };
 
   constructor(options: LogBatcherOptions) {
@@ -196,7 +197,8 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
   /**
    * Sends everything buffered and resolves when the service acknowledged it (or it was spooled).
    * `signal` stops the wait only: the batches keep being delivered in the background.
-   * Rejects with {@link LogDeliveryError} when a batch could be neither sent nor spooled.
+   * Rejects with {@link LogDeliveryError} when a batch could be neither sent nor spooled, and with
+   * the error of an event listener that threw (the batch itself is still delivered or spooled).
    */
   async flush(signal?: AbortSignal): Promise<LogBatcherStats> {
     await raceSignal(this.drain(true), signal);
@@ -270,8 +272,11 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
         const size = this.nextBatchSize(all);
         if (size === 0) break;
         const batch = this.buffer.splice(0, size);
-        await this.deliver(batch, undefined);
-        this.release(batch);
+        try {
+          await this.deliver(batch, undefined);
+        } finally {
+          this.release(batch);
+        }
       }
       if (this.buffer.length > 0) this.armTimer();
     });
@@ -322,7 +327,7 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
         this.counts.sentBatches += 1;
         this.counts.sentGroups += groups.length;
         const bytes = batch.reduce((sum, entry) => sum + entry.bytes, 0);
-        this.emit('batch:sent', { split, groupCount: groups.length, bytes, attempts: attempt });
+        this.notify('batch:sent', { split, groupCount: groups.length, bytes, attempts: attempt });
         return true;
       } catch (error) {
         const retryable = error instanceof PolicyloopError && error.retryable;
@@ -331,7 +336,7 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
           return false;
         }
         const delayMs = retryDelay(attempt, error instanceof APIError ? error.headers : undefined);
-        this.emit('batch:retry', { split, groupCount: groups.length, attempt, delayMs, error });
+        this.notify('batch:retry', { split, groupCount: groups.length, attempt, delayMs, error });
         try {
           await delay(delayMs, stop);
         } catch {
@@ -365,7 +370,23 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
     }
     this.counts.spooledBatches += 1;
     this.counts.spooledGroups += groups.length;
-    this.emit('batch:spooled', { split, groupCount: groups.length, spoolPath: this.spoolPath, attempts, error });
+    this.notify('batch:spooled', { split, groupCount: groups.length, spoolPath: this.spoolPath, attempts, error });
+  }
+
+  /**
+   * Emits an event; a listener that throws must not change the fate of a batch (a sent batch
+   * spooled too would be sent twice by a replay), so its error is kept for the next flush/close.
+   */
+  private notify<K extends keyof LogBatcherEvents>(name: K, event: LogBatcherEvents[K][0]): void {
+    try {
+      (this.emit as (name: K, event: unknown) => boolean)(name, event);
+    } catch (error) {
+      this.failures.push(
+        new PolicyloopError(`A \`${name}\` listener of the LogBatcher threw: ${error instanceof Error ? error.message : String(error)}`, {
+          cause: error,
+        }),
+      );
+    }
   }
 
   private release(batch: readonly Entry[]): void {

@@ -192,6 +192,25 @@ describe('LogBatcher failures', () => {
   });
 });
 
+describe('LogBatcher listeners', () => {
+  it('a throwing listener neither spools a sent batch (no duplicate on replay) nor loses the rest; flush reports it', async () => {
+    const service = scriptedLogFetch((call) => (call === 1 ? 503 : 200));
+    const batcher = batcherWith(service.fetch, { maxBatchGroups: 1, maxRetries: 2 });
+    batcher.on('batch:sent', () => {
+      throw new Error('listener bug');
+    });
+    batcher.on('batch:retry', () => {
+      throw new Error('retry listener bug');
+    });
+    await batcher.add('val', [group('s0'), group('s1'), group('s2')]);
+    const error = await settle(batcher.flush().catch((caught: unknown) => caught));
+    expect(String(error)).toContain('listener bug');
+    expect(service.acknowledged).toEqual(['s0', 's1', 's2']);
+    expect(await spoolRecords()).toEqual([]);
+    expect(batcher.stats()).toMatchObject({ sentGroups: 3, spooledGroups: 0, bufferedGroups: 0, bufferedBytes: 0 });
+  });
+});
+
 describe('LogBatcher memory and shutdown', () => {
   it('makes add wait while the buffer is full, until a batch is acknowledged', async () => {
     const service = scriptedLogFetch((call) => (call === 0 ? 'hold' : 200));
