@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_LEARNING_RATE } from '../../src/engine/index.js';
+import { recordTrajectory } from '../../src/rollout/index.js';
 import { HostedBackend, LocalBackend, TrainableModel } from '../../src/training/index.js';
 
 const MODEL_ID = '00000000-0000-4000-8000-0000000000c1';
@@ -17,7 +18,7 @@ const CHECKPOINT_ID = '00000000-0000-4000-8000-0000000000c4';
 
 /** A hosted service stand-in: answers what the model handle calls, recording every request body. */
 function hostedStandIn() {
-  const requests: Array<{ method: string; path: string; body: unknown; authorization: string | null }> = [];
+  const requests: Array<{ method: string; host: string; path: string; body: unknown; authorization: string | null }> = [];
   let trained = false;
   const json = (body: unknown) => new Response(JSON.stringify(body), { headers: { 'content-type': 'application/json' } });
   const fetch = async (input: RequestInfo | URL, init?: RequestInit): Promise<Response> => {
@@ -25,6 +26,7 @@ function hostedStandIn() {
     const method = init?.method ?? 'GET';
     requests.push({
       method,
+      host: url.host,
       path: url.pathname,
       body: typeof init?.body === 'string' ? JSON.parse(init.body) : undefined,
       authorization: new Headers(init?.headers).get('authorization'),
@@ -42,6 +44,12 @@ function hostedStandIn() {
       return json({ object: 'list', data: [{ id: EVENT_ID, type: 'training_ended', data: {} }], first_id: '', last_id: '', has_more: false });
     }
     if (url.pathname.endsWith('/log')) return json({});
+    if (url.pathname.endsWith('/chat/completions')) {
+      const body = JSON.parse(String(init?.body)) as { model: string };
+      const logprobs = { content: [{ token: 'hi', bytes: [104, 105], logprob: -0.1, top_logprobs: [] }], refusal: null };
+      const choice = { index: 0, finish_reason: 'stop', message: { role: 'assistant', content: 'hi', refusal: null }, logprobs };
+      return json({ id: 'chatcmpl-1', object: 'chat.completion', created: 0, model: body.model, choices: [choice] });
+    }
     return new Response(JSON.stringify({ detail: 'not found' }), { status: 404 });
   };
   return { fetch: fetch as typeof globalThis.fetch, requests };
@@ -104,6 +112,35 @@ describe('HostedBackend', () => {
     const sft = service.requests.find((request) => request.path === '/v1/preview/sft-training-jobs');
     expect(sft?.body).toMatchObject({ model_id: MODEL_ID, training_data_url: 'wandb-artifact:///my-team/p/sft:v0' });
     await model.close();
+  });
+});
+
+describe('the one-line switch', () => {
+  it('hands out an OpenAI client bound to the hosted service: its key, its inference URL, this model, logprobs on', async () => {
+    const service = hostedStandIn();
+    const backend = new HostedBackend({
+      apiKey: 'wandb-key',
+      baseURL: 'https://hosted.test/v1',
+      inferenceBaseURL: 'https://inference.test/v1',
+      fetch: service.fetch,
+      dataDir: path.join(tmpdir(), 'policyloop-hosted-openai'),
+    });
+    const model = await new TrainableModel({ project: 'p', name: 'm', baseModel: 'OpenPipe/Qwen3-14B-Instruct' }).register(backend);
+    const { trajectory } = await recordTrajectory(() =>
+      model.openai({ step: 3 }).chat.completions.create({ model: '', messages: [{ role: 'user', content: 'hello' }] }),
+    );
+    const request = service.requests.find((entry) => entry.path.endsWith('/chat/completions'));
+    expect(request).toMatchObject({
+      method: 'POST',
+      host: 'inference.test',
+      path: '/v1/chat/completions',
+      authorization: 'Bearer wandb-key',
+      body: { model: 'wandb-artifact:///my-team/p/m:step3', logprobs: true },
+    });
+    expect(service.requests.filter((entry) => entry.path.startsWith('/v1/preview')).every((entry) => entry.host === 'hosted.test')).toBe(true);
+    // The captured Choice keeps the hosted service's logprobs, as on the local backend.
+    expect(trajectory.messages_and_choices).toHaveLength(2);
+    expect(JSON.stringify(trajectory.messages_and_choices?.[1])).toContain('"logprob":-0.1');
   });
 });
 
