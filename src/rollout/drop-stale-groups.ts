@@ -28,7 +28,7 @@ export function oldestPolicyVersion(group: TrajectoryGroup): number | undefined 
  * more than `maxStaleness` steps behind `currentStep`. Groups whose trajectories carry no version
  * are kept (nothing says they are old).
  * @example
- * const { fresh, dropped } = dropStaleGroups(groups, await model.step(), 1);
+ * const { fresh, dropped } = dropStaleGroups(groups, await model.getStep(), 1);
  * metrics['data/step_num_groups_dropped_stale'] = dropped.length;
  */
 export function dropStaleGroups(groups: readonly TrajectoryGroup[], currentStep: number, maxStaleness: number): StalenessSplit {

@@ -185,7 +185,7 @@ function buildTrajectory(recorded: TrajectoryInput, returned: unknown): Trajecto
  *   concurrency: 8,
  *   reward: { correct: exactMatch((scenario) => scenario.answer) },
  *   maxExceptions: 0.1,
- *   policyVersion: () => model.step(),
+ *   policyVersion: () => model.getStep(),
  *   progress: true,
  * });
  */
