@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { InvalidArgumentError, TrainingClient, VERSION } from '../../src/client/index.js';
+import { APIUserAbortError, InvalidArgumentError, TrainingClient, VERSION, type RequestOptions } from '../../src/client/index.js';
 import { fakeFetch, json, type Reply } from './fake-fetch.js';
 import { fullJob, group, JOB_ID, MODEL_ID, modelResponse, uuid } from './fixtures.js';
 
@@ -278,68 +278,91 @@ async function captured(run: () => Promise<unknown>): Promise<unknown> {
   throw new Error('expected a rejection');
 }
 
-describe('against the hosted services’ base URLs, every operation lands under their /v1', () => {
+describe('every operation: per-call options, and paths under the hosted services’ /v1', () => {
   const emptyPage = { object: 'list', data: [], first_id: '', last_id: '', has_more: false };
   /** Each operation, the answer it expects, and its method and path relative to the base URL. */
-  const operations: Array<{ call: (client: TrainingClient) => PromiseLike<unknown>; answer: unknown; method: string; path: string }> = [
-    { call: (client) => client.health(), answer: {}, method: 'GET', path: '/health' },
+  const operations: Array<{ call: (client: TrainingClient, options?: RequestOptions) => PromiseLike<unknown>; answer: unknown; method: string; path: string }> = [
+    { call: (client, options) => client.health(options), answer: {}, method: 'GET', path: '/health' },
     {
-      call: (client) => client.systemCheck(),
+      call: (client, options) => client.systemCheck(options),
       answer: { api: true, database: true, cpu_queue: { success: true }, gpu_queue: { success: true } },
       method: 'GET',
       path: '/system-check',
     },
-    { call: (client) => client.baseModels.list(), answer: [], method: 'GET', path: '/preview/base-models' },
+    { call: (client, options) => client.baseModels.list(options), answer: [], method: 'GET', path: '/preview/base-models' },
     {
-      call: (client) => client.models.create({ project: 'p', name: 'n', base_model: 'b' }),
+      call: (client, options) => client.models.create({ project: 'p', name: 'n', base_model: 'b' }, options),
       answer: modelResponse,
       method: 'POST',
       path: '/preview/models',
     },
     {
-      call: (client) => client.models.delete(MODEL_ID),
+      call: (client, options) => client.models.delete(MODEL_ID, options),
       answer: { model_id: MODEL_ID, deleted_checkpoints: 0, deleted_run: false },
       method: 'DELETE',
       path: `/preview/models/${MODEL_ID}`,
     },
     {
-      call: (client) => client.models.log(MODEL_ID, { split: 'train', trajectory_groups: [group] }),
+      call: (client, options) => client.models.log(MODEL_ID, { split: 'train', trajectory_groups: [group] }, options),
       answer: {},
       method: 'POST',
       path: `/preview/models/${MODEL_ID}/log`,
     },
     {
-      call: (client) => client.checkpoints.list(MODEL_ID, { limit: 1 }),
+      call: (client, options) => client.checkpoints.list(MODEL_ID, { limit: 1 }, options),
       answer: emptyPage,
       method: 'GET',
       path: `/preview/models/${MODEL_ID}/checkpoints?limit=1`,
     },
     {
-      call: (client) => client.checkpoints.delete(MODEL_ID, { steps: [1] }),
+      call: (client, options) => client.checkpoints.delete(MODEL_ID, { steps: [1] }, options),
       answer: { deleted_count: 1, not_found_steps: [] },
       method: 'DELETE',
       path: `/preview/models/${MODEL_ID}/checkpoints`,
     },
     {
-      call: (client) => client.jobs.createRL({ model_id: MODEL_ID, trajectory_groups: [group] }),
+      call: (client, options) => client.jobs.createRL({ model_id: MODEL_ID, trajectory_groups: [group] }, options),
       answer: { id: JOB_ID },
       method: 'POST',
       path: '/preview/training-jobs',
     },
     {
-      call: (client) => client.jobs.createSFT({ model_id: MODEL_ID, training_data_url: 'wandb-artifact:///e/p/data:v0' }),
+      call: (client, options) => client.jobs.createSFT({ model_id: MODEL_ID, training_data_url: 'wandb-artifact:///e/p/data:v0' }, options),
       answer: { id: JOB_ID },
       method: 'POST',
       path: '/preview/sft-training-jobs',
     },
-    { call: (client) => client.jobs.retrieve(JOB_ID), answer: fullJob, method: 'GET', path: `/preview/training-jobs/${JOB_ID}` },
+    { call: (client, options) => client.jobs.retrieve(JOB_ID, options), answer: fullJob, method: 'GET', path: `/preview/training-jobs/${JOB_ID}` },
     {
-      call: (client) => client.jobs.events(JOB_ID, { after: uuid(1) }),
+      call: (client, options) => client.jobs.events(JOB_ID, { after: uuid(1) }, options),
       answer: emptyPage,
       method: 'GET',
       path: `/preview/training-jobs/${JOB_ID}/events?after=${uuid(1)}`,
     },
   ];
+
+  it('every method takes the per-call options: headers reach the wire, a signal cancels', async () => {
+    const all = [
+      ...operations,
+      {
+        call: (client: TrainingClient, options?: RequestOptions) => client.inference.models.list({ ...options, project: 't/p' }),
+        answer: { object: 'list', data: [] },
+        method: 'GET',
+        path: '/models',
+      },
+    ];
+    for (const { call, answer, path } of all) {
+      const fake = fakeFetch(json(answer));
+      const client = new TrainingClient({ apiKey: 'k', baseURL: BASE, fetch: fake.fetch, maxRetries: 0 });
+      await call(client, { headers: { 'X-Call': path }, timeout: 5_000, maxRetries: 0 });
+      expect(only(fake.requests).headers.get('x-call'), path).toBe(path);
+      await expect(call(client, { signal: AbortSignal.abort() }), path).rejects.toBeInstanceOf(APIUserAbortError);
+      expect(fake.calls(), `${path}: an aborted call sends nothing`).toBe(1);
+      await expect(call(client, { timeout: -1 }), path).rejects.toThrow(InvalidArgumentError);
+      await expect(call(client, { maxRetries: -1 }), path).rejects.toThrow(InvalidArgumentError);
+      expect(fake.calls(), path).toBe(1);
+    }
+  });
 
   for (const hosted of ['https://api.training.wandb.ai/v1', 'https://forge.coreweave.com/api/training/v1']) {
     for (const given of [hosted, `${hosted}/`, hosted.slice(0, -'/v1'.length)]) {
