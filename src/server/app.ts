@@ -22,10 +22,12 @@ export interface App {
   /** Answers one request; never rejects (errors become responses). */
   fetch(request: Request): Promise<Response>;
   /**
-   * Stops the service: fails queued jobs, aborts running ones (each gets its terminal event),
-   * closes the store and, when the service created it, the engine. Later requests get 503.
+   * Stops the service: new requests get 503 at once; requests in flight may finish (at most
+   * `timeoutMs`, default 10 s, then their completions are stopped and answered 503); then it fails
+   * queued jobs, aborts running ones (each gets its terminal event), closes the store and, when
+   * the service created it, the engine.
    */
-  close(): Promise<void>;
+  close(timeoutMs?: number): Promise<void>;
   /** The engine the service samples and trains with. */
   readonly engine: Engine;
   /** Absolute path of the data directory (store and weight files). */
@@ -57,7 +59,15 @@ export async function createApp(options: ServerOptions = {}): Promise<App> {
   try {
     store = Store.openIn(dataDir);
     engine = options.engine ?? (await loadDefaultEngine());
-    runner = new JobRunner({ store, engine, dataDir, maxConcurrentJobs: settings.maxConcurrentJobs, logger: settings.logger });
+    runner = new JobRunner({
+      store,
+      engine,
+      dataDir,
+      maxConcurrentJobs: settings.maxConcurrentJobs,
+      logger: settings.logger,
+      jobTimeoutMs: settings.jobTimeoutMs,
+      maxTrainingDataBytes: settings.maxTrainingDataBytes,
+    });
     const failed = await runner.failInterruptedJobs();
     if (failed > 0) settings.logger.warn(`failed ${failed} job(s) left unfinished by a previous process`);
   } catch (error) {
@@ -67,7 +77,9 @@ export async function createApp(options: ServerOptions = {}): Promise<App> {
     throw error;
   }
 
-  const service: ServiceContext = { options: settings, store, engine, runner, keys: new ApiKeyChecker(settings.apiKeys) };
+  // Aborted when `close` stops waiting for requests in flight: their engine calls end at once.
+  const stopping = new AbortController();
+  const service: ServiceContext = { options: settings, store, engine, runner, keys: new ApiKeyChecker(settings.apiKeys), stopping: stopping.signal };
   const hono = new Hono<{ Variables: { requestId: string } }>();
   const routes = new RouteTable(hono);
   let closed = false;
@@ -96,26 +108,53 @@ export async function createApp(options: ServerOptions = {}): Promise<App> {
   hono.onError((error, context) => {
     if (error instanceof RequestValidationError) return context.json(errorBody(422, error.issues), 422);
     if (error instanceof HttpError) return context.json(errorBody(error.status, error.message), error.status as 400, error.headers);
+    // A request that outlived `close` found the store or engine gone: the service is stopped, not broken.
+    if (closed) return context.json(errorBody(503, 'The service is stopped'), 503);
     settings.logger.error(`${context.req.method} ${context.req.path} (${context.get('requestId')}) failed: ${error.stack ?? error.message}`);
     return context.json(errorBody(500, 'Internal server error'), 500);
   });
+
+  // Requests being answered, so that `close` can let them finish before the store and engine go.
+  let inFlight = 0;
+  let drained: (() => void) | undefined;
+  const waitForRequests = async (timeoutMs: number): Promise<void> => {
+    if (inFlight === 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      new Promise<void>((resolveDrained) => {
+        drained = resolveDrained;
+      }),
+      new Promise<void>((resolveTimeout) => {
+        timer = setTimeout(resolveTimeout, timeoutMs);
+      }),
+    ]);
+    clearTimeout(timer);
+  };
 
   let closing: Promise<void> | undefined;
   return {
     engine,
     dataDir,
     async fetch(request: Request): Promise<Response> {
+      inFlight += 1;
       try {
         return await hono.fetch(request);
       } catch (error) {
         // Hono answers handler errors itself; this only catches a failure of that machinery.
         settings.logger.error(`${request.method} ${request.url} failed outside the routes: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
         return Response.json(errorBody(500, 'Internal server error'), { status: 500 });
+      } finally {
+        inFlight -= 1;
+        if (inFlight === 0) drained?.();
       }
     },
-    close(): Promise<void> {
+    close(timeoutMs = 10_000): Promise<void> {
       closing ??= (async () => {
         closed = true;
+        await waitForRequests(timeoutMs);
+        // Whatever still runs is stopped (a completion answers 503) and given a moment to answer.
+        stopping.abort(new Error('The service stopped'));
+        await waitForRequests(1_000);
         await runner.close();
         store.close();
         lock.release();

@@ -10,6 +10,7 @@ import { dirname, join, resolve } from 'node:path';
 import PQueue from 'p-queue';
 import { CreateSFTTrainingJob, CreateTrainingJob } from '../schema/index.js';
 import type { Engine, EngineTrainingEvent, EngineTrainingJob } from '../engine/types.js';
+import { raceSignal } from '../internal/delay.js';
 import { policyRef } from './policy-refs.js';
 import type { Store } from './store.js';
 import { loadTrainingData } from './training-data.js';
@@ -29,6 +30,10 @@ export interface JobRunnerOptions {
   readonly dataDir: string;
   readonly maxConcurrentJobs: number;
   readonly logger: ServerLogger;
+  /** Longest a job may run before it is stopped and failed. @default 21_600_000 (6 hours) */
+  readonly jobTimeoutMs?: number;
+  /** Largest SFT training data file read, in bytes. @default 256 MiB */
+  readonly maxTrainingDataBytes?: number;
 }
 
 interface RunningJob {
@@ -40,6 +45,11 @@ interface RunningJob {
 
 /** Message of the jobs failed at start-up because the previous process stopped under them. */
 export const INTERRUPTED_MESSAGE = 'Interrupted by a restart of the service: the job had not finished when the previous process stopped. Submit it again.';
+
+/** How long an aborted engine job is given to stop before the job is failed without it. */
+const ENGINE_STOP_GRACE_MS = 30_000;
+
+const STOPPED_BEFORE_START = 'The service stopped before the job started. Submit it again.';
 
 /** The job queue of one service instance. */
 export class JobRunner {
@@ -68,8 +78,13 @@ export class JobRunner {
     return interrupted.length;
   }
 
-  /** Queues a PENDING job behind the other jobs of its model. */
+  /** Queues a PENDING job behind the other jobs of its model (fails it at once once the runner is closed). */
   enqueue(jobId: string, modelId: string): void {
+    if (this.closed) {
+      // A request that was already past the service's door when it stopped: never leave the job PENDING.
+      if (this.options.store.isOpen) this.options.store.failJob(jobId, STOPPED_BEFORE_START);
+      return;
+    }
     let queue = this.modelQueues.get(modelId);
     if (queue === undefined) {
       queue = new PQueue({ concurrency: 1 });
@@ -115,7 +130,7 @@ export class JobRunner {
     for (const queue of this.modelQueues.values()) queue.clear();
     this.globalQueue.clear();
     const { store } = this.options;
-    for (const job of store.jobsWithStatus(['PENDING'])) store.failJob(job.id, 'The service stopped before the job started. Submit it again.');
+    for (const job of store.jobsWithStatus(['PENDING'])) store.failJob(job.id, STOPPED_BEFORE_START);
     const running = [...this.running.entries()];
     for (const [, job] of running) job.controller.abort(new Error('The service stopped while the job was running. Submit it again.'));
     await settleWithin(
@@ -138,6 +153,8 @@ export class JobRunner {
     if (!store.markJobRunning(jobId, relativeOutput)) return;
 
     const controller = new AbortController();
+    const timeoutMs = this.options.jobTimeoutMs ?? 6 * 60 * 60 * 1000;
+    const timer = setTimeout(() => controller.abort(new Error(`The job did not finish within ${timeoutMs} ms (the service's jobTimeoutMs) and was stopped`)), timeoutMs);
     let markDone = (): void => undefined;
     const done = new Promise<void>((resolveDone) => {
       markDone = resolveDone;
@@ -166,11 +183,16 @@ export class JobRunner {
         engineJob = { kind: 'rl', policy, outputPath, step, trajectoryGroups: body.trajectory_groups, config: body.experimental_config ?? null };
       } else {
         const body = CreateSFTTrainingJob.parse(request);
-        const rows = await loadTrainingData(body.training_data_url, { signal: controller.signal });
+        const rows = await loadTrainingData(body.training_data_url, {
+          signal: controller.signal,
+          ...(this.options.maxTrainingDataBytes === undefined ? {} : { maxBytes: this.options.maxTrainingDataBytes }),
+        });
         engineJob = { kind: 'sft', policy, outputPath, step, rows, config: body.config ?? null };
       }
       controller.signal.throwIfAborted();
-      const result = await engine.train(engineJob, { onEvent, signal: controller.signal });
+      // An engine that ignores the abort must not keep the job RUNNING forever: after a grace
+      // period for it to let go of its files, stop waiting for it.
+      const result = await raceSignal(engine.train(engineJob, { onEvent, signal: controller.signal }), abortedLater(controller.signal, ENGINE_STOP_GRACE_MS));
       controller.signal.throwIfAborted();
       // A checkpoint row must never point at nothing: inference would fail on it later.
       if (!existsSync(outputPath)) throw new Error(`The engine finished without writing the checkpoint directory ${outputPath}`);
@@ -187,6 +209,7 @@ export class JobRunner {
       logger.warn(`job ${jobId} failed: ${message}`);
       await rm(outputPath, { recursive: true, force: true }).catch(() => undefined);
     } finally {
+      clearTimeout(timer);
       this.running.delete(jobId);
       markDone();
     }
@@ -206,6 +229,20 @@ function finiteNumbers(data: Readonly<Record<string, unknown>>): Record<string, 
 function describe(error: unknown): string {
   if (error instanceof Error) return error.message || error.name;
   return String(error);
+}
+
+/** A signal that aborts `delayMs` after `signal` does, with its reason (unref'd: it never keeps the process alive). */
+function abortedLater(signal: AbortSignal, delayMs: number): AbortSignal {
+  const later = new AbortController();
+  signal.addEventListener(
+    'abort',
+    () => {
+      const timer = setTimeout(() => later.abort(signal.reason), delayMs);
+      timer.unref();
+    },
+    { once: true },
+  );
+  return later.signal;
 }
 
 async function settleWithin(promises: readonly Promise<void>[], timeoutMs: number): Promise<void> {

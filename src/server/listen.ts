@@ -37,7 +37,20 @@ export async function serve(options: ServeOptions = {}): Promise<ServeHandle> {
   const port = options.port ?? 8000;
   if (!Number.isInteger(port) || port < 0 || port > 65_535) throw new RangeError(`Expected \`port\` between 0 and 65535, got ${port}`);
   const app = await createApp(options);
-  const server = createAdaptorServer({ fetch: (request: Request) => app.fetch(request), hostname: host }) as Server;
+  let stopping = false;
+  const answer = async (request: Request): Promise<Response> => {
+    const response = await app.fetch(request);
+    // While closing, tell the client not to reuse the connection (it is about to be closed).
+    if (stopping) {
+      try {
+        response.headers.set('connection', 'close');
+      } catch {
+        // Immutable headers: the finish hook below still closes the connection.
+      }
+    }
+    return response;
+  };
+  const server = createAdaptorServer({ fetch: answer, hostname: host }) as Server;
   try {
     await new Promise<void>((resolveListen, rejectListen) => {
       server.once('error', rejectListen);
@@ -50,6 +63,13 @@ export async function serve(options: ServeOptions = {}): Promise<ServeHandle> {
     await app.close();
     throw error;
   }
+  // Once closing, a keep-alive connection that finishes its response is closed at once, rather
+  // than held open until the client's keep-alive timer (seconds) lets `server.close` finish.
+  server.on('request', (_request, response) => {
+    response.once('finish', () => {
+      if (stopping) setImmediate(() => server.closeIdleConnections());
+    });
+  });
   const address = server.address() as AddressInfo;
   const urlHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   const url = `http://${urlHost}:${address.port}`;
@@ -62,6 +82,7 @@ export async function serve(options: ServeOptions = {}): Promise<ServeHandle> {
     app,
     close(timeoutMs = 10_000): Promise<void> {
       closing ??= (async () => {
+        stopping = true;
         await new Promise<void>((resolveClose) => {
           const timer = setTimeout(() => server.closeAllConnections(), timeoutMs);
           server.close(() => {
@@ -70,7 +91,8 @@ export async function serve(options: ServeOptions = {}): Promise<ServeHandle> {
           });
           server.closeIdleConnections();
         });
-        await app.close();
+        // Requests still running after their connections were cut get a short grace.
+        await app.close(1_000);
       })();
       return closing;
     },

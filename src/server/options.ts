@@ -29,6 +29,23 @@ export interface ServerOptions {
   maxBodyBytes?: number | undefined;
   /** How many jobs of different models may train at once (one model's jobs never overlap). @default 1 */
   maxConcurrentJobs?: number | undefined;
+  /**
+   * Longest a chat completion may take, queueing included; a slower one is abandoned and
+   * answered 503 (with `Retry-After`), so that no request hangs when the engine is stuck or
+   * overloaded. @default 300_000 (5 minutes)
+   */
+  requestTimeoutMs?: number | undefined;
+  /**
+   * Longest a training job may run (from RUNNING); a slower one is stopped and fails with a
+   * `training_failed` event, so that a stuck job cannot block its model's queue forever.
+   * @default 21_600_000 (6 hours)
+   */
+  jobTimeoutMs?: number | undefined;
+  /**
+   * Largest SFT training data file (`training_data_url`) read, in bytes; a bigger one fails the
+   * job with a message saying so. @default 256 MiB
+   */
+  maxTrainingDataBytes?: number | undefined;
   /** Entity given to models registered with a null or missing entity. @default 'local' */
   entity?: string | undefined;
   /** Receives the service's notes (job starts and failures, unexpected errors). @default none */
@@ -49,6 +66,9 @@ export interface ResolvedServerOptions {
   readonly apiKeys: readonly string[];
   readonly maxBodyBytes: number;
   readonly maxConcurrentJobs: number;
+  readonly requestTimeoutMs: number;
+  readonly jobTimeoutMs: number;
+  readonly maxTrainingDataBytes: number;
   readonly entity: string;
   readonly logger: ServerLogger;
 }
@@ -66,7 +86,29 @@ export function resolveServerOptions(options: ServerOptions): ResolvedServerOpti
   if (!Number.isInteger(maxBodyBytes) || maxBodyBytes < 1) throw new RangeError(`Expected \`maxBodyBytes\` to be a positive integer, got ${maxBodyBytes}`);
   const maxConcurrentJobs = options.maxConcurrentJobs ?? 1;
   if (!Number.isInteger(maxConcurrentJobs) || maxConcurrentJobs < 1) throw new RangeError(`Expected \`maxConcurrentJobs\` to be a positive integer, got ${maxConcurrentJobs}`);
+  const requestTimeoutMs = positiveInteger('requestTimeoutMs', options.requestTimeoutMs ?? 300_000);
+  const jobTimeoutMs = positiveInteger('jobTimeoutMs', options.jobTimeoutMs ?? 6 * 60 * 60 * 1000);
+  const maxTrainingDataBytes = positiveInteger('maxTrainingDataBytes', options.maxTrainingDataBytes ?? 256 * 1024 * 1024);
   const entity = options.entity ?? 'local';
   if (entity === '') throw new TypeError('Expected `entity` to be a non-empty string');
-  return { dataDir: options.dataDir ?? '.policyloop', apiKeys, maxBodyBytes, maxConcurrentJobs, entity, logger: options.logger ?? SILENT_LOGGER };
+  return {
+    dataDir: options.dataDir ?? '.policyloop',
+    apiKeys,
+    maxBodyBytes,
+    maxConcurrentJobs,
+    requestTimeoutMs,
+    jobTimeoutMs,
+    maxTrainingDataBytes,
+    entity,
+    logger: options.logger ?? SILENT_LOGGER,
+  };
+}
+
+/** Longest timer Node accepts (about 24.8 days); longer ones would fire at once. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+function positiveInteger(name: string, value: number): number {
+  if (!Number.isInteger(value) || value < 1) throw new RangeError(`Expected \`${name}\` to be a positive integer, got ${value}`);
+  if (name.endsWith('Ms') && value > MAX_TIMER_MS) throw new RangeError(`Expected \`${name}\` to be at most ${MAX_TIMER_MS} ms, got ${value}`);
+  return value;
 }

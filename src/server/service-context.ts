@@ -18,6 +18,8 @@ export interface ServiceContext {
   readonly engine: Engine;
   readonly runner: JobRunner;
   readonly keys: ApiKeyChecker;
+  /** Aborts when the service stops waiting for requests in flight (see `App.close`). */
+  readonly stopping: AbortSignal;
 }
 
 /** Throws 401 unless the request carries a valid Bearer key. */

@@ -2,7 +2,8 @@
  * SFT training data: `training_data_url` as `file://`, `data:` (base64 or percent-encoded) or
  * `http(s)://`, holding JSONL lines `{"messages": [...], "tools"?: [...]}`.
  */
-import { readFile } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { open, stat } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { SFTRow } from '../schema/index.js';
 import { validationFailure } from './http-error.js';
@@ -27,11 +28,20 @@ export function checkTrainingDataUrl(url: string): void {
   }
 }
 
+/** Largest training data file the service reads, in bytes, unless configured otherwise. */
+export const DEFAULT_MAX_TRAINING_DATA_BYTES = 256 * 1024 * 1024;
+
 /** Options of {@link loadTrainingData}. */
 export interface LoadTrainingDataOptions {
   readonly signal?: AbortSignal | undefined;
   /** Time limit of an HTTP download. @default 60_000 */
   readonly timeoutMs?: number;
+  /**
+   * Largest file or download accepted, in bytes: a bigger one fails the job instead of filling
+   * the memory (a `file:///dev/zero` or an endless download would otherwise never end).
+   * @default DEFAULT_MAX_TRAINING_DATA_BYTES (256 MiB)
+   */
+  readonly maxBytes?: number;
 }
 
 /**
@@ -68,18 +78,17 @@ export async function loadTrainingData(url: string, options: LoadTrainingDataOpt
 
 async function readUrlText(url: string, options: LoadTrainingDataOptions): Promise<string> {
   const parsed = new URL(url);
+  const maxBytes = options.maxBytes ?? DEFAULT_MAX_TRAINING_DATA_BYTES;
   switch (parsed.protocol) {
     case 'file:': {
       const path = fileURLToPath(parsed);
-      try {
-        return await readFile(path, { encoding: 'utf8', signal: options.signal });
-      } catch (error) {
-        const code = (error as NodeJS.ErrnoException).code;
-        throw new Error(`Cannot read training data file ${path}: ${code === 'ENOENT' ? 'no such file' : error instanceof Error ? error.message : String(error)}`);
-      }
+      return await readLocalFile(path, maxBytes, options.signal);
     }
-    case 'data:':
-      return decodeDataUrl(url);
+    case 'data:': {
+      const text = decodeDataUrl(url);
+      if (Buffer.byteLength(text) > maxBytes) throw new Error(`Training data is over the limit of ${maxBytes} bytes`);
+      return text;
+    }
     case 'http:':
     case 'https:': {
       const timeoutMs = options.timeoutMs ?? 60_000;
@@ -91,12 +100,92 @@ async function readUrlText(url: string, options: LoadTrainingDataOptions): Promi
         const reason = error instanceof Error && error.name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : error instanceof Error ? error.message : String(error);
         throw new Error(`Cannot download training data from ${parsed.origin}${parsed.pathname}: ${reason}`);
       }
-      if (!response.ok) throw new Error(`Cannot download training data from ${parsed.origin}${parsed.pathname}: HTTP ${response.status}`);
-      return await response.text();
+      const where = `${parsed.origin}${parsed.pathname}`;
+      if (!response.ok) {
+        await response.body?.cancel().catch(() => undefined);
+        throw new Error(`Cannot download training data from ${where}: HTTP ${response.status}`);
+      }
+      const declared = Number(response.headers.get('content-length') ?? Number.NaN);
+      if (declared > maxBytes) {
+        await response.body?.cancel().catch(() => undefined);
+        throw new Error(`Training data at ${where} is ${declared} bytes, over the limit of ${maxBytes} bytes`);
+      }
+      try {
+        return await readLimited(response.body, maxBytes, `Training data at ${where}`);
+      } catch (error) {
+        if (error instanceof Error && error.name === 'TimeoutError') throw new Error(`Cannot download training data from ${where}: not complete within ${timeoutMs} ms`);
+        throw error;
+      }
     }
     default:
       throw new Error(`Unsupported training data URL scheme \`${parsed.protocol.replace(/:$/, '')}\``);
   }
+}
+
+/**
+ * Reads a regular file under the size limit. Devices, pipes and directories are refused: reading
+ * `/dev/zero` or a FIFO would never end.
+ */
+async function readLocalFile(path: string, maxBytes: number, signal: AbortSignal | undefined): Promise<string> {
+  const cannot = (error: unknown): Error => {
+    const code = (error as NodeJS.ErrnoException).code;
+    return new Error(`Cannot read training data file ${path}: ${code === 'ENOENT' ? 'no such file' : error instanceof Error ? error.message : String(error)}`);
+  };
+  let stats;
+  try {
+    stats = await stat(path);
+  } catch (error) {
+    throw cannot(error);
+  }
+  if (!stats.isFile()) throw new Error(`Cannot read training data file ${path}: not a regular file`);
+  if (stats.size > maxBytes) throw new Error(`Training data file ${path} is ${stats.size} bytes, over the limit of ${maxBytes} bytes`);
+  let handle;
+  try {
+    // O_NONBLOCK: should the path have become a FIFO since the check, opening it must not wait for a writer.
+    handle = await open(path, constants.O_RDONLY | constants.O_NONBLOCK);
+  } catch (error) {
+    throw cannot(error);
+  }
+  try {
+    const chunks: Buffer[] = [];
+    let total = 0;
+    for (;;) {
+      signal?.throwIfAborted();
+      const { bytesRead, buffer } = await handle.read({ buffer: Buffer.alloc(1 << 20) });
+      if (bytesRead === 0) break;
+      total += bytesRead;
+      // The file may grow while it is read.
+      if (total > maxBytes) throw new Error(`Training data file ${path} is over the limit of ${maxBytes} bytes`);
+      chunks.push(buffer.subarray(0, bytesRead));
+    }
+    return Buffer.concat(chunks, total).toString('utf8');
+  } catch (error) {
+    if (signal?.aborted || (error instanceof Error && error.message.startsWith('Training data file'))) throw error;
+    throw cannot(error);
+  } finally {
+    await handle.close().catch(() => undefined);
+  }
+}
+
+/** Reads a byte stream as UTF-8 text, failing as soon as it passes `maxBytes` (a server that sends more than it declared, or no length). */
+async function readLimited(body: ReadableStream<Uint8Array> | null, maxBytes: number, what: string): Promise<string> {
+  if (body === null) return '';
+  const reader = body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      total += value.byteLength;
+      if (total > maxBytes) throw new Error(`${what} is over the limit of ${maxBytes} bytes`);
+      chunks.push(value);
+    }
+  } catch (error) {
+    await reader.cancel().catch(() => undefined);
+    throw error;
+  }
+  return Buffer.concat(chunks, total).toString('utf8');
 }
 
 /** Decodes a `data:[<media type>][;base64],<data>` URL to text. */

@@ -1,10 +1,11 @@
 /** The inference API on the same port: chat completions (plain and streamed) and `GET /v1/models`. */
 import { randomUUID } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import type { Context } from 'hono';
 import { ChatCompletionRequestBody, type ChatCompletionResponseBody, type InferenceModel, type InferenceModelList } from '../../schema/index.js';
 import { EngineInputError } from '../../engine/types.js';
 import { completionChunks, eventStream } from '../chat-completion-stream.js';
-import { RequestValidationError } from '../http-error.js';
+import { HttpError, RequestValidationError } from '../http-error.js';
 import { inferenceName, resolveInferenceModel } from '../inference-names.js';
 import type { RouteTable } from '../route-table.js';
 import { readBody, requireAuth, type ServiceContext } from '../service-context.js';
@@ -20,14 +21,24 @@ export function registerInferenceRoutes(routes: RouteTable, service: ServiceCont
       dataDir: service.options.dataDir,
       defaultEntity: service.options.entity,
     });
+    const client = context.req.raw.signal;
+    const timeout = AbortSignal.timeout(service.options.requestTimeoutMs);
     let result;
     try {
-      result = await service.engine.chatCompletion(policy, request, { signal: context.req.raw.signal });
+      result = await service.engine.chatCompletion(policy, request, { signal: AbortSignal.any([client, timeout, service.stopping]) });
     } catch (error) {
       // The client hung up and the engine dropped its request: nobody is left to answer.
-      if (context.req.raw.signal.aborted) return new Response(null, { status: 499 });
+      if (client.aborted) return new Response(null, { status: 499 });
+      if (service.stopping.aborted) throw new HttpError(503, 'The service stopped before the completion finished; try again when it is back', { 'retry-after': '5' });
+      if (timeout.aborted) {
+        throw new HttpError(503, `The completion did not finish within ${service.options.requestTimeoutMs} ms (the service's requestTimeoutMs): the engine is busy or stuck; try again later`, { 'retry-after': '5' });
+      }
       if (error instanceof EngineInputError) {
         throw new RequestValidationError([{ loc: error.loc.length > 0 ? [...error.loc] : ['body'], msg: error.message, type: 'value_error' }]);
+      }
+      // The checkpoint was deleted while the completion waited for its weights.
+      if (policy.checkpointPath !== null && !existsSync(policy.checkpointPath)) {
+        throw new HttpError(404, `Model ${JSON.stringify(request.model)} not found: its checkpoint was deleted while the completion was waiting`);
       }
       throw error;
     }

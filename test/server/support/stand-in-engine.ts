@@ -6,7 +6,7 @@
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { raceSignal } from '../../../src/internal/delay.js';
+import { delay, raceSignal } from '../../../src/internal/delay.js';
 import { EngineInputError, type Engine, type EngineTrainingEvent, type EngineTrainingJob, type EngineTrainingResult, type PolicyRef } from '../../../src/engine/types.js';
 import type { ChatCompletionRequestBody, ChatCompletionResult, Choice, ChatCompletionTokenLogprob } from '../../../src/schema/index.js';
 
@@ -16,7 +16,7 @@ export interface StandInEngineOptions {
   readonly stepDelayMs?: number;
   /** When set, every job waits for this promise before its first step (to hold jobs RUNNING). */
   readonly gate?: () => Promise<void>;
-  /** Pause before answering each completion (to keep requests in flight). @default 0 */
+  /** Pause before answering each completion (to keep requests in flight; ends early when the request's signal aborts). @default 0 */
   readonly completionDelayMs?: number;
 }
 
@@ -24,6 +24,8 @@ export interface StandInEngineOptions {
 export interface StandInEngine extends Engine {
   readonly trainedJobs: EngineTrainingJob[];
   readonly policies: PolicyRef[];
+  /** The signal the service passed with each completion, in order. */
+  readonly completionSignals: (AbortSignal | undefined)[];
 }
 
 /** Base models the stand-in serves (the real engine's ids). */
@@ -33,14 +35,18 @@ export const STAND_IN_BASE_MODELS = ['policyloop/tiny-chat', 'policyloop/small-c
 export function createStandInEngine(options: StandInEngineOptions = {}): StandInEngine {
   const trainedJobs: EngineTrainingJob[] = [];
   const policies: PolicyRef[] = [];
+  const completionSignals: (AbortSignal | undefined)[] = [];
   const stepDelayMs = options.stepDelayMs ?? 5;
   return {
     trainedJobs,
     policies,
+    completionSignals,
     baseModels: () => STAND_IN_BASE_MODELS,
-    async chatCompletion(policy: PolicyRef, request: ChatCompletionRequestBody): Promise<ChatCompletionResult> {
+    async chatCompletion(policy: PolicyRef, request: ChatCompletionRequestBody, completionOptions: { readonly signal?: AbortSignal } = {}): Promise<ChatCompletionResult> {
       policies.push(policy);
-      if (options.completionDelayMs !== undefined) await new Promise((resolve) => setTimeout(resolve, options.completionDelayMs));
+      completionSignals.push(completionOptions.signal);
+      // Honours the signal as the real engine does: an aborted request stops waiting at once.
+      if (options.completionDelayMs !== undefined) await delay(options.completionDelayMs, completionOptions.signal);
       const last = request.messages[request.messages.length - 1];
       const text = typeof last?.content === 'string' ? last.content : '';
       if (text.length > 1000) throw new EngineInputError('Prompt is longer than the context of 1000 characters', ['body', 'messages']);
