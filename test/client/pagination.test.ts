@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { NotFoundError, Page, PagePromise, PolicyloopError, TrainingClient } from '../../src/client/index.js';
+import { APIUserAbortError, NotFoundError, Page, PagePromise, PolicyloopError, TrainingClient } from '../../src/client/index.js';
 import { fakeFetch, json, type RecordedRequest } from './fake-fetch.js';
 import { JOB_ID, MODEL_ID, uuid } from './fixtures.js';
 
@@ -154,6 +154,21 @@ describe('cursor pages', () => {
     const service = fakeFetch(json(stuck));
     const first = await client(service.fetch).checkpoints.list(MODEL_ID, { after: uuid(4) });
     await expect(first.getNextPage()).rejects.toThrow(PolicyloopError);
+    expect(service.calls()).toBe(1);
+  });
+
+  it('the call’s signal covers every page: aborting mid-iteration stops before the next request', async () => {
+    const service = eventService(6);
+    const controller = new AbortController();
+    const seen: string[] = [];
+    const run = async () => {
+      for await (const event of client(service.fetch).jobs.events(JOB_ID, {}, { signal: controller.signal })) {
+        seen.push(event.id);
+        if (seen.length === 2) controller.abort();
+      }
+    };
+    await expect(run()).rejects.toBeInstanceOf(APIUserAbortError);
+    expect(seen).toEqual([uuid(1), uuid(2)]);
     expect(service.calls()).toBe(1);
   });
 
