@@ -69,6 +69,10 @@ class LocalEngine implements Engine {
   private readonly cache = new Map<string, Promise<LoadedPolicy>>();
   private readonly queue: PendingRequest[] = [];
   private draining = false;
+  /** The drain loop in progress, if any (close waits for it before freeing weights). */
+  private drainRun: Promise<void> | null = null;
+  /** Requests of the batch being sampled now. */
+  private running: readonly PendingRequest[] = [];
   private closed = false;
   private readonly trainingThread: TrainingThread | null;
   private trainingChain: Promise<unknown> = Promise.resolve();
@@ -158,7 +162,9 @@ class LocalEngine implements Engine {
   private scheduleDrain(): void {
     if (this.draining) return;
     this.draining = true;
-    setTimeout(() => void this.drain(), this.batchWindowMs);
+    setTimeout(() => {
+      this.drainRun = this.drain();
+    }, this.batchWindowMs);
   }
 
   private async drain(): Promise<void> {
@@ -181,14 +187,16 @@ class LocalEngine implements Engine {
         await this.runBatch(batch.filter((pending) => !pending.settled));
       }
     } finally {
+      this.drainRun = null;
       this.draining = false;
-      if (this.queue.length > 0) this.scheduleDrain();
+      if (this.queue.length > 0 && !this.closed) this.scheduleDrain();
     }
   }
 
   private async runBatch(batch: PendingRequest[]): Promise<void> {
     const first = batch[0];
     if (!first) return;
+    this.running = batch;
     try {
       const loaded = await this.load(first.policy);
       const rows = batch.flatMap((pending) => pending.rows);
@@ -215,6 +223,8 @@ class LocalEngine implements Engine {
     } catch (error) {
       const failure = error instanceof Error ? error : new Error(String(error));
       for (const pending of batch) pending.reject(failure);
+    } finally {
+      this.running = [];
     }
   }
 
@@ -268,6 +278,10 @@ class LocalEngine implements Engine {
     if (this.closed) return;
     this.closed = true;
     for (const pending of this.queue.splice(0)) pending.reject(new Error('The engine was closed before the completion ran.'));
+    // A settled request's rows stop at the next decoding step, so the batch in flight ends soon;
+    // its weights must not be freed under it.
+    for (const pending of this.running) pending.reject(new Error('The engine was closed while the completion ran.'));
+    await this.drainRun;
     await this.trainingThread?.close();
     for (const loading of this.cache.values()) {
       try {

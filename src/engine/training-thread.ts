@@ -30,6 +30,7 @@ export class TrainingThread {
   private worker: Worker | null = null;
   private nextId = 1;
   private readonly running = new Map<number, RunningJob>();
+  private closing = false;
 
   private ensureWorker(): Worker {
     if (this.worker) return this.worker;
@@ -47,12 +48,14 @@ export class TrainingThread {
       else job.reject(new Error(message.message));
     });
     const failAll = (error: Error): void => {
-      this.worker = null;
+      if (this.worker === worker) this.worker = null;
       for (const job of this.running.values()) job.reject(error);
       this.running.clear();
     };
     worker.on('error', (error) => failAll(new Error(`The training worker crashed: ${error.message}`)));
-    worker.on('exit', (code) => failAll(new Error(`The training worker exited with code ${code} before the job ended.`)));
+    worker.on('exit', (code) =>
+      failAll(new Error(this.closing ? 'The engine was closed while the training job ran.' : `The training worker exited with code ${code} before the job ended.`)),
+    );
     worker.unref();
     this.worker = worker;
     return worker;
@@ -60,6 +63,7 @@ export class TrainingThread {
 
   /** Runs a job in the worker. Aborting `signal` cancels it between gradient passes. */
   run(job: EngineTrainingJob, onEvent: (event: EngineTrainingEvent) => void, signal?: AbortSignal): Promise<EngineTrainingResult> {
+    if (this.closing) return Promise.reject(new Error('The training thread is closed.'));
     if (signal?.aborted) return Promise.reject(new Error('The training job was cancelled before it started.'));
     const worker = this.ensureWorker();
     const id = this.nextId;
@@ -84,10 +88,11 @@ export class TrainingThread {
     });
   }
 
-  /** Stops the worker; running jobs fail. */
+  /** Stops the worker thread; running jobs fail with a message that says the engine was closed. */
   async close(): Promise<void> {
+    this.closing = true;
     const worker = this.worker;
-    this.worker = null;
     if (worker) await worker.terminate();
+    this.worker = null;
   }
 }
