@@ -5,7 +5,7 @@
  * loop, not only the SFT warm start, lifts it high.
  */
 import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -36,11 +36,20 @@ describe('npm run demo', () => {
       .map((line) => JSON.parse(line) as Record<string, number>);
     const val = rows.filter((row) => typeof row['val/reward'] === 'number');
     const [base, afterSft] = val;
-    const last = val.at(-1);
     expect(base?.training_step).toBe(0);
     expect(base?.['val/reward']).toBeLessThanOrEqual(0.3);
     expect(afterSft?.training_step).toBe(1); // the SFT checkpoint
-    expect(val.length).toBeGreaterThan(3); // evaluated after every RL step
+    // Evaluated at the base model, after SFT, and after every RL step: one row per step, no gaps.
+    expect(val.length).toBeGreaterThan(3);
+    expect(val.map((row) => row.training_step)).toEqual(val.map((_row, index) => index));
+    // One printed line per step (base, sft, then rl), each with its val/reward.
+    const stepLines = stdout.split('\n').filter((text) => /^\s*\d+\s+(base|sft|rl)\s/.test(text));
+    expect(stepLines.map((text) => Number(text.trim().split(/\s+/)[0]))).toEqual(val.map((row) => row.training_step));
+    // It ends by saying where the checkpoints are, and they are there.
+    const checkpoints = /^checkpoints: (\S+)/m.exec(stdout)?.[1] ?? '';
+    expect(checkpoints.startsWith(dataDir)).toBe(true);
+    const last = val.at(-1);
+    expect(await readdir(checkpoints)).toContain(`step-${last?.training_step}`);
     expect(last?.['val/reward']).toBeGreaterThanOrEqual(0.8);
     expect((last?.['val/reward'] ?? 0) - (afterSft?.['val/reward'] ?? 0)).toBeGreaterThanOrEqual(0.2);
   }, 600_000);
