@@ -154,6 +154,8 @@ describe('job queue', () => {
     const response = await inFlight;
     expect(response.status).toBe(200);
     expect(response.body.choices[0].message.content).toBe('echo 0: slow');
+    // The client is told not to reuse the connection, so close need not wait for its keep-alive timer.
+    expect(response.headers.get('connection')).toBe('close');
     await closing;
     await expect(fetch(`${server.handle.url}/v1/health`)).rejects.toThrow();
   });

@@ -8,7 +8,9 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import Database from 'better-sqlite3';
 import { InferenceModelList, TrainingJobDetails } from '../../src/schema/index.js';
+import { DATABASE_FILE } from '../../src/server/index.js';
 import { checkResponse } from './support/openapi-responses.js';
 import { startServer, temporaryDirectory, type TestServer } from './support/harness.js';
 import { dataUrl, followEvents, registerModel, sampledGroup, sftJsonl, waitForJobEnd } from './support/jobs.js';
@@ -286,15 +288,43 @@ describe('checkpoints', () => {
     expect(newest.body.data[0].step).toBe(6);
   });
 
-  it('deletes a model with its checkpoints, weight files and jobs', async () => {
+  it('deletes a model with its checkpoints, weight files, jobs, events, logged groups and metrics', async () => {
     const model = await registerModel(server, 'doomed');
-    const created = await server.call('POST', '/v1/preview/sft-training-jobs', { body: { model_id: model.id, training_data_url: dataUrl(sftJsonl([{ question: 'q', answer: 'a' }])) } });
-    await waitForJobEnd(server, created.body.id);
-    expect(existsSync(join(server.dataDir, 'weights', model.id))).toBe(true);
+    const bystander = await registerModel(server, 'bystander');
+    for (const target of [model, bystander]) {
+      const created = await server.call('POST', '/v1/preview/sft-training-jobs', { body: { model_id: target.id, training_data_url: dataUrl(sftJsonl([{ question: 'q', answer: 'a' }])) } });
+      await waitForJobEnd(server, created.body.id);
+      target.jobId = created.body.id;
+      const logged = await server.call('POST', `/v1/preview/models/${target.id}/log`, { body: { split: 'train', trajectory_groups: [{ trajectories: [{ reward: 1 }, { reward: 0 }] }] } });
+      expect(logged.status).toBe(200);
+    }
+    const rowsOf = (modelId: string, jobId: string) => {
+      const database = new Database(join(server.dataDir, DATABASE_FILE), { readonly: true });
+      try {
+        const count = (sql: string, id: string) => (database.prepare(sql).get(id) as { count: number }).count;
+        return {
+          models: count('SELECT COUNT(*) AS count FROM models WHERE id = ?', modelId),
+          checkpoints: count('SELECT COUNT(*) AS count FROM checkpoints WHERE model_id = ?', modelId),
+          jobs: count('SELECT COUNT(*) AS count FROM jobs WHERE model_id = ?', modelId),
+          events: count('SELECT COUNT(*) AS count FROM job_events WHERE job_id = ?', jobId),
+          groups: count('SELECT COUNT(*) AS count FROM trajectory_groups WHERE model_id = ?', modelId),
+          metrics: count('SELECT COUNT(*) AS count FROM step_metrics WHERE model_id = ?', modelId),
+        };
+      } finally {
+        database.close();
+      }
+    };
+    const stored = { models: 1, checkpoints: 1, jobs: 1, events: 3, groups: 1, metrics: 1 };
+    expect(rowsOf(model.id, model.jobId)).toEqual(stored);
+    expect(readdirSync(join(server.dataDir, 'weights', model.id))).toEqual(['step-1']);
     const deleted = await server.call('DELETE', `/v1/preview/models/${model.id}`);
     expect(deleted.body).toEqual({ model_id: model.id, deleted_checkpoints: 1, deleted_run: false });
     expect(existsSync(join(server.dataDir, 'weights', model.id))).toBe(false);
-    expect((await server.call('GET', `/v1/preview/training-jobs/${created.body.id}`)).status).toBe(404);
+    expect(rowsOf(model.id, model.jobId)).toEqual({ models: 0, checkpoints: 0, jobs: 0, events: 0, groups: 0, metrics: 0 });
+    // Only that model's data went.
+    expect(rowsOf(bystander.id, bystander.jobId)).toEqual(stored);
+    expect(readdirSync(join(server.dataDir, 'weights', bystander.id))).toEqual(['step-1']);
+    expect((await server.call('GET', `/v1/preview/training-jobs/${model.jobId}`)).status).toBe(404);
     expect((await server.call('GET', `/v1/preview/models/${model.id}/checkpoints`)).status).toBe(404);
     const again = await server.call('POST', '/v1/preview/models', { body: { project: 'server-tests', name: 'doomed', base_model: 'policyloop/tiny-chat' } });
     expect(again.status).toBe(200);
