@@ -1,9 +1,13 @@
 /** An abortable sleep. */
 
+/** The longest delay one timer holds (2^31 - 1 ms); a longer one would fire at once. */
+const MAX_TIMER_MS = 2_147_483_647;
+
 /**
  * Resolves after `ms` milliseconds, or rejects at once with the signal's reason when `signal`
  * aborts (also when it is already aborted). Used for every wait between retries, so that a
- * cancelled call never sits out a backoff.
+ * cancelled call never sits out a backoff. Waits longer than a timer holds (about 24.8 days,
+ * `Infinity` included) are chained rather than firing at once.
  * @example
  * await delay(500, AbortSignal.timeout(10_000));
  */
@@ -13,14 +17,22 @@ export function delay(ms: number, signal?: AbortSignal): Promise<void> {
       reject(abortReason(signal));
       return;
     }
+    let timer: ReturnType<typeof setTimeout> | undefined;
     const onAbort = (): void => {
       clearTimeout(timer);
       reject(abortReason(signal));
     };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, Math.max(0, ms));
+    const wait = (remaining: number): void => {
+      timer = setTimeout(() => {
+        if (remaining > MAX_TIMER_MS) {
+          wait(remaining - MAX_TIMER_MS);
+          return;
+        }
+        signal?.removeEventListener('abort', onAbort);
+        resolve();
+      }, Math.min(remaining, MAX_TIMER_MS));
+    };
+    wait(Number.isNaN(ms) ? 0 : Math.max(0, ms));
     signal?.addEventListener('abort', onAbort, { once: true });
   });
 }

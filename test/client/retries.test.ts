@@ -322,6 +322,23 @@ describe('delay', () => {
     expect(await waiting).toBe(reason);
     await expect(delay(1, AbortSignal.abort('early'))).rejects.toBe('early');
   });
+
+  it('waits longer than one timer holds (2^31 - 1 ms) instead of firing at once', async () => {
+    const done = vi.fn();
+    void delay(3_000_000_000).then(done);
+    await vi.advanceTimersByTimeAsync(2_147_483_648);
+    expect(done).not.toHaveBeenCalled();
+    await vi.advanceTimersByTimeAsync(3_000_000_000 - 2_147_483_648 - 1);
+    expect(done).not.toHaveBeenCalled();
+    await vi.advanceTimersByTimeAsync(1);
+    expect(done).toHaveBeenCalled();
+
+    const controller = new AbortController();
+    const forever = settle(delay(Number.POSITIVE_INFINITY, controller.signal));
+    await vi.advanceTimersByTimeAsync(5_000_000_000);
+    controller.abort('stop');
+    expect(await forever).toBe('stop');
+  });
 });
 
 describe('rate limit errors after retries', () => {
