@@ -2,6 +2,9 @@ import { describe, expect, it } from 'vitest';
 import { EngineInputError, decodeTokens, formatToolCallText, parseToolCalls, renderPrompt } from '../../src/engine/index.js';
 import { encodeText } from '../../src/engine/index.js';
 import { formatToolCall } from '../../src/engine/tool-calls.js';
+import { buildChoice } from '../../src/engine/completion.js';
+import type { GeneratedSequence } from '../../src/engine/sampler.js';
+import { END_TOKEN_ID } from '../../src/engine/tokenizer.js';
 
 describe('chat template', () => {
   it('renders every role, text-part arrays and the generation prompt', () => {
@@ -35,6 +38,16 @@ describe('chat template', () => {
     expect(text).toBe(
       '<|tools|>{"type":"function","name":"add","description":"adds","parameters":{"type":"object"}}\n{"type":"custom","name":"shell","description":"runs"}<|end|><|user|>x<|end|><|assistant|>',
     );
+  });
+
+  it('renders custom and legacy function calls of assistant messages, and refusal parts as text', () => {
+    const text = decodeTokens(
+      renderPrompt([
+        { role: 'assistant', content: [{ type: 'refusal', refusal: 'no' }], tool_calls: [{ id: 'c', type: 'custom', custom: { name: 'shell', input: 'ls' } }] },
+        { role: 'assistant', content: null, function_call: { name: 'add', arguments: 'not json' } },
+      ]),
+    );
+    expect(text).toBe('<|assistant|>no<|tool_call|>{"name":"shell","input":"ls"}<|/tool_call|><|end|><|assistant|><|tool_call|>{"name":"add","arguments":"not json"}<|/tool_call|><|end|><|assistant|>');
   });
 
   it('refuses non-text content parts with an input error', () => {
@@ -74,5 +87,51 @@ describe('tool-call text form', () => {
 
   it('formats the documented text form', () => {
     expect(formatToolCallText({ type: 'function', name: 'get_weather', arguments: '{"city":"Paris"}' })).toBe('<|tool_call|>{"name":"get_weather","arguments":{"city":"Paris"}}<|/tool_call|>');
+  });
+});
+
+describe('choices built from sampled tokens', () => {
+  const sequenceOf = (tokens: number[]): GeneratedSequence => ({
+    tokens,
+    logprobs: tokens.map(() => -0.5),
+    alternatives: tokens.map(() => []),
+    text: decodeTokens(tokens.filter((id) => id !== END_TOKEN_ID)),
+    finishReason: 'stop',
+    sampledCount: tokens.length,
+  });
+  let ids = 0;
+  const options = { logprobs: true, tokensAsIds: false, parseTools: true, customToolNames: new Set(['shell']), makeId: () => `call_${(ids += 1)}` };
+
+  it('turns function and custom calls into OpenAI tool_calls with finish_reason tool_calls', () => {
+    const tokens = [
+      ...encodeText('Running. '),
+      ...formatToolCall({ type: 'custom', name: 'shell', input: 'ls -la' }),
+      ...formatToolCall({ type: 'function', name: 'add', arguments: '{"a":1}' }),
+      // A custom tool of the request called with `arguments` is still a custom call.
+      ...formatToolCall({ type: 'function', name: 'shell', arguments: '{"cmd":"pwd"}' }),
+      END_TOKEN_ID,
+    ];
+    const choice = buildChoice(sequenceOf(tokens), 0, options);
+    expect(choice.finish_reason).toBe('tool_calls');
+    expect(choice.message.content).toBe('Running.');
+    expect(choice.message.tool_calls).toEqual([
+      { id: expect.stringMatching(/^call_/), type: 'custom', custom: { name: 'shell', input: 'ls -la' } },
+      { id: expect.stringMatching(/^call_/), type: 'function', function: { name: 'add', arguments: '{"a":1}' } },
+      { id: expect.stringMatching(/^call_/), type: 'custom', custom: { name: 'shell', input: '{"cmd":"pwd"}' } },
+    ]);
+    // The logprobs still cover every sampled token, markers and <|end|> included.
+    expect(choice.logprobs?.content?.map((entry) => entry.token).join('')).toBe(decodeTokens(tokens).replace(/[^\x20-\x7e]/g, ''));
+  });
+
+  it('keeps the text form as content when tools are not parsed (no tools, or tool_choice "none") or a block is broken', () => {
+    const call = formatToolCall({ type: 'function', name: 'add', arguments: '{}' });
+    const plain = buildChoice(sequenceOf([...call, END_TOKEN_ID]), 0, { ...options, parseTools: false });
+    expect(plain.finish_reason).toBe('stop');
+    expect(plain.message.content).toBe('<|tool_call|>{"name":"add","arguments":{}}<|/tool_call|>');
+    expect(plain.message.tool_calls).toBeUndefined();
+    const broken = buildChoice(sequenceOf([...call.slice(0, -3), call.at(-1) as number, END_TOKEN_ID]), 0, options);
+    expect(broken.finish_reason).toBe('stop');
+    expect(broken.message.tool_calls).toBeUndefined();
+    expect(broken.message.content).toBe('<|tool_call|>{"name":"add","arguments":{<|/tool_call|>');
   });
 });

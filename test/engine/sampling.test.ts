@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { EngineInputError, createEngine, recoverTokenId } from '../../src/engine/index.js';
+import { EngineInputError, VOCABULARY_SIZE, createEngine, recoverTokenId } from '../../src/engine/index.js';
 import type { Engine, PolicyRef } from '../../src/engine/index.js';
 import type { ChatCompletionRequestBody } from '../../src/schema/index.js';
 
@@ -64,6 +64,37 @@ describe('sampling', () => {
     expect(cold.choices[0]?.logprobs?.content?.[0]?.top_logprobs[0]?.logprob).toBeGreaterThan(first);
   });
 
+  it('reports logprobs of a full distribution: over the whole vocabulary they sum to 1, at any temperature', async () => {
+    for (const temperature of [1, 0.7, 2]) {
+      const result = await engine.chatCompletion(base, ask('abc', { seed: 4, temperature, max_tokens: 3, logprobs: true, top_logprobs: VOCABULARY_SIZE }));
+      for (const entry of result.choices[0]?.logprobs?.content ?? []) {
+        expect(entry.top_logprobs).toHaveLength(VOCABULARY_SIZE);
+        expect(new Set(entry.top_logprobs.map((alternative) => recoverTokenId(alternative))).size).toBe(VOCABULARY_SIZE);
+        expect(entry.top_logprobs.reduce((sum, alternative) => sum + Math.exp(alternative.logprob), 0)).toBeCloseTo(1, 5);
+        // The sampled token's logprob is its entry in that distribution.
+        expect(entry.top_logprobs.find((alternative) => alternative.token === entry.token)?.logprob).toBeCloseTo(entry.logprob, 10);
+      }
+    }
+  });
+
+  it('samples only from the nucleus with top_p: a tiny top_p is greedy', async () => {
+    const greedy = await engine.chatCompletion(base, ask('nucleus', { temperature: 0, max_tokens: 10 }));
+    const nucleus = await Promise.all([1, 2, 3].map((seed) => engine.chatCompletion(base, ask('nucleus', { temperature: 1, top_p: 1e-6, max_tokens: 10, seed }))));
+    for (const result of nucleus) expect(result.choices[0]?.message.content).toBe(greedy.choices[0]?.message.content);
+    // With top_p 1 the same seeds sample other tokens.
+    const full = await Promise.all([1, 2, 3].map((seed) => engine.chatCompletion(base, ask('nucleus', { temperature: 1, top_p: 1, max_tokens: 10, seed }))));
+    expect(full.some((result) => result.choices[0]?.message.content !== greedy.choices[0]?.message.content)).toBe(true);
+    // top_p 0.5 keeps the most likely tokens up to half the mass: every sampled token is among them.
+    const half = await engine.chatCompletion(base, ask('nucleus', { temperature: 1, top_p: 0.5, max_tokens: 10, seed: 8, n: 4, logprobs: true, top_logprobs: VOCABULARY_SIZE }));
+    for (const choice of half.choices) {
+      for (const entry of choice.logprobs?.content ?? []) {
+        const rank = entry.top_logprobs.findIndex((alternative) => alternative.token === entry.token);
+        const massBefore = entry.top_logprobs.slice(0, rank).reduce((sum, alternative) => sum + Math.exp(alternative.logprob), 0);
+        expect(massBefore).toBeLessThan(0.5);
+      }
+    }
+  });
+
   it('writes token strings as token_id:<id> when asked', async () => {
     const result = await engine.chatCompletion(base, ask('x', { max_tokens: 4, logprobs: true, top_logprobs: 2, return_tokens_as_token_ids: true }));
     for (const entry of result.choices[0]?.logprobs?.content ?? []) {
@@ -73,8 +104,13 @@ describe('sampling', () => {
   });
 
   it('honours max_tokens and max_completion_tokens', async () => {
-    const result = await engine.chatCompletion(base, ask('x', { max_tokens: 3, n: 4, seed: 5 }));
-    for (const choice of result.choices) expect(['length', 'stop']).toContain(choice.finish_reason);
+    const result = await engine.chatCompletion(base, ask('x', { max_tokens: 3, n: 4, seed: 5, logprobs: true }));
+    for (const choice of result.choices) {
+      // A choice that did not end its turn used the whole budget.
+      if (choice.finish_reason === 'length') expect(choice.logprobs?.content).toHaveLength(3);
+      else expect(choice.logprobs?.content?.at(-1)?.token).toBe('<|end|>');
+    }
+    expect(result.choices.some((choice) => choice.finish_reason === 'length')).toBe(true);
     expect(result.usage.completion_tokens).toBeLessThanOrEqual(12);
     expect(result.usage.total_tokens).toBe(result.usage.prompt_tokens + result.usage.completion_tokens);
     const newer = await engine.chatCompletion(base, ask('x', { max_completion_tokens: 2, max_tokens: 50, seed: 5 }));
