@@ -214,7 +214,7 @@ export class InvalidArgumentError extends PolicyloopError {
 
 /** What {@link ResponseValidationError} keeps about the response. */
 export interface ResponseValidationErrorOptions {
-  /** The operation, e.g. `GET /v1/preview/training-jobs/{job_id}`. */
+  /** The operation, e.g. `GET /v1/preview/training-jobs/{training_job_id}`. */
   operation: string;
   /** The schema the response should match, e.g. `TrainingJobResponse`. */
   schema: string;

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import {
   APIError,
@@ -175,6 +176,36 @@ describe('response validation', () => {
   it('unknown keys pass', async () => {
     const { client } = setup(json({ id: JOB_ID, status: 'PENDING', queue_position: 3 }));
     await expect(client.jobs.retrieve(JOB_ID)).resolves.toMatchObject({ id: JOB_ID, status: 'PENDING' });
+  });
+
+  it('names each operation as the contract writes it (method and path template)', async () => {
+    const contract = JSON.parse(readFileSync(new URL('../schema/contract/openapi.latest.json', import.meta.url), 'utf8')) as {
+      paths: Record<string, Record<string, unknown>>;
+    };
+    const documented = new Set(
+      Object.entries(contract.paths).flatMap(([path, methods]) => Object.keys(methods).map((method) => `${method.toUpperCase()} ${path}`)),
+    );
+    const calls: Array<(client: TrainingClient) => PromiseLike<unknown>> = [
+      (client) => client.systemCheck(),
+      (client) => client.baseModels.list(),
+      (client) => client.models.create({ project: 'p', name: 'n', base_model: 'b' }),
+      (client) => client.models.delete(MODEL_ID),
+      (client) => client.checkpoints.list(MODEL_ID),
+      (client) => client.checkpoints.delete(MODEL_ID, { steps: [1] }),
+      (client) => client.jobs.createRL({ model_id: MODEL_ID, trajectory_groups: [] }),
+      (client) => client.jobs.createSFT({ model_id: MODEL_ID, training_data_url: 'x' }),
+      (client) => client.jobs.retrieve(JOB_ID),
+      (client) => client.jobs.events(JOB_ID),
+    ];
+    const operations = [];
+    for (const call of calls) {
+      const { client } = setup(json(42));
+      const error = await rejection(call(client));
+      expect(error).toBeInstanceOf(ResponseValidationError);
+      operations.push((error as ResponseValidationError).operation);
+    }
+    expect(operations.filter((operation) => !documented.has(operation))).toEqual([]);
+    expect(new Set(operations).size).toBe(calls.length);
   });
 
   it('a body that is not JSON is a ResponseValidationError too', async () => {

@@ -69,14 +69,14 @@ export class Jobs {
   }
 
   /**
-   * Reads a job (`GET /v1/preview/training-jobs/{job_id}`). Older services return only `{id}`;
+   * Reads a job (`GET /v1/preview/training-jobs/{training_job_id}`). Older services return only `{id}`;
    * newer ones add `status`, `progress`, timestamps...: both parse, extra fields are optional.
    * @example
    * const job = await client.jobs.retrieve(jobId);
    * if (job.status === 'FAILED') console.log(job.error_message);
    */
   async retrieve(jobId: string, options?: RequestOptions): Promise<TrainingJobResponse> {
-    const template = '/preview/training-jobs/{job_id}';
+    const template = '/preview/training-jobs/{training_job_id}';
     const id = encodePathParameter(jobId, 'jobId', `GET ${template}`);
     return this.#transport.request(
       {
@@ -91,7 +91,7 @@ export class Jobs {
   }
 
   /**
-   * Lists a job's events (`GET .../training-jobs/{job_id}/events`), oldest first. `for await`
+   * Lists a job's events (`GET .../training-jobs/{training_job_id}/events`), oldest first. `for await`
    * yields every event so far across pages; pass `after` (the last event id seen) to resume.
    * A job's last event is `training_ended` or `training_failed`.
    * @example
@@ -100,7 +100,7 @@ export class Jobs {
    * }
    */
   events(jobId: string, query: EventListParams = {}, options?: RequestOptions): PagePromise<TrainingJobEventResponse> {
-    const template = '/preview/training-jobs/{job_id}/events';
+    const template = '/preview/training-jobs/{training_job_id}/events';
     const context = `GET ${template}`;
     let id: string;
     let checked: { after?: string | undefined; limit?: number | undefined };
