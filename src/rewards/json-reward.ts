@@ -4,6 +4,7 @@ import { finalAssistantText } from './trajectory-text.js';
 
 /** Anything with zod's `safeParse` (a zod schema, or any validator shaped like one). */
 export interface SafeParser {
+  /** Validates `value`; only `success` is read. */
   safeParse(value: unknown): { success: boolean };
 }
 

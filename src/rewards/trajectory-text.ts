@@ -3,6 +3,7 @@ import { isChoice, type Choice, type MessageOrChoice } from '../schema/index.js'
 
 /** Anything with `messages_and_choices` (a trajectory, a history, or their input forms). */
 export interface HasMessagesAndChoices {
+  /** The conversation: messages and Choices in order. */
   readonly messages_and_choices?: readonly MessageOrChoice[] | undefined;
 }
 

@@ -4,33 +4,49 @@ import type { Trajectory, TrajectoryException, TrajectoryGroup } from '../schema
 
 /** Payload of `rollout:start`. */
 export interface RolloutStartEvent {
+  /** Which group (= the scenario's position in the scenarios). */
   readonly groupIndex: number;
+  /** Which rollout of its group (0 .. groupSize - 1). */
   readonly index: number;
+  /** Which attempt (0 for the first; retries count up). */
   readonly attempt: number;
 }
 
 /** Payload of `rollout:end`: a rollout finished and was scored. */
 export interface RolloutEndEvent {
+  /** Which group (= the scenario's position in the scenarios). */
   readonly groupIndex: number;
+  /** Which rollout of its group (0 .. groupSize - 1). */
   readonly index: number;
+  /** Which attempt (0 for the first; retries count up). */
   readonly attempt: number;
+  /** The finished trajectory, with its reward (before any `scoreGroup`). */
   readonly trajectory: Trajectory;
 }
 
 /** Payload of `rollout:error`: an attempt failed; `willRetry` says whether another attempt follows. */
 export interface RolloutErrorEvent {
+  /** Which group (= the scenario's position in the scenarios). */
   readonly groupIndex: number;
+  /** Which rollout of its group (0 .. groupSize - 1). */
   readonly index: number;
+  /** Which attempt (0 for the first; retries count up). */
   readonly attempt: number;
+  /** What the attempt threw (a `RolloutTimeoutError`, `RewardFunctionError`, ... or the rollout's own error). */
   readonly error: unknown;
+  /** The error as `{type, message, traceback}`, as kept in `group.exceptions`. */
   readonly exception: TrajectoryException;
+  /** Whether another attempt follows. */
   readonly willRetry: boolean;
 }
 
 /** Payload of `group:end`: every rollout of a group is settled (and the group scored). */
 export interface GroupEndEvent<S = unknown> {
+  /** Which group (= the scenario's position in the scenarios). */
   readonly groupIndex: number;
+  /** The group's scenario. */
   readonly scenario: S;
+  /** The group as the gather returns it (trajectories and exceptions). */
   readonly group: TrajectoryGroup;
 }
 
@@ -48,10 +64,15 @@ export interface GatherProgressEvent {
 
 /** Event names and payloads of a gather. */
 export interface GatherEventMap<S = unknown> {
+  /** An attempt of a rollout starts. */
   'rollout:start': (event: RolloutStartEvent) => void;
+  /** A rollout finished and was scored. */
   'rollout:end': (event: RolloutEndEvent) => void;
+  /** An attempt failed (retried or kept as an exception). */
   'rollout:error': (event: RolloutErrorEvent) => void;
+  /** Every rollout of a group settled and the group was scored. */
   'group:end': (event: GroupEndEvent<S>) => void;
+  /** A rollout settled for good: counts and the running reward mean. */
   progress: (event: GatherProgressEvent) => void;
 }
 

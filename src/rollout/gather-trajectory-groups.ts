@@ -25,8 +25,11 @@ import { TrajectoryRecorder } from './trajectory-recorder.js';
 
 /** What a group scorer gets besides the group. */
 export interface GroupScorerContext<S> {
+  /** The group's scenario. */
   readonly scenario: S;
+  /** Which group (= the scenario's position in the scenarios). */
   readonly groupIndex: number;
+  /** Aborts when the gather stops or the scorer outlives the gather's `timeout`. */
   readonly signal: AbortSignal;
 }
 

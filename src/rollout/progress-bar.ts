@@ -6,6 +6,7 @@ import type { GatherEmitter, GatherProgressEvent } from './gather-events.js';
 
 /** Where the bar is drawn: anything with `write` (process.stderr). */
 export interface ProgressStream {
+  /** Writes text as it is (the bar redraws with `\r`). */
   write(text: string): unknown;
 }
 

@@ -3,7 +3,9 @@ import type { ChatCompletionTokenLogprob, Choice, FinishReason } from '../schema
 
 /** A tool call for {@link makeChoice}: arguments as an object (JSON-encoded for you) or a string. */
 export interface MakeToolCall {
+  /** The function's name. */
   readonly name: string;
+  /** The arguments: a string is sent as it is, anything else as its JSON. */
   readonly arguments?: unknown;
   /** @default `call_<n>` */
   readonly id?: string;

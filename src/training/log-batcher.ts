@@ -57,8 +57,11 @@ export interface LogBatcherOptions {
 
 /** A batch the service acknowledged. */
 export interface BatchSentEvent {
+  /** The split of the batch. */
   readonly split: string;
+  /** Groups in the batch. */
   readonly groupCount: number;
+  /** Bytes of JSON of its groups. */
   readonly bytes: number;
   /** Attempts it took (1 = first try). */
   readonly attempts: number;
@@ -66,19 +69,27 @@ export interface BatchSentEvent {
 
 /** A batch failed and will be tried again after `delayMs`. */
 export interface BatchRetryEvent {
+  /** The split of the batch. */
   readonly split: string;
+  /** Groups in the batch. */
   readonly groupCount: number;
   /** The attempt that failed (1 = first try). */
   readonly attempt: number;
+  /** Wait before the next attempt, in milliseconds. */
   readonly delayMs: number;
+  /** Why the attempt failed. */
   readonly error: unknown;
 }
 
 /** A batch could not be delivered and was written to the spool file (replay it with `replaySpool`). */
 export interface BatchSpooledEvent {
+  /** The split of the batch. */
   readonly split: string;
+  /** Groups in the batch. */
   readonly groupCount: number;
+  /** The spool file it was appended to. */
   readonly spoolPath: string;
+  /** Attempts made before spooling. */
   readonly attempts: number;
   /** The last error. */
   readonly error: unknown;
@@ -86,8 +97,11 @@ export interface BatchSpooledEvent {
 
 /** Events of {@link LogBatcher}. */
 export interface LogBatcherEvents {
+  /** The service acknowledged a batch. */
   'batch:sent': [event: BatchSentEvent];
+  /** A batch failed and will be tried again. */
   'batch:retry': [event: BatchRetryEvent];
+  /** A batch could not be delivered and went to the spool file. */
   'batch:spooled': [event: BatchSpooledEvent];
 }
 
@@ -95,12 +109,15 @@ export interface LogBatcherEvents {
 export interface LogBatcherStats {
   /** Batches and groups the service acknowledged. */
   readonly sentBatches: number;
+  /** Groups the service acknowledged. */
   readonly sentGroups: number;
   /** Batches and groups written to the spool file. */
   readonly spooledBatches: number;
+  /** Groups written to the spool file. */
   readonly spooledGroups: number;
   /** Groups and bytes still buffered or in flight. */
   readonly bufferedGroups: number;
+  /** Bytes of JSON still buffered or in flight. */
   readonly bufferedBytes: number;
   /** The spool file. */
   readonly spoolPath: string;
@@ -110,6 +127,7 @@ export interface LogBatcherStats {
 export interface SpoolReplayResult {
   /** Batches and groups from the spool that the service now acknowledged. */
   readonly replayedBatches: number;
+  /** Groups from the spool that the service now acknowledged. */
   readonly replayedGroups: number;
   /** Batches that failed again and are back in the spool. */
   readonly respooledBatches: number;

@@ -8,7 +8,9 @@ export type TrainingJobKind = 'rl' | 'sft';
 
 /** A training job was created on the service. */
 export interface JobSubmittedEvent {
+  /** The job's id on the service. */
   readonly jobId: string;
+  /** RL or SFT. */
   readonly kind: TrainingJobKind;
   /** Groups (RL) or rows (SFT, when known) in the job. */
   readonly size: number | null;
@@ -16,10 +18,13 @@ export interface JobSubmittedEvent {
 
 /** A training job ended and its checkpoint exists. */
 export interface JobEndEvent {
+  /** The job's id on the service. */
   readonly jobId: string;
+  /** RL or SFT. */
   readonly kind: TrainingJobKind;
   /** The new step (policy version). */
   readonly step: number;
+  /** The job's metrics (gradient-step averages and the checkpoint's own). */
   readonly metrics: Readonly<Record<string, number>>;
 }
 
@@ -27,26 +32,38 @@ export interface JobEndEvent {
 export interface GroupsDroppedEvent {
   /** Why: sampled from a policy more than `maxStaleness` steps old. */
   readonly reason: 'stale';
+  /** How many groups were left out. */
   readonly count: number;
   /** The step at the time of the check. */
   readonly currentStep: number;
+  /** The bound that was applied, in steps. */
   readonly maxStaleness: number;
 }
 
 /** A row was appended to `history.jsonl`. */
 export interface HistoryRowEvent {
+  /** The row as written. */
   readonly row: HistoryRow;
+  /** The `history.jsonl` file it went to. */
   readonly path: string;
 }
 
 /** Events of a {@link TrainableModel}: job lifecycle, history rows, and its log batcher's events. */
 export interface TrainableModelEvents {
+  /** A training job was created. */
   'job:submitted': [event: JobSubmittedEvent];
+  /** A job event arrived (also passed to `onProgress`). */
   'job:progress': [event: JobProgress];
+  /** A job ended and its checkpoint exists. */
   'job:end': [event: JobEndEvent];
+  /** Stale groups were left out before upload. */
   'groups:dropped': [event: GroupsDroppedEvent];
+  /** A row was appended to `history.jsonl`. */
   'history:row': [event: HistoryRowEvent];
+  /** The log batcher delivered a batch. */
   'batch:sent': [event: BatchSentEvent];
+  /** A log batch failed and will be tried again. */
   'batch:retry': [event: BatchRetryEvent];
+  /** A log batch could not be delivered and went to the spool file. */
   'batch:spooled': [event: BatchSpooledEvent];
 }
