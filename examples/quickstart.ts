@@ -4,6 +4,7 @@
  * verifiable, and a fresh tiny model climbs it within a few steps.
  * Run: npx tsx examples/quickstart.ts
  */
+import { rm } from 'node:fs/promises';
 import { finalAssistantText, gatherTrajectoryGroups, LocalBackend, TrainableModel } from 'policyloop';
 import type { RewardFn } from 'policyloop';
 
@@ -16,7 +17,9 @@ const capitals: RewardFn<string> = (trajectory) => {
 };
 
 // The local service starts in-process; its store, checkpoints and history go under dataDir.
-const backend = await LocalBackend.start({ dataDir: '.policyloop/quickstart' });
+const dataDir = '.policyloop/quickstart';
+await rm(dataDir, { recursive: true, force: true }); // a fresh model every run (get-or-create would resume)
+const backend = await LocalBackend.start({ dataDir });
 const model = new TrainableModel({ project: 'quickstart', name: 'capitals', baseModel: 'policyloop/tiny-chat' });
 await model.register(backend);
 const client = model.openai(); // logprobs on; every call inside a rollout is captured

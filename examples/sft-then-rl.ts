@@ -4,12 +4,15 @@
  * shorter run than `npm run demo`.
  * Run: npx tsx examples/sft-then-rl.ts
  */
+import { rm } from 'node:fs/promises';
 import { finalAssistantText, gatherTrajectoryGroups, LocalBackend, TrainableModel } from 'policyloop';
 import type { TrajectoryGroup } from 'policyloop';
 import { makeScenarios, reward, sftRows } from './tasks/uppercase.js';
 import type { UppercaseScenario } from './tasks/uppercase.js';
 
-const backend = await LocalBackend.start({ dataDir: '.policyloop/sft-then-rl' });
+const dataDir = '.policyloop/sft-then-rl';
+await rm(dataDir, { recursive: true, force: true }); // a fresh model every run (get-or-create would resume)
+const backend = await LocalBackend.start({ dataDir });
 const model = new TrainableModel({ project: 'examples', name: 'uppercase', baseModel: 'policyloop/tiny-chat' });
 await model.register(backend);
 const client = model.openai();
