@@ -46,7 +46,8 @@ export function resolveInferenceModel(
   const checkpoint = store.getCheckpoint(model.id, step);
   if (checkpoint === undefined) {
     const steps = [0, ...store.allCheckpoints(model.id).map((existing) => existing.step)];
-    throw new HttpError(404, `Model ${inferenceName(model)} has no checkpoint at step ${step}; available steps: ${steps.join(', ')}`);
+    // The step as written (a long one would print as 1e+23).
+    throw new HttpError(404, `Model ${inferenceName(model)} has no checkpoint at step ${pinned?.[2] ?? step}; available steps: ${steps.join(', ')}`);
   }
   return { policy: policyRef(dataDir, model, checkpoint), model };
 }

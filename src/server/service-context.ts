@@ -46,12 +46,13 @@ export function readIdParam(context: Context, name: string): string {
   if (!result.success) {
     throw new RequestValidationError([{ loc: ['path', name], msg: `Input should be a valid UUID, got ${JSON.stringify(value.slice(0, 100))}`, type: 'uuid_parsing' }]);
   }
-  return result.data;
+  // UUIDs are case-insensitive (the hosted service parses them); stored ids are lower case.
+  return result.data.toLowerCase();
 }
 
-/** The model with this id, or a 404. */
+/** The model with this id (any letter case), or a 404. */
 export function requireModel(service: ServiceContext, modelId: string): ModelRecord {
-  const model = service.store.getModel(modelId);
+  const model = service.store.getModel(modelId.toLowerCase());
   if (model === undefined) throw new HttpError(404, `Model ${modelId} not found`);
   return model;
 }

@@ -26,6 +26,9 @@ export function checkTrainingDataUrl(url: string): void {
   if (!TRAINING_DATA_SCHEMES.includes(parsed.protocol)) {
     throw validationFailure(loc, `Unsupported URL scheme \`${parsed.protocol.replace(/:$/, '')}\`: the local service reads training data from file://, data:, http:// and https:// URLs`, 'url_scheme');
   }
+  if (parsed.protocol === 'file:' && parsed.hostname !== '' && parsed.hostname !== 'localhost') {
+    throw validationFailure(loc, `Expected a file:// URL of a local path (file:///path/to/rows.jsonl), got one on host ${JSON.stringify(parsed.hostname)}`, 'url_parsing');
+  }
 }
 
 /** Largest training data file the service reads, in bytes, unless configured otherwise. */

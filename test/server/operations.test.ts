@@ -66,6 +66,16 @@ describe('models', () => {
     expect(response.body.detail[0].msg).toContain('policyloop/tiny-chat');
   });
 
+  it('accepts model and job ids in upper case, as UUIDs are case-insensitive', async () => {
+    const model = await registerModel(server, 'upper-case');
+    const upper = model.id.toUpperCase();
+    expect(upper).not.toBe(model.id);
+    expect((await server.call('GET', `/v1/preview/models/${upper}/checkpoints`)).status).toBe(200);
+    const created = await server.call('POST', '/v1/preview/sft-training-jobs', { body: { model_id: upper, training_data_url: dataUrl(sftJsonl([{ question: 'q', answer: 'a' }])) } });
+    expect(created.body.model_id).toBe(model.id);
+    expect((await waitForJobEnd(server, created.body.id.toUpperCase())).status).toBe('COMPLETED');
+  });
+
   it('404s operations on an unknown model', async () => {
     const unknown = '00000000-0000-4000-8000-000000000000';
     expect((await server.call('GET', `/v1/preview/models/${unknown}/checkpoints`)).status).toBe(404);
@@ -131,6 +141,9 @@ describe('chat completions', () => {
     const missingStep = await ask('wandb-artifact:///local/server-tests/names:step3');
     expect(missingStep.status).toBe(404);
     expect(missingStep.body.detail).toContain('available steps: 0');
+    const hugeStep = await ask('wandb-artifact:///local/server-tests/names:step99999999999999999999999');
+    expect(hugeStep.status).toBe(404);
+    expect(hugeStep.body.detail).toContain('at step 99999999999999999999999;');
     expect((await ask('wandb-artifact:///local/server-tests/names')).status).toBe(200);
     expect((await ask('wandb-artifact:///local/server-tests/names:step0')).status).toBe(200);
     expect((await ask('server-tests/names')).status).toBe(200);
@@ -237,6 +250,9 @@ describe('training jobs', () => {
     expect(s3.status).toBe(422);
     expect(s3.body.detail[0].loc).toEqual(['body', 'training_data_url']);
     expect(s3.body.detail[0].msg).toContain('`s3`');
+    const remoteFile = await server.call('POST', '/v1/preview/sft-training-jobs', { body: { model_id: model.id, training_data_url: 'file://fileserver/rows.jsonl' } });
+    expect(remoteFile.status).toBe(422);
+    expect(remoteFile.body.detail[0]).toMatchObject({ loc: ['body', 'training_data_url'], msg: expect.stringContaining('"fileserver"') });
     const unknownKey = await server.call('POST', '/v1/preview/sft-training-jobs', { body: { model_id: model.id, training_data_url: dataUrl(text), config: { epochs: 3 } } });
     expect(unknownKey.status).toBe(422);
     expect(unknownKey.body.detail[0].loc).toEqual(['body', 'config', 'epochs']);

@@ -14,8 +14,8 @@ export function registerJobRoutes(routes: RouteTable, service: ServiceContext): 
   routes.add('POST', '/v1/preview/training-jobs', async (context) => {
     requireAuth(service, context);
     const body = await readBody(service, context, CreateTrainingJob);
-    requireModel(service, body.model_id);
-    const job = store.createJob({ modelId: body.model_id, kind: 'rl', request: body });
+    const model = requireModel(service, body.model_id);
+    const job = store.createJob({ modelId: model.id, kind: 'rl', request: body });
     runner.enqueue(job.id, job.model_id);
     return context.json(toJobResponse(job));
   });
@@ -24,8 +24,8 @@ export function registerJobRoutes(routes: RouteTable, service: ServiceContext): 
     requireAuth(service, context);
     const body = await readBody(service, context, CreateSFTTrainingJob);
     checkTrainingDataUrl(body.training_data_url);
-    requireModel(service, body.model_id);
-    const job = store.createJob({ modelId: body.model_id, kind: 'sft', request: body });
+    const model = requireModel(service, body.model_id);
+    const job = store.createJob({ modelId: model.id, kind: 'sft', request: body });
     runner.enqueue(job.id, job.model_id);
     return context.json(toJobResponse(job));
   });
