@@ -257,7 +257,10 @@ export async function runTrainingJob(job: EngineTrainingJob, hooks: TrainingHook
     const built = buildSftSequences(job.rows, assistantTurns);
     const { sequences, truncated } = truncate(config, built);
     const requestedBatch = job.config?.batch_size;
-    const batchSize = typeof requestedBatch === 'number' && requestedBatch > 0 ? requestedBatch : Math.min(AUTO_SFT_BATCH_SIZE, Math.max(1, sequences.length));
+    if (typeof requestedBatch === 'number' && !(Number.isInteger(requestedBatch) && requestedBatch >= 1)) {
+      throw new Error(`config.batch_size must be a positive integer or "auto", got ${requestedBatch}.`);
+    }
+    const batchSize = typeof requestedBatch === 'number' ? requestedBatch : Math.min(AUTO_SFT_BATCH_SIZE, Math.max(1, sequences.length));
     const batches: TrainingSequence[][] = [];
     for (let start = 0; start < sequences.length; start += batchSize) batches.push(sequences.slice(start, start + batchSize));
     const rates = job.config?.learning_rate;

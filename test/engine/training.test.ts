@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { createEngine } from '../../src/engine/index.js';
+import { DEFAULT_LEARNING_RATE, DEFAULT_SFT_LEARNING_RATE, createEngine } from '../../src/engine/index.js';
 import type { Engine, EngineTrainingEvent, PolicyRef } from '../../src/engine/index.js';
 import type { ChatCompletionRequestBody, Choice, SFTRow, TrajectoryGroup } from '../../src/schema/index.js';
 import { capitalsReward, makeScenarios } from '../../examples/tasks/uppercase.js';
@@ -86,6 +86,11 @@ describe('SFT', () => {
     expect(choice?.finish_reason).toBe('tool_calls');
     expect(choice?.message.content).toBeNull();
     expect(choice?.message.tool_calls).toEqual([{ id: expect.stringMatching(/^call_/), type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } }]);
+    // tool_choice "none": the same text form is left as content.
+    const none = await engine.chatCompletion(taughtPolicy, { ...ask('weather in Oslo?', { temperature: 0, max_tokens: 60 }), tools: [weatherTool], tool_choice: 'none' });
+    expect(none.choices[0]?.finish_reason).toBe('stop');
+    expect(none.choices[0]?.message.tool_calls).toBeUndefined();
+    expect(none.choices[0]?.message.content).toBe('<|tool_call|>{"name":"get_weather","arguments":{"city":"Oslo"}}<|/tool_call|>');
   });
 
   it('samples tokens as often as their reported probability (at the sampling temperature) says', async () => {
@@ -120,6 +125,18 @@ describe('SFT', () => {
     expect(bytes.length).toBe(8 + headerLength + end);
     const metadata = JSON.parse(await readFile(path.join(taughtPolicy.checkpointPath as string, 'metadata.json'), 'utf8'));
     expect(metadata).toMatchObject({ base_model: BASE, step: 1, kind: 'sft', training_config: { batch_size: 8 } });
+  });
+
+  it('sizes batches "auto" (16 rows) and uses DEFAULT_SFT_LEARNING_RATE when learning_rate is null; refuses a batch_size below 1', async () => {
+    const rows = Array.from({ length: 9 }, () => taught.slice(0, 4)).flat();
+    const { events } = await train({ kind: 'sft', policy: base, ...output(), step: 1, rows, config: { batch_size: 'auto', learning_rate: null, assistant_turns: 'all' } });
+    expect(events[0]).toEqual({ type: 'training_started', data: { num_sequences: 3 } });
+    const steps = events.flatMap((event) => (event.type === 'gradient_step' ? [event.data] : []));
+    expect(steps.map((data) => data['num_trajectories'])).toEqual([16, 16, 4]);
+    expect(steps.every((data) => data['learning_rate'] === DEFAULT_SFT_LEARNING_RATE)).toBe(true);
+    await expect(engine.train({ kind: 'sft', policy: base, ...output(), step: 1, rows, config: { batch_size: 0, assistant_turns: 'all' } }, { onEvent: () => undefined })).rejects.toThrow(
+      'config.batch_size must be a positive integer or "auto", got 0.',
+    );
   });
 
   it('lowers the loss on a fixed batch, step after step', async () => {
@@ -179,6 +196,41 @@ describe('RL', () => {
     expect(relaxed.metrics['clip_fraction']).toBe(0);
     const ppo = await train({ kind: 'rl', policy: base, ...output(), step: 1, trajectoryGroups: stale, config: { loss_fn: 'ppo' } });
     expect(ppo.metrics['clip_fraction']).toBe(1);
+    const widePpo = await train({ kind: 'rl', policy: base, ...output(), step: 1, trajectoryGroups: stale, config: { ppo: true, epsilon: 0.2, epsilon_high: 10 } });
+    expect(widePpo.metrics['clip_fraction']).toBe(0);
+    // Ratios below 1 - epsilon are clipped too (here e^-2 < 1 - 0.5).
+    const fresh = stale.map((group) => ({
+      trajectories: group.trajectories.map((trajectory) => ({
+        ...trajectory,
+        messages_and_choices: trajectory.messages_and_choices.map((item) =>
+          'role' in item ? item : { ...item, logprobs: { content: item.logprobs?.content?.map((entry) => ({ ...entry, logprob: entry.logprob + 4 })) ?? null } },
+        ),
+      })),
+    }));
+    const low = await train({ kind: 'rl', policy: base, ...output(), step: 1, trajectoryGroups: fresh, config: { loss_fn: 'ppo', epsilon: 0.5 } });
+    expect(low.metrics['importance_ratio']).toBeCloseTo(Math.exp(-2), 3);
+    expect(low.metrics['clip_fraction']).toBe(1);
+  });
+
+  it('reports every gradient_step number, and uses DEFAULT_LEARNING_RATE when learning_rate is null or absent', async () => {
+    const sampled = await rlGroups(base, ['abcd', 'efgh'], 4, () => 0);
+    const groups = sampled.groups.map((group) => ({ trajectories: group.trajectories.map((trajectory, index) => ({ ...trajectory, reward: index })) }));
+    for (const config of [null, {}, { learning_rate: null }]) {
+      const { events } = await train({ kind: 'rl', policy: base, ...output(), step: 1, trajectoryGroups: groups, config });
+      const step = events.find((event) => event.type === 'gradient_step');
+      for (const name of ['loss', 'grad_norm', 'entropy', 'learning_rate', 'num_trajectories', 'num_trainable_tokens', 'num_groups_trainable']) {
+        expect(Number.isFinite(step?.data[name]), name).toBe(true);
+      }
+      expect(step?.data['learning_rate']).toBe(DEFAULT_LEARNING_RATE);
+      expect(step?.data['num_trajectories']).toBe(8);
+      expect(step?.data['num_groups_trainable']).toBe(2);
+      expect(step?.data['grad_norm']).toBeGreaterThan(0);
+      // Near-uniform fresh model: entropy close to ln(266) nats per token.
+      expect(step?.data['entropy']).toBeGreaterThan(4);
+      expect(step?.data['entropy']).toBeLessThan(Math.log(266) + 1e-6);
+    }
+    const { metrics } = await train({ kind: 'rl', policy: base, ...output(), step: 1, trajectoryGroups: groups, config: { learning_rate: 1e-4 } });
+    expect(metrics['learning_rate']).toBe(1e-4);
   });
 
   it('changes no weight when every group has equal rewards', async () => {
