@@ -132,7 +132,8 @@ export async function followTrainingJob(
           );
         }
       }
-      if (!page.has_more) await delay(pollInterval, signal);
+      // An empty page that claims more (a confused service) waits too, rather than spin.
+      if (!page.has_more || page.data.length === 0) await delay(pollInterval, signal);
     }
   } catch (error) {
     if (timeoutController.signal.aborted && !(error instanceof TrainingJobFailedError)) {

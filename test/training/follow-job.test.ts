@@ -104,6 +104,23 @@ describe('followTrainingJob', () => {
     expect(failed.message).toContain('out of memory');
   });
 
+  it('keeps its poll cadence when the service answers an empty page with has_more', async () => {
+    let polls = 0;
+    const fetch = async (): Promise<Response> => {
+      polls += 1;
+      // A spinning loop never lets fake time pass: stop it here so the test fails instead of hanging.
+      if (polls > 50) throw new Error('polled 50 times without waiting');
+      const body = { object: 'list', data: [], first_id: '', last_id: '', has_more: true };
+      return new Response(JSON.stringify(body), { headers: { 'content-type': 'application/json' } });
+    };
+    const client = new TrainingClient({ apiKey: 'test', baseURL: 'http://service.test/v1', fetch: fetch as typeof globalThis.fetch });
+    const followed = followTrainingJob(client, JOB_ID, { timeout: 3_500 }).catch((caught: unknown) => caught);
+    await vi.advanceTimersByTimeAsync(3_500);
+    expect(await followed).toBeInstanceOf(TrainingTimeoutError);
+    expect(polls).toBeGreaterThanOrEqual(3);
+    expect(polls).toBeLessThanOrEqual(5);
+  });
+
   it('gives up after the timeout with TrainingTimeoutError naming the job', async () => {
     const job = scriptedJob();
     const followed = followTrainingJob(job.client, JOB_ID, { timeout: 5_000 }).catch((caught: unknown) => caught);
