@@ -98,6 +98,7 @@ describe('HostedBackend', () => {
     const backend = new HostedBackend({ apiKey: 'wandb-key', baseURL: 'https://hosted.test', fetch: service.fetch, dataDir });
     const model = await new TrainableModel({ project: 'p', name: 'm', baseModel: 'OpenPipe/Qwen3-14B-Instruct' }).register(backend);
     expect(model.inferenceName()).toBe('wandb-artifact:///my-team/p/m');
+    expect(model.files.history).toBe(path.join(dataDir, 'p', 'models', 'm', 'history.jsonl'));
     expect(service.requests[0]).toMatchObject({ method: 'POST', path: '/v1/preview/models', authorization: 'Bearer wandb-key' });
 
     const result = await model.train([groupWithLogprobs()], { pollInterval: 10, log: false });
@@ -116,6 +117,12 @@ describe('HostedBackend', () => {
 });
 
 describe('the one-line switch', () => {
+  it("keeps the models' local files under .policyloop in the working directory by default, with both backends", () => {
+    expect(new LocalBackend().dataDir).toBe(path.resolve('.policyloop'));
+    expect(new HostedBackend({ apiKey: 'key' }).dataDir).toBe(path.resolve('.policyloop'));
+  });
+
+
   it('hands out an OpenAI client bound to the hosted service: its key, its inference URL, this model, logprobs on', async () => {
     const service = hostedStandIn();
     const backend = new HostedBackend({
