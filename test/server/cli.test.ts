@@ -1,6 +1,8 @@
 /** `policyloop serve` as a user runs it: the ready line, the dev-key notice, keys, clean stops. */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { createServer } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -87,6 +89,26 @@ describe('policyloop serve', () => {
     expect(await cli.exit).toBe(0);
     expect(cli.lines).toEqual([]);
     expect(cli.stderr()).not.toContain('key-one');
+  });
+
+  it('exits 1 with the reason when the port is taken, and leaves the data directory usable', async () => {
+    const blocker = createServer();
+    await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
+    const taken = (blocker.address() as AddressInfo).port;
+    const dataDir = temporaryDirectory();
+    try {
+      const refused = run(['serve', '--port', String(taken), '--data-dir', dataDir]);
+      expect(await refused.exit).toBe(1);
+      expect(refused.stderr()).toContain('EADDRINUSE');
+      expect(refused.lines).toEqual([]);
+    } finally {
+      blocker.close();
+    }
+    // The failed start released its lock: the same directory serves on another port.
+    const retry = run(['serve', '--port', '0', '--data-dir', dataDir]);
+    expect(await retry.nextLine()).toMatch(/^policyloop listening on /);
+    retry.child.kill('SIGTERM');
+    expect(await retry.exit, retry.stderr()).toBe(0);
   });
 
   it('refuses bad arguments and unknown commands with a usage message', async () => {

@@ -204,3 +204,19 @@ describe('closing with requests in flight', () => {
     expect(((await response.json()) as any).detail).toBe('The service is stopped');
   });
 });
+
+describe('unexpected errors', () => {
+  it('answers 500 with the request id, and logs the cause with that id but never the key', async () => {
+    const notes: string[] = [];
+    const logger = { info: (note: string) => notes.push(note), warn: (note: string) => notes.push(note), error: (note: string) => notes.push(note) };
+    const engine = { ...createStandInEngine(), chatCompletion: async () => Promise.reject(new Error('engine exploded')) };
+    const server = await start({ engine, logger, apiKeys: ['secret-key-1234'] });
+    const response = await server.call('POST', '/v1/chat/completions', { body: { model: 'policyloop/tiny-chat', messages: [{ role: 'user', content: 'hi' }] }, auth: 'secret-key-1234' });
+    expect(response.status).toBe(500);
+    expect(response.body.detail).toBe('Internal server error');
+    const requestId = response.headers.get('x-request-id') as string;
+    const note = notes.find((entry) => entry.includes(requestId));
+    expect(note).toContain('engine exploded');
+    expect(notes.join('\n')).not.toContain('secret-key-1234');
+  });
+});

@@ -86,6 +86,8 @@ describe('restart', () => {
 
     const database = new Database(join(dataDir, DATABASE_FILE), { readonly: true });
     try {
+      // WAL is a property of the file: a reader sees the mode the service set.
+      expect(database.pragma('journal_mode', { simple: true })).toBe('wal');
       expect(database.prepare('SELECT COUNT(*) AS count FROM trajectory_groups WHERE model_id = ?').get(model.id)).toEqual({ count: 2 });
       const metrics = database.prepare('SELECT split, step, metrics FROM step_metrics WHERE model_id = ?').all(model.id) as { split: string; step: number; metrics: string }[];
       expect(metrics).toHaveLength(1);

@@ -65,12 +65,8 @@ export const serveCommand: Command = {
         error: (message) => process.stderr.write(`[policyloop] error: ${message}\n`),
       },
     });
-    process.stdout.write(`policyloop listening on ${server.url}\n`);
-    if (apiKeys === undefined) {
-      process.stdout.write(`using the development API key ${DEV_API_KEY} (pass --api-key KEY to set your own)\n`);
-    }
-
-    return await new Promise<number>((resolveExit) => {
+    // Signal handlers first: a supervisor may send SIGTERM as soon as it reads the ready line.
+    const exited = new Promise<number>((resolveExit) => {
       let stopping = false;
       const stop = (signal: NodeJS.Signals): void => {
         if (stopping) {
@@ -91,5 +87,10 @@ export const serveCommand: Command = {
       process.on('SIGINT', stop);
       process.on('SIGTERM', stop);
     });
+    process.stdout.write(`policyloop listening on ${server.url}\n`);
+    if (apiKeys === undefined) {
+      process.stdout.write(`using the development API key ${DEV_API_KEY} (pass --api-key KEY to set your own)\n`);
+    }
+    return await exited;
   },
 };
