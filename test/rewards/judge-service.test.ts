@@ -1,4 +1,8 @@
-/** The relative judge with the local service's tiny model as judge: its answers are noise. */
+/**
+ * The relative judge with the local service's tiny model as judge: untrained, its answers are noise
+ * (visible JudgeErrors, the parse fallback); trained by SFT on the answer format, it scores a
+ * gathered group through the default JSON parsing.
+ */
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gatherTrajectoryGroups } from '../../src/rollout/index.js';
@@ -66,6 +70,52 @@ describe('relativeJudge with the local model', () => {
     expect(scored.trajectories[1]?.reward).toBe(0);
     expect(scored.trajectories.map((trajectory) => trajectory.metrics['independent_reward'])).toEqual([1, 0]);
     expect(scored.trajectories[0]?.logs[0]).toMatch(/^judge: fallback over \d+ characters$/);
+  });
+
+  it('scores a gathered group through the default JSON answer of a local model trained to judge', async () => {
+    // Teach the tiny model the judge's answer format for this prompt (it samples noise before training).
+    const answer = {
+      scores: [
+        { trajectory_id: '1', explanation: 'right sum', score: 0.9 },
+        { trajectory_id: '2', explanation: 'wrong sum', score: 0.1 },
+      ],
+    };
+    const prompt = compactPrompt([[{ content: '4' }], [{ content: '5' }]]);
+    const row = JSON.stringify({ messages: [...prompt, { role: 'assistant', content: JSON.stringify(answer) }] });
+    const trained = await client.post<{ id: string; entity: string }>('/preview/models', {
+      body: { project: 'judge', name: 'json-judge', base_model: service.baseModel, return_existing: true },
+    });
+    const job = await client.post<{ id: string }>('/preview/sft-training-jobs', {
+      body: {
+        model_id: trained.id,
+        training_data_url: `data:application/jsonl;base64,${Buffer.from(Array(160).fill(row).join('\n')).toString('base64')}`,
+        config: { learning_rate: 1e-2, batch_size: 8 },
+      },
+    });
+    for (let polls = 0; ; polls += 1) {
+      const status = await client.get<{ status: string }>(`/preview/training-jobs/${job.id}`);
+      if (status.status === 'COMPLETED') break;
+      if (status.status === 'FAILED' || polls > 600) throw new Error(`SFT job did not complete: ${JSON.stringify(status)}`);
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+
+    const judge = relativeJudge({
+      client,
+      model: `wandb-artifact:///${trained.entity}/judge/json-judge`,
+      buildMessages: compactPrompt,
+      requestParams: { temperature: 0, max_tokens: 160 },
+    });
+    const groups = await gatherTrajectoryGroups(
+      ['What is 2+2?'],
+      // Hand-built answers ('4' right, '5' wrong) stand for what an agent would have produced.
+      async (_question, { index }) => ({ messages_and_choices: group().trajectories[index]?.messages_and_choices ?? [], reward: index === 0 ? 1 : 0 }),
+      { groupSize: 2, scoreGroup: judge },
+    );
+    const [scored] = groups;
+    expect(scored?.trajectories.map((trajectory) => trajectory.reward)).toEqual([0.9, 0.1]);
+    expect(scored?.trajectories.map((trajectory) => trajectory.metrics['independent_reward'])).toEqual([1, 0]);
+    expect(scored?.trajectories.map((trajectory) => trajectory.metrics['judge_score'])).toEqual([0.9, 0.1]);
+    expect(scored?.trajectories.map((trajectory) => trajectory.logs.at(-1))).toEqual(['judge: right sum', 'judge: wrong sum']);
   });
 
   it('wraps an HTTP error of the judge request (unknown model) in JudgeError', async () => {
