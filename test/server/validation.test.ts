@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEV_API_KEY } from '../../src/server/index.js';
 import { startServer, type TestServer } from './support/harness.js';
 import { registerModel } from './support/jobs.js';
+import { declaredResponses } from './support/openapi-responses.js';
 
 const UNKNOWN_ID = '00000000-0000-4000-8000-000000000000';
 let server: TestServer;
@@ -99,6 +100,9 @@ describe('422 in the FastAPI shape', () => {
     { name: 'an unknown order', method: 'GET', path: () => `/v1/preview/models/${modelId}/checkpoints?order=sideways`, loc: ['query', 'order'], type: 'enum' },
     { name: 'a non-UUID model id in the path', method: 'GET', path: () => '/v1/preview/models/not-a-uuid/checkpoints', loc: ['path', 'model_id'], type: 'uuid_parsing' },
     { name: 'a non-UUID job id in the path', method: 'GET', path: () => '/v1/preview/training-jobs/42', loc: ['path', 'training_job_id'], type: 'uuid_parsing' },
+    { name: 'a non-UUID model id to delete', method: 'DELETE', path: () => '/v1/preview/models/42', loc: ['path', 'model_id'], type: 'uuid_parsing' },
+    { name: 'a stream flag that is not a boolean (trailing-slash route)', method: 'POST', path: () => '/v1/chat/completions/', body: { model: 'policyloop/tiny-chat', messages: [{ role: 'user', content: 'hi' }], stream: 'yes' }, loc: ['body', 'stream'], type: 'bool_type' },
+    { name: 'an SFT URL that is not a string', method: 'POST', path: () => '/v1/preview/sft-training-jobs', body: { model_id: modelId, training_data_url: 7 }, loc: ['body', 'training_data_url'], type: 'string_type' },
   ];
 
   for (const testCase of cases) {
@@ -124,6 +128,15 @@ describe('422 in the FastAPI shape', () => {
   it('answers a body that is not UTF-8 with 422', async () => {
     const response = await fetch(`${server.handle.url}/v1/preview/models`, { method: 'POST', headers: { authorization: `Bearer ${server.handle.apiKey}` }, body: new Uint8Array([0x7b, 0xff, 0xfe, 0x7d]) });
     expect(response.status).toBe(422);
+  });
+});
+
+describe('422 coverage', () => {
+  it('checked a 422 of every operation that declares one, in both documents', () => {
+    const declared = declaredResponses(422);
+    expect(declared.length).toBeGreaterThanOrEqual(20);
+    const missing = declared.filter((operation) => !server.checkedOperations().has(operation));
+    expect(missing).toEqual([]);
   });
 });
 

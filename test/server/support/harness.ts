@@ -34,6 +34,8 @@ export interface TestServer {
   readonly dataDir: string;
   /** How many responses were checked against a contract document so far. */
   readonly contractChecks: () => number;
+  /** Which `document METHOD template status` were checked so far (see `declaredResponses`). */
+  readonly checkedOperations: () => ReadonlySet<string>;
   call<T = any>(method: string, path: string, options?: CallOptions): Promise<CallResult<T>>;
   /** Closes the server (idempotent); `removeData` deletes the data directory too. */
   close(removeData?: boolean): Promise<void>;
@@ -49,11 +51,13 @@ export async function startServer(options: ServeOptions = {}): Promise<TestServe
   const dataDir = options.dataDir ?? temporaryDirectory();
   const handle = await serve({ port: 0, ...options, dataDir });
   let checks = 0;
+  const operations = new Set<string>();
   let closed = false;
   return {
     handle,
     dataDir,
     contractChecks: () => checks,
+    checkedOperations: () => operations,
     async call(method, path, callOptions = {}) {
       const headers: Record<string, string> = { ...callOptions.headers };
       const auth = callOptions.auth ?? true;
@@ -76,6 +80,7 @@ export async function startServer(options: ServeOptions = {}): Promise<TestServe
         for (const check of checkResponse(method, pathname, response.status, parsed)) {
           if (!check.checked) continue;
           checks += 1;
+          if (check.operation !== undefined) operations.add(check.operation);
           if (check.errors.length > 0) {
             throw new Error(`${method} ${pathname} ${response.status} does not match ${check.document}: ${check.errors.join('; ')}\n${text.slice(0, 2000)}`);
           }

@@ -42,9 +42,27 @@ function findTemplate(document: Document, path: string): string | undefined {
   return undefined;
 }
 
+/**
+ * Every `document METHOD template status` that declares a JSON response schema, e.g.
+ * `openapi.json POST /v1/preview/models 200`: what a test run must have checked.
+ */
+export function declaredResponses(status: number): string[] {
+  const declared: string[] = [];
+  for (const name of DOCUMENT_NAMES) {
+    for (const [template, operations] of Object.entries(documents[name].paths)) {
+      for (const [method, operation] of Object.entries(operations)) {
+        if (operation.responses[String(status)]?.content?.['application/json']?.schema !== undefined) declared.push(`${name} ${method.toUpperCase()} ${template} ${status}`);
+      }
+    }
+  }
+  return declared;
+}
+
 /** The result of checking one response against one document. */
 export interface ContractCheck {
   readonly document: DocumentName;
+  /** `document METHOD template status`, as listed by {@link declaredResponses} (set when checked). */
+  readonly operation?: string;
   /** False when the document has no schema for this operation and status (nothing to check). */
   readonly checked: boolean;
   readonly errors: string[];
@@ -69,6 +87,11 @@ export function checkResponse(method: string, path: string, status: number, body
       compiled.set(pointer, validate);
     }
     const valid = validate(body);
-    return { document: name, checked: true, errors: valid ? [] : (validate.errors ?? []).map((error) => `${error.instancePath} ${error.message ?? ''}`) };
+    return {
+      document: name,
+      checked: true,
+      operation: `${name} ${method.toUpperCase()} ${template} ${status}`,
+      errors: valid ? [] : (validate.errors ?? []).map((error) => `${error.instancePath} ${error.message ?? ''}`),
+    };
   });
 }
