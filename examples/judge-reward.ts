@@ -6,22 +6,30 @@
  * 256/512-token contexts are too short for a judge prompt), so the wiring runs without network.
  * Run: npx tsx examples/judge-reward.ts
  */
+import { rm } from 'node:fs/promises';
 import OpenAI from 'openai';
 import { combineRewards, gatherTrajectoryGroups, lengthPenalty, LocalBackend, regexMatch, relativeJudge, TrainableModel } from 'policyloop';
 import type { ChatCompletionsClient } from 'policyloop';
 
-/** Offline stand-in: scores each `<trajectory>` of the prompt 1 when it mentions the sea, else 0.2. */
+/**
+ * Offline stand-in: scores each `<trajectory>` of the prompt 1 when it mentions the sea, else
+ * between 0 and 0.5, the shorter the better (the rubric asks for one short line).
+ */
 const standInJudge: ChatCompletionsClient = {
   chat: {
     completions: {
       create: async (body) => {
-        const prompt = JSON.stringify(body.messages);
+        const prompt = (body.messages as { content?: unknown }[]).map((message) => String(message.content)).join('\n');
         const parts = prompt.split('<trajectory id=').slice(1);
-        const scores = parts.map((part, index) => ({
-          trajectory_id: String(index + 1),
-          explanation: /sea/i.test(part) ? 'mentions the sea' : 'off topic',
-          score: /sea/i.test(part) ? 1 : 0.2,
-        }));
+        const scores = parts.map((part, index) => {
+          const length = part.replace(/<\/trajectory>[\s\S]*$/, '').length;
+          const sea = /sea/i.test(part);
+          return {
+            trajectory_id: String(index + 1),
+            explanation: sea ? 'mentions the sea' : `off topic, ${length} characters`,
+            score: sea ? 1 : Number((0.5 * Math.max(0, 1 - length / 200)).toFixed(3)),
+          };
+        });
         const content = JSON.stringify({ scores });
         return { choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content } }] };
       },
@@ -29,7 +37,9 @@ const standInJudge: ChatCompletionsClient = {
   },
 };
 
-const backend = await LocalBackend.start({ dataDir: '.policyloop/judge-reward' });
+const dataDir = '.policyloop/judge-reward';
+await rm(dataDir, { recursive: true, force: true }); // a fresh model every run
+const backend = await LocalBackend.start({ dataDir });
 const model = new TrainableModel({ project: 'examples', name: 'sea-lines', baseModel: 'policyloop/tiny-chat' });
 await model.register(backend);
 const client = model.openai();
@@ -60,5 +70,8 @@ for (const trajectory of groups.flatMap((group) => group.trajectories)) {
   console.log(trajectory.reward.toFixed(2), trajectory.metrics, trajectory.logs.at(-1));
 }
 console.log(await model.log(groups, { split: 'val' }));
+// The judge's scores are the rewards RL trains on (the parts stay as metrics in the history).
+const { step } = await model.train(groups);
+console.log(`trained on the judged groups: step ${step}`);
 await model.close();
 await backend.close();
