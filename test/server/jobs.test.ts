@@ -5,8 +5,11 @@
  * failure, a model delete or a shutdown.
  */
 import { existsSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import type { PolicyRef } from '../../src/engine/types.js';
+import type { ChatCompletionRequestBody } from '../../src/schema/index.js';
 import { startServer, temporaryDirectory, waitFor, type TestServer } from './support/harness.js';
 import { followEvents, registerModel, waitForJobEnd } from './support/jobs.js';
 import { createGate } from './support/gate.js';
@@ -112,6 +115,40 @@ describe('job queue', () => {
     expect(existsSync(join(server.dataDir, 'weights', model.id))).toBe(false);
     gate.open();
     expect((await server.call('GET', '/v1/system-check', { auth: false })).body.cpu_queue.running_jobs).toBe(0);
+  });
+
+  it('answers 404, not 500, to a completion whose checkpoint is deleted while it waits for the weights', async () => {
+    const standIn = createStandInEngine();
+    let loading = (): void => undefined;
+    const loadStarted = new Promise<void>((resolve) => {
+      loading = resolve;
+    });
+    let release = (): void => undefined;
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    // Loads a checkpoint's weights as the real engine does: from its directory, when the batch runs.
+    const engine = {
+      ...standIn,
+      async chatCompletion(policy: PolicyRef, request: ChatCompletionRequestBody) {
+        if (policy.checkpointPath !== null) {
+          loading();
+          await released;
+          await readFile(join(policy.checkpointPath, 'weights.json'));
+        }
+        return standIn.chatCompletion(policy, request);
+      },
+    };
+    const server = await start({ engine });
+    const model = await registerModel(server, 'vanishing');
+    expect((await waitForJobEnd(server, await submit(server, model.id))).status).toBe('COMPLETED');
+    const asked = server.call('POST', '/v1/chat/completions', { body: { model: 'wandb-artifact:///local/server-tests/vanishing:step1', messages: [{ role: 'user', content: 'hi' }] } });
+    await loadStarted;
+    expect((await server.call('DELETE', `/v1/preview/models/${model.id}/checkpoints`, { body: { steps: [1] } })).body.deleted_count).toBe(1);
+    release();
+    const response = await asked;
+    expect(response.status).toBe(404);
+    expect(response.body.detail).toMatch(/checkpoint was deleted/);
   });
 
   it('gives running and queued jobs their terminal event when the service stops', async () => {
