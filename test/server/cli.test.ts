@@ -75,9 +75,19 @@ describe('policyloop serve', () => {
     });
     expect(response.status).toBe(200);
     expect(existsSync(join(dataDir, DATABASE_FILE))).toBe(true);
+    expect(cli.stderr()).not.toContain('warning');
     cli.child.kill('SIGTERM');
     expect(await cli.exit).toBe(0);
     expect(cli.lines).toEqual([]);
+  });
+
+  it('warns when it listens beyond loopback with the public development key', async () => {
+    const cli = run(['serve', '--host', '0.0.0.0', '--port', '0', '--data-dir', temporaryDirectory()]);
+    expect(await cli.nextLine()).toMatch(/^policyloop listening on http:\/\/0\.0\.0\.0:\d+$/);
+    expect(await cli.nextLine()).toContain(DEV_API_KEY);
+    cli.child.kill('SIGTERM');
+    expect(await cli.exit).toBe(0);
+    expect(cli.stderr()).toContain('warning: listening on 0.0.0.0 with the public development key');
   });
 
   it('accepts only the --api-key keys given, prints nothing about the dev key, and stops on SIGINT', async () => {

@@ -17,6 +17,8 @@ Options:
   --api-key KEY      Accepted Bearer key; repeat for several (default: the development key)
   -h, --help         Show this help`;
 
+const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '::1']);
+
 /** The `serve` subcommand. */
 export const serveCommand: Command = {
   async run(argv) {
@@ -90,6 +92,8 @@ export const serveCommand: Command = {
     process.stdout.write(`policyloop listening on ${server.url}\n`);
     if (apiKeys === undefined) {
       process.stdout.write(`using the development API key ${DEV_API_KEY} (pass --api-key KEY to set your own)\n`);
+      // The development key is public: reachable beyond this machine, anyone could train and read files.
+      if (!LOOPBACK_HOSTS.has(values.host)) process.stderr.write(`policyloop: warning: listening on ${values.host} with the public development key; pass --api-key KEY\n`);
     }
     return await exited;
   },
