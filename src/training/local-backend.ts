@@ -5,6 +5,7 @@
  */
 import { TrainingClient } from '../client/index.js';
 import { ENV, readFirstEnv } from '../internal/env.js';
+import { raceSignal } from '../internal/delay.js';
 import { PolicyloopError } from '../internal/errors.js';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -97,11 +98,14 @@ export class LocalBackend implements Backend {
     return backend;
   }
 
-  /** Starts (or reaches) the service once; later calls return the same connection. */
-  connect(): Promise<BackendConnection> {
+  /**
+   * Starts (or reaches) the service once; later calls return the same connection. `signal` stops
+   * the wait only: a start under way goes on, for the next call (and `close()` stops it).
+   */
+  connect(options: { signal?: AbortSignal | undefined } = {}): Promise<BackendConnection> {
     if (this.closed) return Promise.reject(new PolicyloopError('This LocalBackend is closed; create a new one.'));
     this.connecting ??= this.open();
-    return this.connecting;
+    return raceSignal(this.connecting, options.signal);
   }
 
   /** Base URL of the training API (ends in `/v1`); throws before {@link connect}. */

@@ -176,6 +176,21 @@ describe('LocalBackend', () => {
     expect(rates).toEqual([DEFAULT_LEARNING_RATE, 0.001]);
   });
 
+  it('stops waiting for the service when the signal of register aborts, and the start still completes', async () => {
+    const starting = new LocalBackend({ dataDir: path.join(dataDir, 'aborted-start') });
+    try {
+      const model = new TrainableModel({ project: 'p', name: 'aborted', baseModel: 'policyloop/tiny-chat' });
+      await expect(model.register(starting, { signal: AbortSignal.abort(new Error('user stop')) })).rejects.toThrow('user stop');
+      // It stopped waiting at once: the service was not up yet.
+      expect(() => starting.baseURL).toThrow(/not started yet/);
+      expect(model.isRegistered).toBe(false);
+      await model.register(starting);
+      expect(await model.getStep()).toBe(0);
+    } finally {
+      await starting.close();
+    }
+  });
+
   it('connects to a running service by URL with the development key', async () => {
     const first = await new TrainableModel({ project: 'p', name: 'shared', baseModel: 'policyloop/tiny-chat' }).register(backend);
     const byUrl = new LocalBackend({ url: backend.baseURL, dataDir });
