@@ -5,6 +5,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
@@ -67,6 +68,9 @@ describe('restart', () => {
     // While it lives, no second service may take its data directory (it would fail its jobs).
     await expect(startServer({ dataDir, engine: createStandInEngine() })).rejects.toThrow(`in use by process ${child.pid}`);
 
+    const halfWritten = join(dataDir, 'weights', model.id, 'step-1');
+    await waitFor(async () => existsSync(join(halfWritten, 'partial.bin')), (exists) => exists);
+
     const exited = new Promise((resolve) => child.once('exit', resolve));
     child.kill('SIGKILL');
     await exited;
@@ -83,6 +87,8 @@ describe('restart', () => {
       expect(events[events.length - 1]?.data).toEqual({ error_message: INTERRUPTED_MESSAGE });
     }
     expect((await server.call('GET', `/v1/preview/models/${model.id}/checkpoints`)).body.data).toEqual([]);
+    // The dead job's half-written checkpoint was removed.
+    expect(existsSync(halfWritten)).toBe(false);
 
     const database = new Database(join(dataDir, DATABASE_FILE), { readonly: true });
     try {
