@@ -34,6 +34,8 @@ export interface JobRunnerOptions {
   readonly jobTimeoutMs?: number;
   /** Largest SFT training data file read, in bytes. @default 256 MiB */
   readonly maxTrainingDataBytes?: number;
+  /** How long an aborted engine job is given to stop before the job is failed without it. @default 30_000 */
+  readonly engineStopGraceMs?: number;
 }
 
 interface RunningJob {
@@ -192,7 +194,7 @@ export class JobRunner {
       controller.signal.throwIfAborted();
       // An engine that ignores the abort must not keep the job RUNNING forever: after a grace
       // period for it to let go of its files, stop waiting for it.
-      const result = await raceSignal(engine.train(engineJob, { onEvent, signal: controller.signal }), abortedLater(controller.signal, ENGINE_STOP_GRACE_MS));
+      const result = await raceSignal(engine.train(engineJob, { onEvent, signal: controller.signal }), abortedLater(controller.signal, this.options.engineStopGraceMs ?? ENGINE_STOP_GRACE_MS));
       controller.signal.throwIfAborted();
       // A checkpoint row must never point at nothing: inference would fail on it later.
       if (!existsSync(outputPath)) throw new Error(`The engine finished without writing the checkpoint directory ${outputPath}`);

@@ -11,6 +11,8 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createApp, DEV_API_KEY } from '../../src/server/index.js';
+import { JobRunner } from '../../src/server/job-runner.js';
+import { Store } from '../../src/server/store.js';
 import { startServer, temporaryDirectory, type TestServer } from './support/harness.js';
 import { createGate } from './support/gate.js';
 import { followEvents, registerModel, sftJsonl, waitForJobEnd } from './support/jobs.js';
@@ -218,5 +220,36 @@ describe('unexpected errors', () => {
     const note = notes.find((entry) => entry.includes(requestId));
     expect(note).toContain('engine exploded');
     expect(notes.join('\n')).not.toContain('secret-key-1234');
+  });
+});
+
+describe('an engine that ignores the abort', () => {
+  it('still fails the timed-out job with one terminal event, and the model\'s next job runs', async () => {
+    const dataDir = temporaryDirectory();
+    const store = Store.openIn(dataDir);
+    const standIn = createStandInEngine();
+    let calls = 0;
+    // The first job never settles, whatever the signal says.
+    const engine = { ...standIn, train: (...args: Parameters<typeof standIn.train>) => (++calls === 1 ? new Promise<never>(() => undefined) : standIn.train(...args)) };
+    const runner = new JobRunner({ store, engine, dataDir, maxConcurrentJobs: 1, logger: { info: () => undefined, warn: () => undefined, error: () => undefined }, jobTimeoutMs: 100, engineStopGraceMs: 100 });
+    try {
+      const model = store.createModel({ entity: 'local', project: 'p', name: 'deaf', base_model: 'policyloop/tiny-chat' });
+      const request = { model_id: model.id, trajectory_groups: [{ trajectories: [{ reward: 0 }, { reward: 1 }] }] };
+      const stuck = store.createJob({ modelId: model.id, kind: 'rl', request });
+      const next = store.createJob({ modelId: model.id, kind: 'rl', request });
+      runner.enqueue(stuck.id, model.id);
+      runner.enqueue(next.id, model.id);
+      const ended = (id: string) => ['COMPLETED', 'FAILED'].includes(store.getJob(id)?.status ?? '');
+      for (const id of [stuck.id, next.id]) {
+        const deadline = Date.now() + 10_000;
+        while (!ended(id) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      expect(store.getJob(stuck.id)).toMatchObject({ status: 'FAILED', error_message: expect.stringContaining('jobTimeoutMs') });
+      expect(store.listEvents(stuck.id, { limit: 10 })?.items.map((event) => event.type)).toEqual(['training_failed']);
+      expect(store.getJob(next.id)?.status).toBe('COMPLETED');
+    } finally {
+      await runner.close();
+      store.close();
+    }
   });
 });
