@@ -37,7 +37,7 @@ function undocumented(): string[] {
         const hidden = modifiers.some((modifier) => modifier.kind === ts.SyntaxKind.PrivateKeyword || modifier.kind === ts.SyntaxKind.ProtectedKeyword);
         const name = member.name;
         if (hidden || !name || ts.isPrivateIdentifier(name) || ts.isConstructorDeclaration(member)) continue;
-        if (member.modifiers?.some((modifier) => modifier.kind === ts.SyntaxKind.OverrideKeyword)) continue;
+        if (modifiers.some((modifier) => modifier.kind === ts.SyntaxKind.OverrideKeyword)) continue;
         if (ts.getJSDocCommentsAndTags(member).length === 0) missing.add(`${where}.${name.getText()}`);
       }
     }
