@@ -218,6 +218,24 @@ export type TrainingJobEventResponse = z.infer<typeof TrainingJobEventResponse>;
 export const TrainingJobEventPage = page(TrainingJobEventResponse);
 export type TrainingJobEventPage = z.output<typeof TrainingJobEventPage>;
 
+/**
+ * A job event as a client receives it: one of the four known types, or a type a newer service
+ * added, kept as its string. Job followers act on the known types and pass over the others, so a
+ * service that grows a new event type does not break running training loops. (The strict
+ * {@link TrainingJobEventResponse} is what the contract documents and what our service sends.)
+ */
+export type ReceivedTrainingJobEvent = Omit<TrainingJobEventResponse, 'type'> & {
+  type: TrainingJobEventType | (string & {});
+};
+/** Schema of {@link ReceivedTrainingJobEvent}. */
+export const ReceivedTrainingJobEvent: z.ZodType<ReceivedTrainingJobEvent> = TrainingJobEventResponse.extend({
+  type: z.union([TrainingJobEventType, z.string().min(1)]),
+});
+
+/** A page of job events as a client receives it (see {@link ReceivedTrainingJobEvent}). */
+export const ReceivedTrainingJobEventPage = page(ReceivedTrainingJobEvent);
+export type ReceivedTrainingJobEventPage = z.output<typeof ReceivedTrainingJobEventPage>;
+
 /** `data` of a `training_started` event: how many gradient steps (RL) or batches (SFT) follow. */
 export const TrainingStartedData = z.looseObject({ num_sequences: z.int() });
 export type TrainingStartedData = z.infer<typeof TrainingStartedData>;

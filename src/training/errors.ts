@@ -1,6 +1,6 @@
 /** Errors of the training layer: failed jobs, missing logprobs, timeouts, undeliverable logs. */
 import { PolicyloopError } from '../internal/errors.js';
-import type { TrainingJobEventResponse, TrainingJobResponse, TrajectoryGroupInput } from '../schema/index.js';
+import type { ReceivedTrainingJobEvent, TrainingJobResponse, TrajectoryGroupInput } from '../schema/index.js';
 
 /**
  * A training job ended with `training_failed` (or in status `FAILED`). Carries the job as the
@@ -16,11 +16,11 @@ export class TrainingJobFailedError extends PolicyloopError {
   /** The job, as `GET /v1/preview/training-jobs/{id}` returned it after the failure. */
   readonly job: TrainingJobResponse;
   /** The terminal `training_failed` event, or null when the failure was seen in the job status. */
-  readonly event: TrainingJobEventResponse | null;
+  readonly event: ReceivedTrainingJobEvent | null;
   /** The service's explanation (`error_message`). */
   readonly serviceMessage: string;
 
-  constructor(job: TrainingJobResponse, event: TrainingJobEventResponse | null, serviceMessage: string) {
+  constructor(job: TrainingJobResponse, event: ReceivedTrainingJobEvent | null, serviceMessage: string) {
     super(`Training job ${job.id} failed: ${serviceMessage}`);
     this.job = job;
     this.event = event;

@@ -4,7 +4,7 @@
  */
 import type { TrainingClient } from '../client/index.js';
 import { delay } from '../internal/delay.js';
-import type { TrainingJobEventResponse, TrainingJobResponse } from '../schema/index.js';
+import type { ReceivedTrainingJobEvent, TrainingJobResponse } from '../schema/index.js';
 import { TrainingJobFailedError, TrainingTimeoutError } from './errors.js';
 
 /**
@@ -24,7 +24,7 @@ export interface JobProgress {
   /** The job's id. */
   readonly jobId: string;
   /** The event just received. */
-  readonly event: TrainingJobEventResponse;
+  readonly event: ReceivedTrainingJobEvent;
   /** Gradient steps done so far. */
   readonly gradientSteps: number;
   /** Gradient steps the job announced (`training_started.num_sequences`), or null before it. */
@@ -56,7 +56,7 @@ export interface FollowJobOptions {
 /** How a followed job ended. */
 export interface FollowedJob {
   /** Every event of the job, in order. */
-  readonly events: readonly TrainingJobEventResponse[];
+  readonly events: readonly ReceivedTrainingJobEvent[];
   /** Each metric of the `gradient_step` events, averaged over the steps. */
   readonly metrics: Record<string, number>;
 }
@@ -84,7 +84,7 @@ export async function followTrainingJob(
   const signal =
     options.signal === undefined ? timeoutController.signal : AbortSignal.any([options.signal, timeoutController.signal]);
 
-  const events: TrainingJobEventResponse[] = [];
+  const events: ReceivedTrainingJobEvent[] = [];
   const sums = new Map<string, { sum: number; count: number }>();
   let after: string | undefined;
   let totalSteps: number | null = null;

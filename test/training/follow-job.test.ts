@@ -90,6 +90,21 @@ describe('followTrainingJob', () => {
     expect(result.events.map((event) => event.type)).toEqual(['training_started', 'gradient_step', 'gradient_step', 'training_ended']);
   });
 
+  it('passes over an event type a newer service added and still ends at the terminal event', async () => {
+    const job = scriptedJob();
+    job.publish('training_started', { num_sequences: 1 });
+    job.publish('checkpoint_uploaded', { bytes: 1234 });
+    job.publish('gradient_step', { loss: 0.5 });
+    job.publish('training_ended');
+    const progress: string[] = [];
+    const followed = followTrainingJob(job.client, JOB_ID, { onProgress: (p) => progress.push(p.event.type) });
+    await vi.advanceTimersByTimeAsync(0);
+    const result = await followed;
+    expect(result.events.map((event) => event.type)).toEqual(['training_started', 'checkpoint_uploaded', 'gradient_step', 'training_ended']);
+    expect(progress).toContain('checkpoint_uploaded');
+    expect(result.metrics).toEqual({ loss: 0.5 }); // the unknown event's numbers are not training metrics
+  });
+
   it('a training_failed event rejects with the job and the service message', async () => {
     const job = scriptedJob();
     job.publish('training_started', { num_sequences: 1 });

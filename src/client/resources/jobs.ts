@@ -2,13 +2,13 @@
 import {
   CreateSFTTrainingJob,
   CreateTrainingJob,
-  TrainingJobEventPage,
+  ReceivedTrainingJobEventPage,
   TrainingJobResponse,
 } from '../../schema/index.js';
 import type {
   CreateSFTTrainingJobInput,
   CreateTrainingJobInput,
-  TrainingJobEventResponse,
+  ReceivedTrainingJobEvent,
 } from '../../schema/index.js';
 import { encodePathParameter, ListQuery, parseArgument } from '../arguments.js';
 import type { EventListParams, RequestOptions } from '../options.js';
@@ -93,13 +93,14 @@ export class Jobs {
   /**
    * Lists a job's events (`GET .../training-jobs/{training_job_id}/events`), oldest first. `for await`
    * yields every event so far across pages; pass `after` (the last event id seen) to resume.
-   * A job's last event is `training_ended` or `training_failed`.
+   * A job's last event is `training_ended` or `training_failed`. An event type a newer service
+   * added arrives with its own string as `type` instead of failing the listing.
    * @example
    * for await (const event of client.jobs.events(job.id)) {
    *   if (event.type === 'gradient_step') console.log(event.data.loss);
    * }
    */
-  events(jobId: string, query: EventListParams = {}, options?: RequestOptions): PagePromise<TrainingJobEventResponse> {
+  events(jobId: string, query: EventListParams = {}, options?: RequestOptions): PagePromise<ReceivedTrainingJobEvent> {
     const template = '/preview/training-jobs/{training_job_id}/events';
     const context = `GET ${template}`;
     let id: string;
@@ -118,7 +119,7 @@ export class Jobs {
             path: `/preview/training-jobs/${id}/events`,
             template,
             query: { after, limit: checked.limit },
-            response: TrainingJobEventPage,
+            response: ReceivedTrainingJobEventPage,
             responseName: 'TrainingJobEventPage',
           },
           options,

@@ -229,6 +229,22 @@ export const apiCases: CorpusCase[] = [
     ['has-more-string', { data: [], has_more: 'false' }],
     ['bad-event', { data: [{ id: EVENT_IDS[0], type: 'nope', data: {} }], has_more: false }],
   ]),
+  // What a client accepts from a (possibly newer) service: known types and any new type string.
+  ...cases('ReceivedTrainingJobEvent', true, [
+    ['known', events[1]],
+    ['newer-type', { id: EVENT_IDS[0], type: 'checkpoint_uploaded', data: { bytes: 1234 } }],
+  ]),
+  ...cases('ReceivedTrainingJobEvent', false, [
+    ['empty-type', { id: EVENT_IDS[0], type: '', data: {} }],
+    ['type-number', { id: EVENT_IDS[0], type: 3, data: {} }],
+    ['id-not-uuid', { id: '1', type: 'checkpoint_uploaded', data: {} }],
+  ]),
+  ...cases('ReceivedTrainingJobEventPage', true, [
+    ['mixed', { object: 'list', data: [events[0], { id: EVENT_IDS[1], type: 'epoch_end', data: {} }], first_id: EVENT_IDS[0], last_id: EVENT_IDS[1], has_more: false }],
+  ]),
+  ...cases('ReceivedTrainingJobEventPage', false, [
+    ['data-array', { data: [{ id: EVENT_IDS[0], type: 'epoch_end', data: [1] }], has_more: false }],
+  ]),
   ...cases('TrainingStartedData', true, [['plain', { num_sequences: 4 }]]),
   ...cases('TrainingStartedData', false, [['float', { num_sequences: 1.5 }]]),
   ...cases('GradientStepData', true, [['metrics', events[1]?.data]]),
