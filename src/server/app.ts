@@ -1,5 +1,6 @@
 /** The local service as a web-standard `fetch` handler: Hono routes over the store, engine and job queue. */
 import { randomUUID } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import { mkdirSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Hono } from 'hono';
@@ -79,6 +80,9 @@ export async function createApp(options: ServerOptions = {}): Promise<App> {
 
   // Aborted when `close` stops waiting for requests in flight: their engine calls end at once.
   const stopping = new AbortController();
+  // Every completion in flight listens to it: many listeners are expected, not a leak (and Node's
+  // warning would reach the console).
+  setMaxListeners(0, stopping.signal);
   const service: ServiceContext = { options: settings, store, engine, runner, keys: new ApiKeyChecker(settings.apiKeys), stopping: stopping.signal };
   const hono = new Hono<{ Variables: { requestId: string } }>();
   const routes = new RouteTable(hono);

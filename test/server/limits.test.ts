@@ -253,3 +253,24 @@ describe('an engine that ignores the abort', () => {
     }
   });
 });
+
+describe('many completions at once', () => {
+  it('answers 40 concurrent completions without a listener-leak warning reaching the console', async () => {
+    const warnings: string[] = [];
+    const onWarning = (warning: Error): void => {
+      warnings.push(`${warning.name}: ${warning.message}`);
+    };
+    process.on('warning', onWarning);
+    try {
+      const server = await start({ engine: createStandInEngine({ completionDelayMs: 100 }) });
+      const responses = await Promise.all(
+        Array.from({ length: 40 }, (_, index) => server.call('POST', '/v1/chat/completions', { body: { model: 'policyloop/tiny-chat', messages: [{ role: 'user', content: `r${index}` }] } })),
+      );
+      expect(responses.map((response) => response.status)).toEqual(Array(40).fill(200));
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(warnings.filter((warning) => warning.includes('MaxListeners'))).toEqual([]);
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+});

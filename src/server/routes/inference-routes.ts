@@ -22,15 +22,30 @@ export function registerInferenceRoutes(routes: RouteTable, service: ServiceCont
       defaultEntity: service.options.entity,
     });
     const client = context.req.raw.signal;
-    const timeout = AbortSignal.timeout(service.options.requestTimeoutMs);
+    // One signal for the engine, aborted by whichever comes first: the client hangs up, the
+    // time limit passes, or the service stops. A plain timer and listeners removed afterwards:
+    // AbortSignal.timeout/any would keep a timer and a link to the service's signal per request.
+    const controller = new AbortController();
+    let cause: 'client' | 'timeout' | 'stopping' | undefined;
+    const abortFor = (reason: typeof cause) => (): void => {
+      cause ??= reason;
+      controller.abort(new Error(`The completion was stopped (${reason})`));
+    };
+    const onClient = abortFor('client');
+    const onStopping = abortFor('stopping');
+    if (client.aborted) onClient();
+    if (service.stopping.aborted) onStopping();
+    client.addEventListener('abort', onClient, { once: true });
+    service.stopping.addEventListener('abort', onStopping, { once: true });
+    const timer = setTimeout(abortFor('timeout'), service.options.requestTimeoutMs);
     let result;
     try {
-      result = await service.engine.chatCompletion(policy, request, { signal: AbortSignal.any([client, timeout, service.stopping]) });
+      result = await service.engine.chatCompletion(policy, request, { signal: controller.signal });
     } catch (error) {
       // The client hung up and the engine dropped its request: nobody is left to answer.
-      if (client.aborted) return new Response(null, { status: 499 });
-      if (service.stopping.aborted) throw new HttpError(503, 'The service stopped before the completion finished; try again when it is back', { 'retry-after': '5' });
-      if (timeout.aborted) {
+      if (cause === 'client') return new Response(null, { status: 499 });
+      if (cause === 'stopping') throw new HttpError(503, 'The service stopped before the completion finished; try again when it is back', { 'retry-after': '5' });
+      if (cause === 'timeout') {
         throw new HttpError(503, `The completion did not finish within ${service.options.requestTimeoutMs} ms (the service's requestTimeoutMs): the engine is busy or stuck; try again later`, { 'retry-after': '5' });
       }
       if (error instanceof EngineInputError) {
@@ -41,6 +56,10 @@ export function registerInferenceRoutes(routes: RouteTable, service: ServiceCont
         throw new HttpError(404, `Model ${JSON.stringify(request.model)} not found: its checkpoint was deleted while the completion was waiting`);
       }
       throw error;
+    } finally {
+      clearTimeout(timer);
+      client.removeEventListener('abort', onClient);
+      service.stopping.removeEventListener('abort', onStopping);
     }
     const identity = { id: `chatcmpl-${randomUUID().replaceAll('-', '')}`, created: Math.floor(Date.now() / 1000), model: request.model };
     if (request.stream === true) {
