@@ -6,6 +6,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ServeHandle, ServeOptions } from '../server/index.js';
+import { loadLocalService } from '../training/local-backend.js';
 
 /** A running test service. */
 export interface TestService {
@@ -39,7 +40,7 @@ export async function startTestService(options: StartTestServiceOptions = {}): P
   try {
     // Loaded on demand: the service's optional dependencies (SQLite, the engine) are only needed
     // by tests that start it, not by users of makeChoice or scriptedChatClient.
-    const { serve } = await import('../server/index.js');
+    const { serve } = await loadLocalService();
     handle = await serve({ ...options, dataDir, port: 0, host: '127.0.0.1' });
   } catch (error) {
     if (ownDir !== undefined) await rm(ownDir, { recursive: true, force: true });

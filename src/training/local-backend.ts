@@ -162,7 +162,7 @@ export class LocalBackend implements Backend {
       apiKey = this.options.apiKey ?? readFirstEnv([ENV.apiKey])?.value ?? (await developmentKey());
     } else {
       // Dynamic: hono, better-sqlite3 and tfjs load only when a local service is started.
-      const server = await import('../server/index.js');
+      const server = await loadLocalService();
       const service: ServiceHandle = await server.serve({
         ...this.options.serviceOptions,
         port: this.options.port ?? 0,
@@ -190,6 +190,36 @@ export class LocalBackend implements Backend {
 
 /** The local service's documented development key, for a service started without `--api-key`. */
 async function developmentKey(): Promise<string> {
-  const server = await import('../server/index.js');
+  const server = await loadLocalService();
   return server.DEV_API_KEY;
+}
+
+/** The local service's optional dependencies, as `npm install` names them. */
+const LOCAL_SERVICE_PACKAGES = ['hono', '@hono/node-server', 'better-sqlite3', '@tensorflow/tfjs-core', '@tensorflow/tfjs-backend-wasm'];
+
+/**
+ * Loads `policyloop/server` on demand (hono, SQLite and the engine are optional dependencies,
+ * loaded only when a local service starts). When one of them is not installed (for example after
+ * `npm install --omit=optional`), fails with a message that names what to install instead of
+ * Node's bare "Cannot find package".
+ */
+export async function loadLocalService(): Promise<typeof import('../server/index.js')> {
+  try {
+    return await import('../server/index.js');
+  } catch (error) {
+    const missing = LOCAL_SERVICE_PACKAGES.find((name) => isMissingPackage(error, name));
+    if (missing === undefined) throw error;
+    throw new PolicyloopError(
+      `The local service needs its optional dependencies, and \`${missing}\` is not installed. ` +
+        `Install them with \`npm install ${LOCAL_SERVICE_PACKAGES.join(' ')}\` (or reinstall without ` +
+        '`--omit=optional`), or use `HostedBackend` to train on the hosted service.',
+      { cause: error },
+    );
+  }
+}
+
+function isMissingPackage(error: unknown, name: string): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  const message = error instanceof Error ? error.message : '';
+  return code === 'ERR_MODULE_NOT_FOUND' && message.includes(`'${name}'`);
 }
