@@ -75,15 +75,16 @@ export function prefixMetrics(metrics: Readonly<Record<string, number>>, split: 
   return prefixed;
 }
 
+/** A running mean that cannot overflow: each step weighs the old mean and the new value, never a sum. */
 class Mean {
   count = 0;
-  private sum = 0;
+  private mean = 0;
   add(value: number): void {
-    this.sum += value;
     this.count += 1;
+    this.mean = this.mean * ((this.count - 1) / this.count) + value / this.count;
   }
   value(): number {
-    return this.sum / this.count;
+    return this.mean;
   }
 }
 
@@ -99,7 +100,13 @@ function addMetric(into: Map<string, Mean>, name: string, value: number | boolea
 }
 
 function populationStdDev(values: readonly number[]): number {
-  const mean = values.reduce((sum, value) => sum + value, 0) / values.length;
-  const variance = values.reduce((sum, value) => sum + (value - mean) ** 2, 0) / values.length;
-  return Math.sqrt(variance);
+  // Scaled by the largest magnitude so that squares of rewards near the float limit stay finite.
+  let scale = 0;
+  for (const value of values) scale = Math.max(scale, Math.abs(value));
+  if (scale === 0) return 0;
+  const mean = new Mean();
+  for (const value of values) mean.add(value / scale);
+  const variance = new Mean();
+  for (const value of values) variance.add((value / scale - mean.value()) ** 2);
+  return scale * Math.sqrt(variance.value());
 }

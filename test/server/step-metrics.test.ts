@@ -1,6 +1,6 @@
 /** The step metrics shared by the log route and the framework's history.jsonl. */
 import { describe, expect, it } from 'vitest';
-import { computeStepMetrics, prefixMetrics, TrajectoryGroup } from '../../src/schema/index.js';
+import { computeStepMetrics, prefixMetrics, Trajectory, TrajectoryGroup } from '../../src/schema/index.js';
 
 const groups = (input: unknown[]) => input.map((group) => TrajectoryGroup.parse(group));
 
@@ -37,6 +37,23 @@ describe('computeStepMetrics', () => {
 
   it('does not let a trajectory metric named reward shadow the reward', () => {
     expect(computeStepMetrics(groups([{ trajectories: [{ reward: 1, metrics: { reward: 100 } }] }]))['reward']).toBe(1);
+  });
+
+  it('stays finite for rewards near the float limit (no overflowing sums)', () => {
+    const metrics = computeStepMetrics([
+      { trajectories: [{ reward: 1e308 }, { reward: 1e308 }, { reward: -1e308 }].map((t) => Trajectory.parse(t)) },
+    ]);
+    expect(metrics['reward']).toBeCloseTo(1e308 / 3, -300);
+    // Population std dev of [a, a, -a] is a * sqrt(8) / 3.
+    expect((metrics['reward_std_dev'] ?? 0) / 1e308).toBeCloseTo(Math.sqrt(8) / 3, 10);
+    expect(JSON.parse(JSON.stringify(metrics))).toEqual(metrics); // nothing serialises to null
+  });
+
+  it('handles a group of 200,000 trajectories', () => {
+    const trajectories = Array.from({ length: 200_000 }, (_, index) => Trajectory.parse({ reward: index % 2 }));
+    const metrics = computeStepMetrics([{ trajectories }]);
+    expect(metrics['reward']).toBeCloseTo(0.5, 12);
+    expect(metrics['reward_std_dev']).toBeCloseTo(0.5, 12);
   });
 
   it('prefixes every name with the split', () => {
