@@ -1,6 +1,10 @@
 /** Checks of caller arguments, made before any request so that bad input has no side effects. */
 import { z } from 'zod';
 import { InvalidArgumentError } from './errors.js';
+import type { RequestOptions } from './options.js';
+import { PagePromise } from './pagination.js';
+import type { PageBody } from './pagination.js';
+import type { Transport } from './transport.js';
 
 /**
  * Parses `value` with `schema` (strictly: it must match) and returns the output, defaults
@@ -32,3 +36,53 @@ export const ListQuery = z.strictObject({
 
 /** Query of the checkpoint list: {@link ListQuery} plus `order`. */
 export const CheckpointListQuery = ListQuery.extend({ order: z.enum(['asc', 'desc']).optional() });
+
+/** What a cursor-paged GET of one resource's sub-list needs to know. */
+export interface PagedListSpec<Item extends { id: string }, Query extends z.ZodType<{ after?: string | undefined }>> {
+  /** The path as documented, e.g. `/preview/models/{model_id}/checkpoints`. */
+  template: string;
+  /** The caller's id for the path parameter, and the argument name to blame when it is bad. */
+  id: { value: unknown; argument: string };
+  /** The path with the encoded id in place. */
+  path: (encodedId: string) => string;
+  /** Schema of the caller's query (`after`, `limit`, ...); checked strictly. */
+  querySchema: Query;
+  /** The caller's query, as passed. */
+  query: unknown;
+  /** Schema of one page of the response. */
+  response: z.ZodType<PageBody<Item>>;
+  /** The page schema's name, for messages. */
+  responseName: string;
+}
+
+/**
+ * A cursor-paged GET: the id and query are checked before any request (a bad argument rejects
+ * the returned promise and sends nothing), then pages are fetched from `after` on, each page's
+ * `after` taking the place of the caller's.
+ */
+export function pagedList<Item extends { id: string }, Query extends z.ZodType<{ after?: string | undefined }>>(
+  transport: Transport,
+  spec: PagedListSpec<Item, Query>,
+  options: RequestOptions | undefined,
+): PagePromise<Item> {
+  const context = `GET ${spec.template}`;
+  let path: string;
+  let first: string | undefined;
+  let rest: Record<string, string | number | undefined>;
+  try {
+    path = spec.path(encodePathParameter(spec.id.value, spec.id.argument, context));
+    const { after, ...others } = parseArgument(spec.querySchema, spec.query, 'query', context) as Record<string, string | number | undefined>;
+    first = typeof after === 'string' ? after : undefined;
+    rest = others;
+  } catch (error) {
+    return PagePromise.reject(error);
+  }
+  return new PagePromise(
+    (after) =>
+      transport.request(
+        { method: 'GET', path, template: spec.template, query: { after, ...rest }, response: spec.response, responseName: spec.responseName },
+        options,
+      ),
+    first,
+  );
+}

@@ -1,9 +1,9 @@
 /** `client.checkpoints`: list and delete a model's checkpoints. */
 import { CheckpointPage, DeleteCheckpointsRequest, DeleteCheckpointsResponse } from '../../schema/index.js';
 import type { CheckpointResponse } from '../../schema/index.js';
-import { CheckpointListQuery, encodePathParameter, parseArgument } from '../arguments.js';
+import { CheckpointListQuery, encodePathParameter, pagedList, parseArgument } from '../arguments.js';
 import type { CheckpointListParams, RequestOptions } from '../options.js';
-import { PagePromise } from '../pagination.js';
+import type { PagePromise } from '../pagination.js';
 import type { Transport } from '../transport.js';
 
 /** Operations on checkpoints (`/v1/preview/models/{model_id}/checkpoints`). */
@@ -24,30 +24,18 @@ export class Checkpoints {
    * const step = page.data[0]?.step ?? 0;
    */
   list(modelId: string, query: CheckpointListParams = {}, options?: RequestOptions): PagePromise<CheckpointResponse> {
-    const template = '/preview/models/{model_id}/checkpoints';
-    const context = `GET ${template}`;
-    let id: string;
-    let checked: { after?: string | undefined; limit?: number | undefined; order?: 'asc' | 'desc' | undefined };
-    try {
-      id = encodePathParameter(modelId, 'modelId', context);
-      checked = parseArgument(CheckpointListQuery, query, 'query', context);
-    } catch (error) {
-      return PagePromise.reject(error);
-    }
-    return new PagePromise(
-      (after) =>
-        this.#transport.request(
-          {
-            method: 'GET',
-            path: `/preview/models/${id}/checkpoints`,
-            template,
-            query: { after, limit: checked.limit, order: checked.order },
-            response: CheckpointPage,
-            responseName: 'CheckpointPage',
-          },
-          options,
-        ),
-      checked.after,
+    return pagedList(
+      this.#transport,
+      {
+        template: '/preview/models/{model_id}/checkpoints',
+        id: { value: modelId, argument: 'modelId' },
+        path: (id) => `/preview/models/${id}/checkpoints`,
+        querySchema: CheckpointListQuery,
+        query,
+        response: CheckpointPage,
+        responseName: 'CheckpointPage',
+      },
+      options,
     );
   }
 

@@ -10,9 +10,9 @@ import type {
   CreateTrainingJobInput,
   ReceivedTrainingJobEvent,
 } from '../../schema/index.js';
-import { encodePathParameter, ListQuery, parseArgument } from '../arguments.js';
+import { encodePathParameter, ListQuery, pagedList, parseArgument } from '../arguments.js';
 import type { EventListParams, RequestOptions } from '../options.js';
-import { PagePromise } from '../pagination.js';
+import type { PagePromise } from '../pagination.js';
 import type { Transport } from '../transport.js';
 
 /** Operations on training jobs (`/v1/preview/training-jobs`, `/v1/preview/sft-training-jobs`). */
@@ -101,30 +101,19 @@ export class Jobs {
    * }
    */
   events(jobId: string, query: EventListParams = {}, options?: RequestOptions): PagePromise<ReceivedTrainingJobEvent> {
-    const template = '/preview/training-jobs/{training_job_id}/events';
-    const context = `GET ${template}`;
-    let id: string;
-    let checked: { after?: string | undefined; limit?: number | undefined };
-    try {
-      id = encodePathParameter(jobId, 'jobId', context);
-      checked = parseArgument(ListQuery, query, 'query', context);
-    } catch (error) {
-      return PagePromise.reject(error);
-    }
-    return new PagePromise(
-      (after) =>
-        this.#transport.request(
-          {
-            method: 'GET',
-            path: `/preview/training-jobs/${id}/events`,
-            template,
-            query: { after, limit: checked.limit },
-            response: ReceivedTrainingJobEventPage,
-            responseName: 'TrainingJobEventPage',
-          },
-          options,
-        ),
-      checked.after,
+    return pagedList(
+      this.#transport,
+      {
+        template: '/preview/training-jobs/{training_job_id}/events',
+        id: { value: jobId, argument: 'jobId' },
+        path: (id) => `/preview/training-jobs/${id}/events`,
+        querySchema: ListQuery,
+        query,
+        response: ReceivedTrainingJobEventPage,
+        responseName: 'TrainingJobEventPage',
+      },
+      options,
     );
   }
+
 }
