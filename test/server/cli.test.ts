@@ -25,8 +25,11 @@ interface Run {
   readonly stderr: () => string;
 }
 
-function run(args: string[]): Run {
-  const child = spawn(process.execPath, ['--import', 'tsx', MAIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+function run(args: string[], environment: Record<string, string> = {}): Run {
+  // The developer's own key must not change which key the service under test accepts.
+  const env: NodeJS.ProcessEnv = { ...process.env, ...environment };
+  if (environment['POLICYLOOP_API_KEY'] === undefined) delete env['POLICYLOOP_API_KEY'];
+  const child = spawn(process.execPath, ['--import', 'tsx', MAIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env });
   children.push(child);
   let stderr = '';
   child.stderr?.on('data', (chunk: Buffer) => {
@@ -99,6 +102,17 @@ describe('policyloop serve', () => {
     expect(await cli.exit).toBe(0);
     expect(cli.lines).toEqual([]);
     expect(cli.stderr()).not.toContain('key-one');
+  });
+
+  it('takes its key from POLICYLOOP_API_KEY when no --api-key is given, without printing it', async () => {
+    const cli = run(['serve', '--port', '0', '--data-dir', temporaryDirectory()], { POLICYLOOP_API_KEY: 'from-the-environment' });
+    const url = /on (\S+)$/.exec(await cli.nextLine())?.[1] as string;
+    expect(await cli.nextLine()).toBe('using the API key from POLICYLOOP_API_KEY');
+    const status = async (key: string) => (await fetch(`${url}/v1/models`, { headers: { authorization: `Bearer ${key}` } })).status;
+    expect([await status('from-the-environment'), await status(DEV_API_KEY)]).toEqual([200, 401]);
+    cli.child.kill('SIGTERM');
+    expect(await cli.exit).toBe(0);
+    expect(cli.lines.join('\n') + cli.stderr()).not.toContain('from-the-environment');
   });
 
   it('exits 1 with the reason when the port is taken, and leaves the data directory usable', async () => {

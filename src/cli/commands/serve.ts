@@ -1,9 +1,11 @@
 /**
- * `policyloop serve [--host 127.0.0.1] [--port 8000] [--data-dir .policyloop] [--api-key KEY ...]`:
+ * `policyloop serve [--host 127.0.0.1] [--port 8000] [--data-dir .policyloop] [--api-key KEY ...]`
+ * (keys default to `POLICYLOOP_API_KEY`, then the development key):
  * runs the local service until SIGINT/SIGTERM, then stops cleanly (in-flight requests finish,
  * jobs get their terminal events, the store is closed).
  */
 import { parseArgs } from 'node:util';
+import { ENV, readEnv } from '../../internal/env.js';
 import type { Command } from '../command.js';
 
 const HELP = `Usage: policyloop serve [options]
@@ -14,7 +16,8 @@ Options:
   --host HOST        Interface to listen on (default 127.0.0.1)
   --port PORT        Port to listen on; 0 picks a free port (default 8000)
   --data-dir DIR     Directory of the store and weight files (default .policyloop)
-  --api-key KEY      Accepted Bearer key; repeat for several (default: the development key)
+  --api-key KEY      Accepted Bearer key; repeat for several (default: $POLICYLOOP_API_KEY,
+                     else the development key). The variable keeps the key out of ps.
   -h, --help         Show this help`;
 
 const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '::1']);
@@ -49,7 +52,8 @@ export const serveCommand: Command = {
       process.stderr.write(`policyloop serve: expected --port between 0 and 65535, got ${JSON.stringify(values.port)}\n`);
       return 2;
     }
-    const apiKeys = values['api-key'];
+    const fromEnvironment = readEnv(ENV.apiKey);
+    const apiKeys = values['api-key'] ?? (fromEnvironment === undefined ? undefined : [fromEnvironment]);
     if (apiKeys !== undefined && apiKeys.some((key) => key === '')) {
       process.stderr.write('policyloop serve: expected a non-empty --api-key\n');
       return 2;
@@ -90,7 +94,9 @@ export const serveCommand: Command = {
       process.on('SIGTERM', stop);
     });
     process.stdout.write(`policyloop listening on ${server.url}\n`);
-    if (apiKeys === undefined) {
+    if (values['api-key'] === undefined && fromEnvironment !== undefined) {
+      process.stdout.write(`using the API key from ${ENV.apiKey}\n`);
+    } else if (apiKeys === undefined) {
       process.stdout.write(`using the development API key ${DEV_API_KEY} (pass --api-key KEY to set your own)\n`);
       // The development key is public: reachable beyond this machine, anyone could train and read files.
       if (!LOOPBACK_HOSTS.has(values.host)) process.stderr.write(`policyloop: warning: listening on ${values.host} with the public development key; pass --api-key KEY\n`);
