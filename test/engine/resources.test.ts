@@ -140,9 +140,10 @@ describe('batching and the training thread', () => {
     const job = engine.train(sftJob(400), { onEvent: () => started() });
     const jobOutcome = job.then(() => 'resolved', (error: unknown) => error);
     await training;
-    // Most likely mid-generation when close() comes (before it, the message differs but the weights
-    // must be freed either way, and not under a running batch).
-    const inFlight = engine.chatCompletion(base, ask('long', { max_tokens: 240 })).then(() => 'resolved', (error: unknown) => error);
+    // Mid-generation when close() comes (before it, the message differs but the weights must be
+    // freed either way, and not under a running batch). Greedy: the seeded base model then always
+    // writes all 240 tokens (at temperature 1 it may stop after ~20 and finish before close()).
+    const inFlight = engine.chatCompletion(base, ask('long', { max_tokens: 240, temperature: 0 })).then(() => 'resolved', (error: unknown) => error);
     await new Promise((resolve) => setTimeout(resolve, 30));
     await engine.close();
     expect(await jobOutcome).toEqual(new Error('The engine was closed while the training job ran.'));
