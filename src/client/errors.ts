@@ -13,14 +13,9 @@
 import { z } from 'zod';
 import { ValidationError } from '../schema/index.js';
 import { formatIssues, formatPath, preview, valueAtPath } from '../internal/format-issues.js';
-import { PolicyloopError } from '../internal/errors.js';
+import { isRetryableStatus, PolicyloopError } from '../internal/errors.js';
 
-export { PolicyloopError } from '../internal/errors.js';
-
-/** Statuses worth retrying unchanged: request timeout, conflict (often a lock), rate limit, server errors. */
-export function isRetryableStatus(status: number): boolean {
-  return status === 408 || status === 409 || status === 429 || status >= 500;
-}
+export { isRetryableStatus, PolicyloopError } from '../internal/errors.js';
 
 /**
  * The service answered with a non-2xx status. `status`, response `headers`, the parsed `body`

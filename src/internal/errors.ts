@@ -38,3 +38,12 @@ export class PolicyloopError extends Error {
     this.retryable = options.retryable ?? false;
   }
 }
+
+/**
+ * Statuses worth retrying unchanged: request timeout, conflict (often a lock), rate limit,
+ * server errors. The one statement of the rule: the client's retries, the gather's rollout
+ * retries and the judge all ask it.
+ */
+export function isRetryableStatus(status: number): boolean {
+  return status === 408 || status === 409 || status === 429 || status >= 500;
+}

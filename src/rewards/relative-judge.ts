@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { preview } from '../internal/format-issues.js';
+import { isRetryableStatus } from '../internal/errors.js';
 import type { ChatCompletionsClient } from '../rollout/chat-completions-client.js';
 import { messageOf } from '../rollout/message-equality.js';
 import type { ChatCompletionMessageParam, Trajectory, TrajectoryGroup } from '../schema/index.js';
@@ -137,7 +138,7 @@ export function buildJudgeMessages(
 function isRetryable(error: unknown): boolean {
   const record = (error ?? {}) as { retryable?: unknown; status?: unknown };
   if (typeof record.retryable === 'boolean') return record.retryable;
-  if (typeof record.status === 'number') return [408, 409, 429].includes(record.status) || record.status >= 500;
+  if (typeof record.status === 'number') return isRetryableStatus(record.status);
   return false;
 }
 

@@ -5,7 +5,7 @@
 import { setMaxListeners } from 'node:events';
 import PQueue from 'p-queue';
 import { abortReason, delay, raceSignal } from '../internal/delay.js';
-import { PolicyloopError } from '../internal/errors.js';
+import { isRetryableStatus, PolicyloopError } from '../internal/errors.js';
 import { formatPath, preview, valueAtPath } from '../internal/format-issues.js';
 import { toRewardFn, type RewardSpec } from '../rewards/combine-rewards.js';
 import { RewardFunctionError } from '../rewards/reward-errors.js';
@@ -144,7 +144,7 @@ function isRetryable(error: unknown): boolean {
   if (error instanceof RewardFunctionError || error instanceof InvalidTrajectoryError) return false;
   if (error instanceof PolicyloopError) return error.retryable;
   const status = (error as { status?: unknown } | null)?.status;
-  if (typeof status === 'number' && status >= 400 && status < 500) return [408, 409, 429].includes(status);
+  if (typeof status === 'number' && status >= 400 && status < 500) return isRetryableStatus(status);
   return true;
 }
 
