@@ -22,8 +22,13 @@ export class RequestValidationError extends Error {
     /** The FastAPI-style issues, each with its `loc` starting at `body`, `query` or `path`. */
     readonly issues: readonly ValidationError[],
   ) {
-    super(issues.map((issue) => `${issue.loc.join('.')}: ${issue.msg}`).join('; '));
+    super(describeIssues(issues));
   }
+}
+
+/** Validation issues as one line: `body.temperature: Too big; query.limit: ...`. */
+function describeIssues(issues: readonly ValidationError[]): string {
+  return issues.map((issue) => `${issue.loc.join('.')}: ${issue.msg}`).join('; ');
 }
 
 /** Builds a single-issue 422 error. */
@@ -41,8 +46,7 @@ export function errorBody(
   status: number,
   detail: string | readonly ValidationError[],
 ): { detail: string | readonly ValidationError[]; error: { message: string; type: string; code: number } } {
-  const message =
-    typeof detail === 'string' ? detail : detail.map((issue) => `${issue.loc.join('.')}: ${issue.msg}`).join('; ');
+  const message = typeof detail === 'string' ? detail : describeIssues(detail);
   return { detail, error: { message, type: errorType(status), code: status } };
 }
 

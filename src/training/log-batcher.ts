@@ -180,12 +180,12 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
     this.client = options.client;
     this.modelId = options.modelId;
     this.spoolPath = options.spoolPath;
-    this.maxBatchGroups = positiveInteger('maxBatchGroups', options.maxBatchGroups ?? 64);
-    this.maxBatchBytes = positiveInteger('maxBatchBytes', options.maxBatchBytes ?? 8 * 1024 * 1024);
+    this.maxBatchGroups = positiveNumber('maxBatchGroups', options.maxBatchGroups ?? 64);
+    this.maxBatchBytes = positiveNumber('maxBatchBytes', options.maxBatchBytes ?? 8 * 1024 * 1024);
     this.maxDelay = nonNegative('maxDelay', options.maxDelay ?? 1_000);
-    this.maxBufferedBytes = positiveInteger('maxBufferedBytes', options.maxBufferedBytes ?? 64 * 1024 * 1024);
+    this.maxBufferedBytes = positiveNumber('maxBufferedBytes', options.maxBufferedBytes ?? 64 * 1024 * 1024);
     this.maxRetries = nonNegative('maxRetries', options.maxRetries ?? 5);
-    this.requestTimeout = positiveInteger('requestTimeout', options.requestTimeout ?? 60_000);
+    this.requestTimeout = positiveNumber('requestTimeout', options.requestTimeout ?? 60_000);
   }
 
   /**
@@ -437,7 +437,7 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
   }
 }
 
-function positiveInteger(name: string, value: number): number {
+function positiveNumber(name: string, value: number): number {
   if (!Number.isFinite(value) || value <= 0) {
     throw new PolicyloopError(`Expected \`${name}\` to be a positive number, got ${value}`);
   }
