@@ -18,7 +18,12 @@ const dataDir = await mkdtemp(path.join(os.tmpdir(), 'policyloop-bench-service-'
 const service = await serve({ port: 0, dataDir });
 const client = new OpenAI({ baseURL: service.baseURL, apiKey: service.apiKey, maxRetries: 0 });
 console.log('# local service batching: policyloop/tiny-chat over HTTP on loopback, openai SDK');
-console.log(`machine: ${os.cpus().length}x ${os.cpus()[0]?.model ?? 'cpu'}, node ${process.version}, ${os.platform()} ${os.release()}, load average ${os.loadavg().map((value) => value.toFixed(1)).join(' ')}`);
+console.log(
+  `machine: ${os.cpus().length}x ${os.cpus()[0]?.model ?? 'cpu'}, node ${process.version}, ${os.platform()} ${os.release()}, load average ${os
+    .loadavg()
+    .map((value) => value.toFixed(1))
+    .join(' ')}`,
+);
 
 async function completion(seed: number): Promise<number> {
   const response = await client.chat.completions.create({
@@ -36,7 +41,9 @@ async function tokensPerSecond(concurrency: number): Promise<number> {
   let best = 0;
   for (let round = 0; round < ROUNDS; round += 1) {
     const started = performance.now();
-    const tokens = await Promise.all(Array.from({ length: concurrency }, (_, index) => completion(round * 1000 + index)));
+    const tokens = await Promise.all(
+      Array.from({ length: concurrency }, (_, index) => completion(round * 1000 + index)),
+    );
     const seconds = (performance.now() - started) / 1000;
     best = Math.max(best, tokens.reduce((sum, count) => sum + count, 0) / seconds);
   }
@@ -49,7 +56,9 @@ try {
   const concurrent = await tokensPerSecond(64);
   console.log(`1 request:              ${single.toFixed(0)} tokens/s`);
   console.log(`64 concurrent requests: ${concurrent.toFixed(0)} tokens/s`);
-  console.log(`batching gain through the service: ${(concurrent / single).toFixed(1)}x (64 requests cost ${(64 / (concurrent / single)).toFixed(1)}x one)`);
+  console.log(
+    `batching gain through the service: ${(concurrent / single).toFixed(1)}x (64 requests cost ${(64 / (concurrent / single)).toFixed(1)}x one)`,
+  );
 } finally {
   await service.close();
   await rm(dataDir, { recursive: true, force: true });

@@ -17,7 +17,7 @@ const RECIPE = {
   sftEpochs: 2,
   sftBatchSize: 32,
   sftLearningRate: 5e-3,
-  rlSteps: Number(process.env["DEMO_RL_STEPS"] ?? 60),
+  rlSteps: Number(process.env['DEMO_RL_STEPS'] ?? 60),
   promptsPerStep: 16,
   groupSize: 8,
   maxTokens: 8,
@@ -48,7 +48,11 @@ let step = 0; // the policy version the rollouts sample from
  * (from `seedBase`, the scenario and the sample), so a run is reproducible and validation always
  * draws the same samples from a given policy.
  */
-function sample(scenarios: readonly UppercaseScenario[], groupSize: number, seedBase: number): Promise<TrajectoryGroup[]> {
+function sample(
+  scenarios: readonly UppercaseScenario[],
+  groupSize: number,
+  seedBase: number,
+): Promise<TrajectoryGroup[]> {
   return gatherTrajectoryGroups(
     scenarios,
     async (scenario, { groupIndex, index }) => {
@@ -76,7 +80,9 @@ async function validate(): Promise<number | undefined> {
 }
 
 console.log('policyloop demo: uppercase a word; reward = fraction of characters right');
-console.log(['step'.padStart(5), 'phase'.padEnd(5), 'train'.padStart(5), 'val'.padStart(5), 'time s'.padStart(6)].join('  '));
+console.log(
+  ['step'.padStart(5), 'phase'.padEnd(5), 'train'.padStart(5), 'val'.padStart(5), 'time s'.padStart(6)].join('  '),
+);
 const line = (phase: string, train: number | undefined, val: number | undefined): void =>
   console.log(`${String(step).padStart(5)}  ${phase.padEnd(5)}  ${format(train)}  ${format(val)}  ${seconds()}`);
 

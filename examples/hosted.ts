@@ -9,7 +9,9 @@ import type { Backend } from 'policyloop';
 
 const hosted = process.env['WANDB_API_KEY'] !== undefined;
 // The one-line switch:
-const backend: Backend = hosted ? new HostedBackend() : await LocalBackend.start({ dataDir: '.policyloop/hosted-example' });
+const backend: Backend = hosted
+  ? new HostedBackend()
+  : await LocalBackend.start({ dataDir: '.policyloop/hosted-example' });
 
 const model = new TrainableModel({
   project: 'hosted-example',

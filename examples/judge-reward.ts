@@ -8,7 +8,15 @@
  */
 import { rm } from 'node:fs/promises';
 import OpenAI from 'openai';
-import { combineRewards, gatherTrajectoryGroups, lengthPenalty, LocalBackend, regexMatch, relativeJudge, TrainableModel } from 'policyloop';
+import {
+  combineRewards,
+  gatherTrajectoryGroups,
+  lengthPenalty,
+  LocalBackend,
+  regexMatch,
+  relativeJudge,
+  TrainableModel,
+} from 'policyloop';
 import type { ChatCompletionsClient } from 'policyloop';
 
 /**

@@ -22,7 +22,11 @@ const sample = (scenarios: UppercaseScenario[], groupSize: number): Promise<Traj
   gatherTrajectoryGroups(
     scenarios,
     async (scenario) => {
-      await client.chat.completions.create({ model: model.inferenceName(), messages: [...scenario.messages], max_tokens: 8 });
+      await client.chat.completions.create({
+        model: model.inferenceName(),
+        messages: [...scenario.messages],
+        max_tokens: 8,
+      });
     },
     {
       groupSize,

@@ -9,7 +9,14 @@
  */
 import { rm } from 'node:fs/promises';
 import type OpenAI from 'openai';
-import { combineRewards, gatherTrajectoryGroups, isChoice, LocalBackend, toolCalledWith, TrainableModel } from 'policyloop';
+import {
+  combineRewards,
+  gatherTrajectoryGroups,
+  isChoice,
+  LocalBackend,
+  toolCalledWith,
+  TrainableModel,
+} from 'policyloop';
 import type { SFTRow } from 'policyloop';
 
 interface Scenario {
@@ -23,7 +30,12 @@ const tools: OpenAI.ChatCompletionFunctionTool[] = [
     function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } },
   },
 ];
-const weather: Record<string, string> = { Paris: '21C, clear', Lima: '18C, cloudy', Oslo: '9C, rain', Rome: '25C, sunny' };
+const weather: Record<string, string> = {
+  Paris: '21C, clear',
+  Lima: '18C, cloudy',
+  Oslo: '9C, rain',
+  Rome: '25C, sunny',
+};
 const scenarios: Scenario[] = Object.keys(weather).map((city) => ({ city }));
 const ask = (city: string): OpenAI.ChatCompletionMessageParam => ({ role: 'user', content: `Weather in ${city}?` });
 
@@ -36,8 +48,15 @@ const client = model.openai();
 
 // 1. SFT warm start: conversations that call the tool, then answer from its result.
 const rows: SFTRow[] = scenarios.flatMap(({ city }) => {
-  const call = { id: 'call_1', type: 'function' as const, function: { name: 'get_weather', arguments: JSON.stringify({ city }) } };
-  const calling: OpenAI.ChatCompletionMessageParam[] = [ask(city), { role: 'assistant', content: null, tool_calls: [call] }];
+  const call = {
+    id: 'call_1',
+    type: 'function' as const,
+    function: { name: 'get_weather', arguments: JSON.stringify({ city }) },
+  };
+  const calling: OpenAI.ChatCompletionMessageParam[] = [
+    ask(city),
+    { role: 'assistant', content: null, tool_calls: [call] },
+  ];
   const answering: OpenAI.ChatCompletionMessageParam[] = [
     ...calling,
     { role: 'tool', tool_call_id: 'call_1', content: weather[city] ?? '' },
@@ -56,14 +75,20 @@ const groups = await gatherTrajectoryGroups(
   async (scenario) => {
     const messages: OpenAI.ChatCompletionMessageParam[] = [ask(scenario.city)];
     for (let turn = 0; turn < 3; turn += 1) {
-      const completion = await client.chat.completions.create({ model: model.inferenceName(), messages, tools, max_tokens: 64 });
+      const completion = await client.chat.completions.create({
+        model: model.inferenceName(),
+        messages,
+        tools,
+        max_tokens: 64,
+      });
       const message = completion.choices[0]?.message;
       if (message === undefined) break;
       messages.push(message);
       const calls = message.tool_calls ?? [];
       if (calls.length === 0) break;
       for (const call of calls) {
-        const city = call.type === 'function' ? (JSON.parse(call.function.arguments) as { city?: string }).city : undefined;
+        const city =
+          call.type === 'function' ? (JSON.parse(call.function.arguments) as { city?: string }).city : undefined;
         messages.push({ role: 'tool', tool_call_id: call.id, content: weather[city ?? ''] ?? 'unknown city' });
       }
     }

@@ -25,11 +25,11 @@ async function runExample(name: string): Promise<string> {
     delete environment['WANDB_API_KEY'];
     delete environment['POLICYLOOP_API_KEY'];
     delete environment['OPENAI_API_KEY'];
-    const { stdout } = await run(
-      process.execPath,
-      ['--import', tsx, path.join(root, 'examples', `${name}.ts`)],
-      { cwd, env: { ...environment, TSX_TSCONFIG_PATH: path.join(root, 'tsconfig.json') }, timeout: 300_000 },
-    );
+    const { stdout } = await run(process.execPath, ['--import', tsx, path.join(root, 'examples', `${name}.ts`)], {
+      cwd,
+      env: { ...environment, TSX_TSCONFIG_PATH: path.join(root, 'tsconfig.json') },
+      timeout: 300_000,
+    });
     return stdout;
   } finally {
     await rm(cwd, { recursive: true, force: true });

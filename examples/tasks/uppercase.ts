@@ -66,13 +66,18 @@ export function reward(scenario: UppercaseScenario, completion: string | null | 
   const longest = Math.max(text.length, expected.length);
   if (longest === 0) return 0;
   let right = 0;
-  for (let index = 0; index < Math.min(text.length, expected.length); index += 1) if (text[index] === expected[index]) right += 1;
+  for (let index = 0; index < Math.min(text.length, expected.length); index += 1)
+    if (text[index] === expected[index]) right += 1;
   return right / longest;
 }
 
 /** SFT rows (`{messages}` with the answer as the assistant turn) for the given scenarios. */
-export function sftRows(scenarios: readonly UppercaseScenario[]): { messages: ({ role: 'user'; content: string } | { role: 'assistant'; content: string })[] }[] {
-  return scenarios.map((scenario) => ({ messages: [...scenario.messages, { role: 'assistant', content: scenario.answer }] }));
+export function sftRows(
+  scenarios: readonly UppercaseScenario[],
+): { messages: ({ role: 'user'; content: string } | { role: 'assistant'; content: string })[] }[] {
+  return scenarios.map((scenario) => ({
+    messages: [...scenario.messages, { role: 'assistant', content: scenario.answer }],
+  }));
 }
 
 /**

@@ -10,14 +10,24 @@ import type { Command } from './command.js';
 
 /** Subcommands by name; add a line here (and a module under `commands/`) for a new one. */
 const COMMANDS: Readonly<Record<string, { readonly summary: string; readonly load: () => Promise<Command> }>> = {
-  serve: { summary: 'Run the local training service on loopback', load: async () => (await import('./commands/serve.js')).serveCommand },
+  serve: {
+    summary: 'Run the local training service on loopback',
+    load: async () => (await import('./commands/serve.js')).serveCommand,
+  },
 };
 
 /** Usage text of the top-level command. */
 export function usage(): string {
   const width = Math.max(...Object.keys(COMMANDS).map((name) => name.length));
   const lines = Object.entries(COMMANDS).map(([name, command]) => `  ${name.padEnd(width)}  ${command.summary}`);
-  return ['Usage: policyloop <command> [options]', '', 'Commands:', ...lines, '', 'Run `policyloop <command> --help` for its options.'].join('\n');
+  return [
+    'Usage: policyloop <command> [options]',
+    '',
+    'Commands:',
+    ...lines,
+    '',
+    'Run `policyloop <command> --help` for its options.',
+  ].join('\n');
 }
 
 /**

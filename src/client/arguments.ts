@@ -71,7 +71,10 @@ export function pagedList<Item extends { id: string }, Query extends z.ZodType<{
   let rest: Record<string, string | number | undefined>;
   try {
     path = spec.path(encodePathParameter(spec.id.value, spec.id.argument, context));
-    const { after, ...others } = parseArgument(spec.querySchema, spec.query, 'query', context) as Record<string, string | number | undefined>;
+    const { after, ...others } = parseArgument(spec.querySchema, spec.query, 'query', context) as Record<
+      string,
+      string | number | undefined
+    >;
     first = typeof after === 'string' ? after : undefined;
     rest = others;
   } catch (error) {
@@ -80,7 +83,14 @@ export function pagedList<Item extends { id: string }, Query extends z.ZodType<{
   return new PagePromise(
     (after) =>
       transport.request(
-        { method: 'GET', path, template: spec.template, query: { after, ...rest }, response: spec.response, responseName: spec.responseName },
+        {
+          method: 'GET',
+          path,
+          template: spec.template,
+          query: { after, ...rest },
+          response: spec.response,
+          responseName: spec.responseName,
+        },
         options,
       ),
     first,

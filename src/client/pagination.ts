@@ -79,7 +79,9 @@ export class Page<Item extends { id: string }> implements AsyncIterable<Item> {
   async getNextPage(): Promise<Page<Item>> {
     const cursor = this.hasNextPage() ? this.nextCursor() : undefined;
     if (cursor === undefined) {
-      throw new PolicyloopError('No next page: `has_more` is false. Check `page.hasNextPage()` before `getNextPage()`.');
+      throw new PolicyloopError(
+        'No next page: `has_more` is false. Check `page.hasNextPage()` before `getNextPage()`.',
+      );
     }
     if (cursor === this.#after) {
       throw new PolicyloopError(

@@ -66,10 +66,7 @@ export class TrainingClient {
     const apiKey = nonEmpty(options.apiKey) ?? readFirstEnv([ENV.apiKey, ENV.wandbApiKey])?.value;
     if (apiKey === undefined) throw new MissingApiKeyError();
     this.#apiKey = apiKey;
-    this.baseURL = normalizeBaseURL(
-      nonEmpty(options.baseURL) ?? readEnv(ENV.baseURL) ?? DEFAULT_BASE_URL,
-      'baseURL',
-    );
+    this.baseURL = normalizeBaseURL(nonEmpty(options.baseURL) ?? readEnv(ENV.baseURL) ?? DEFAULT_BASE_URL, 'baseURL');
     this.inferenceBaseURL = normalizeBaseURL(
       nonEmpty(options.inferenceBaseURL) ?? readEnv(ENV.inferenceBaseURL) ?? DEFAULT_INFERENCE_BASE_URL,
       'inferenceBaseURL',
@@ -136,7 +133,12 @@ export class TrainingClient {
 
   /** Keeps the key out of `util.inspect` / `console.log` output. */
   [Symbol.for('nodejs.util.inspect.custom')](): object {
-    return { baseURL: this.baseURL, inferenceBaseURL: this.inferenceBaseURL, timeout: this.timeout, maxRetries: this.maxRetries };
+    return {
+      baseURL: this.baseURL,
+      inferenceBaseURL: this.inferenceBaseURL,
+      timeout: this.timeout,
+      maxRetries: this.maxRetries,
+    };
   }
 }
 

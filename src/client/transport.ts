@@ -186,7 +186,11 @@ export const MAX_TIMEOUT_MS = 2_147_483_647;
 /** Validates a timeout option: a positive number of milliseconds, at most {@link MAX_TIMEOUT_MS}. */
 export function checkTimeout(value: number, argument: string): number {
   if (typeof value === 'number' && Number.isFinite(value) && value > 0 && value <= MAX_TIMEOUT_MS) return value;
-  throw invalidNumber(argument, value, `a positive number of milliseconds, at most ${MAX_TIMEOUT_MS} (about 24.8 days)`);
+  throw invalidNumber(
+    argument,
+    value,
+    `a positive number of milliseconds, at most ${MAX_TIMEOUT_MS} (about 24.8 days)`,
+  );
 }
 
 /** Validates a retry-count option: a non-negative integer. */

@@ -28,7 +28,9 @@ async function quietly<T>(action: () => Promise<T>): Promise<T> {
 }
 
 function listenersOf(event: 'uncaughtException' | 'unhandledRejection'): Array<(...args: never[]) => void> {
-  return event === 'uncaughtException' ? process.listeners('uncaughtException') : process.listeners('unhandledRejection');
+  return event === 'uncaughtException'
+    ? process.listeners('uncaughtException')
+    : process.listeners('unhandledRejection');
 }
 
 async function load(): Promise<TensorFlow> {

@@ -46,7 +46,9 @@ function textOf(content: unknown, where: string): string {
       })
       .join('');
   }
-  throw new EngineInputError(`Expected ${where}.content to be a string or an array of text parts, got ${typeof content}.`);
+  throw new EngineInputError(
+    `Expected ${where}.content to be a string or an array of text parts, got ${typeof content}.`,
+  );
 }
 
 /** Tool calls of an assistant message in the template's form. */
@@ -66,7 +68,8 @@ export function assistantToolCalls(message: Record<string, unknown>): ParsedTool
     }
   }
   const legacy = message['function_call'] as Record<string, unknown> | null | undefined;
-  if (legacy) calls.push({ type: 'function', name: String(legacy['name'] ?? ''), arguments: String(legacy['arguments'] ?? '') });
+  if (legacy)
+    calls.push({ type: 'function', name: String(legacy['name'] ?? ''), arguments: String(legacy['arguments'] ?? '') });
   return calls;
 }
 
@@ -103,7 +106,12 @@ export class TemplateBuilder {
         return JSON.stringify({ type: 'custom', name: custom['name'], description: custom['description'] });
       }
       const fn = (record['function'] ?? {}) as Record<string, unknown>;
-      return JSON.stringify({ type: 'function', name: fn['name'], description: fn['description'], parameters: fn['parameters'] });
+      return JSON.stringify({
+        type: 'function',
+        name: fn['name'],
+        description: fn['description'],
+        parameters: fn['parameters'],
+      });
     });
     this.tokens.push(specialTokenId('<|tools|>'), ...encodeText(lines.join('\n')), END_TOKEN_ID);
     return this;
@@ -113,11 +121,18 @@ export class TemplateBuilder {
    * Appends one message. An assistant message's body and end token form a span that is marked
    * trainable when `trainable` is true.
    */
-  appendMessage(message: ChatCompletionMessageParam | Record<string, unknown>, trainable = false, where = 'message'): this {
+  appendMessage(
+    message: ChatCompletionMessageParam | Record<string, unknown>,
+    trainable = false,
+    where = 'message',
+  ): this {
     const record = message as Record<string, unknown>;
     const role = String(record['role']);
     const roleToken = ROLE_TOKENS[role];
-    if (!roleToken) throw new EngineInputError(`Expected ${where}.role to be one of ${Object.keys(ROLE_TOKENS).join(', ')}, got ${JSON.stringify(record['role'])}.`);
+    if (!roleToken)
+      throw new EngineInputError(
+        `Expected ${where}.role to be one of ${Object.keys(ROLE_TOKENS).join(', ')}, got ${JSON.stringify(record['role'])}.`,
+      );
     this.tokens.push(specialTokenId(roleToken));
     if (role === 'assistant') {
       this.appendTokens([...assistantBodyTokens(record, where), END_TOKEN_ID], trainable);

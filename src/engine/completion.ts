@@ -34,7 +34,8 @@ export function tokenLogprobs(sequence: GeneratedSequence, tokensAsIds: boolean)
 
 /** Builds the `Choice` of one sampled sequence. */
 export function buildChoice(sequence: GeneratedSequence, index: number, options: ChoiceOptions): Choice {
-  const body = sequence.tokens[sequence.tokens.length - 1] === END_TOKEN_ID ? sequence.tokens.slice(0, -1) : sequence.tokens;
+  const body =
+    sequence.tokens[sequence.tokens.length - 1] === END_TOKEN_ID ? sequence.tokens.slice(0, -1) : sequence.tokens;
   let content: string | null = sequence.text;
   let finishReason: Choice['finish_reason'] = sequence.finishReason;
   let toolCalls: Choice['message']['tool_calls'];

@@ -94,10 +94,20 @@ class LocalEngine implements Engine {
     return [...MODEL_CONFIGS.keys()];
   }
 
-  chatCompletion(policy: PolicyRef, request: ChatCompletionRequestBody, options: { readonly signal?: AbortSignal } = {}): Promise<ChatCompletionResult> {
+  chatCompletion(
+    policy: PolicyRef,
+    request: ChatCompletionRequestBody,
+    options: { readonly signal?: AbortSignal } = {},
+  ): Promise<ChatCompletionResult> {
     if (this.closed) return Promise.reject(new Error('The engine is closed.'));
     const config = MODEL_CONFIGS.get(policy.baseModel);
-    if (!config) return Promise.reject(new EngineInputError(`Unknown base model ${JSON.stringify(policy.baseModel)}: expected one of ${this.baseModels().join(', ')}.`, ['body', 'model']));
+    if (!config)
+      return Promise.reject(
+        new EngineInputError(
+          `Unknown base model ${JSON.stringify(policy.baseModel)}: expected one of ${this.baseModels().join(', ')}.`,
+          ['body', 'model'],
+        ),
+      );
     let prompt: number[];
     try {
       prompt = renderPrompt(request.messages, request.tools);
@@ -115,7 +125,12 @@ class LocalEngine implements Engine {
     const room = config.contextLength - prompt.length;
     const maxTokens = Math.min(room, request.max_completion_tokens ?? request.max_tokens ?? room);
     const n = request.n ?? 1;
-    const stop = request.stop === null || request.stop === undefined ? [] : typeof request.stop === 'string' ? [request.stop] : request.stop;
+    const stop =
+      request.stop === null || request.stop === undefined
+        ? []
+        : typeof request.stop === 'string'
+          ? [request.stop]
+          : request.stop;
     const topLogprobs = request.logprobs ? (request.top_logprobs ?? 0) : 0;
     const seed = request.seed;
     const random = new SeededRandom(seed ?? Math.floor(Math.random() * 2 ** 32));
@@ -150,7 +165,14 @@ class LocalEngine implements Engine {
       for (let index = 0; index < n; index += 1) {
         pending.rows.push({
           prompt,
-          sampling: { temperature: request.temperature ?? 1, topP: request.top_p ?? 1, maxTokens, stop, topLogprobs, random: new SeededRandom(random.int()) },
+          sampling: {
+            temperature: request.temperature ?? 1,
+            topP: request.top_p ?? 1,
+            maxTokens,
+            stop,
+            topLogprobs,
+            random: new SeededRandom(random.int()),
+          },
           isCancelled: () => pending.settled,
         });
       }
@@ -207,7 +229,8 @@ class LocalEngine implements Engine {
         offset += pending.rows.length;
         const tools = pending.request.tools ?? [];
         const customToolNames = new Set(tools.flatMap((tool) => (tool.type === 'custom' ? [tool.custom.name] : [])));
-        const makeId = (): string => `call_${pending.random.int().toString(16).padStart(8, '0')}${pending.random.int().toString(16).padStart(8, '0')}`;
+        const makeId = (): string =>
+          `call_${pending.random.int().toString(16).padStart(8, '0')}${pending.random.int().toString(16).padStart(8, '0')}`;
         const choices: Choice[] = mine.map((sequence, index) =>
           buildChoice(sequence, index, {
             logprobs: pending.request.logprobs === true,
@@ -218,7 +241,14 @@ class LocalEngine implements Engine {
           }),
         );
         const completionTokens = mine.reduce((sum, sequence) => sum + sequence.sampledCount, 0);
-        pending.resolve({ choices, usage: { prompt_tokens: pending.prompt.length, completion_tokens: completionTokens, total_tokens: pending.prompt.length + completionTokens } });
+        pending.resolve({
+          choices,
+          usage: {
+            prompt_tokens: pending.prompt.length,
+            completion_tokens: completionTokens,
+            total_tokens: pending.prompt.length + completionTokens,
+          },
+        });
       }
     } catch (error) {
       const failure = error instanceof Error ? error : new Error(String(error));
@@ -238,16 +268,22 @@ class LocalEngine implements Engine {
     }
     const loading = (async (): Promise<LoadedPolicy> => {
       const config = MODEL_CONFIGS.get(policy.baseModel);
-      if (!config) throw new EngineInputError(`Unknown base model ${JSON.stringify(policy.baseModel)}.`, ['body', 'model']);
+      if (!config)
+        throw new EngineInputError(`Unknown base model ${JSON.stringify(policy.baseModel)}.`, ['body', 'model']);
       let weights;
       try {
         weights = await loadPolicyWeights(config, policy.checkpointPath);
       } catch (error) {
-        throw new Error(`Could not load the weights of ${policy.key} from ${policy.checkpointPath ?? 'the base model'}: ${error instanceof Error ? error.message : String(error)}`);
+        throw new Error(
+          `Could not load the weights of ${policy.key} from ${policy.checkpointPath ?? 'the base model'}: ${error instanceof Error ? error.message : String(error)}`,
+        );
       }
       const parameters: Record<string, Tensor> = {};
       for (const [name, tensor] of weights) parameters[name] = this.tf.tensor(tensor.data, [...tensor.shape]);
-      const embeddings = { token: (weights.get('token_embedding') as { data: Float32Array }).data, position: (weights.get('position_embedding') as { data: Float32Array }).data };
+      const embeddings = {
+        token: (weights.get('token_embedding') as { data: Float32Array }).data,
+        position: (weights.get('position_embedding') as { data: Float32Array }).data,
+      };
       return { config, parameters, embeddings };
     })();
     loading.catch(() => this.cache.delete(policy.key));
@@ -256,12 +292,17 @@ class LocalEngine implements Engine {
     while (this.cache.size > this.cacheSize) {
       const [oldestKey, oldest] = this.cache.entries().next().value as [string, Promise<LoadedPolicy>];
       this.cache.delete(oldestKey);
-      void oldest.then((entry) => Object.values(entry.parameters).forEach((tensor) => tensor.dispose())).catch(() => undefined);
+      void oldest
+        .then((entry) => Object.values(entry.parameters).forEach((tensor) => tensor.dispose()))
+        .catch(() => undefined);
     }
     return loading;
   }
 
-  train(job: EngineTrainingJob, options: { readonly onEvent: (event: EngineTrainingEvent) => void; readonly signal?: AbortSignal }): Promise<EngineTrainingResult> {
+  train(
+    job: EngineTrainingJob,
+    options: { readonly onEvent: (event: EngineTrainingEvent) => void; readonly signal?: AbortSignal },
+  ): Promise<EngineTrainingResult> {
     if (this.closed) return Promise.reject(new Error('The engine is closed.'));
     const run = async (): Promise<EngineTrainingResult> => {
       if (options.signal?.aborted) throw new Error('The training job was cancelled before it started.');
@@ -277,7 +318,8 @@ class LocalEngine implements Engine {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    for (const pending of this.queue.splice(0)) pending.reject(new Error('The engine was closed before the completion ran.'));
+    for (const pending of this.queue.splice(0))
+      pending.reject(new Error('The engine was closed before the completion ran.'));
     // A settled request's rows stop at the next decoding step, so the batch in flight ends soon;
     // its weights must not be freed under it.
     for (const pending of this.running) pending.reject(new Error('The engine was closed while the completion ran.'));

@@ -29,13 +29,17 @@ export function registerGradients(tf: TensorFlow): void {
       const sums = new Float32Array(columns);
       for (let row = 0; row < rows; row += 1) {
         const offset = row * columns;
-        for (let column = 0; column < columns; column += 1) sums[column] = (sums[column] as number) + (values[offset + column] as number);
+        for (let column = 0; column < columns; column += 1)
+          sums[column] = (sums[column] as number) + (values[offset + column] as number);
       }
       return tf.tensor(sums, shape);
     }
     return tf.reshape(tf.sum(gradient, axes), shape);
   };
-  const binary = (kernelName: string, gradient: (dy: Tensor, a: Tensor, b: Tensor) => [Tensor, Tensor]): GradConfig => ({
+  const binary = (
+    kernelName: string,
+    gradient: (dy: Tensor, a: Tensor, b: Tensor) => [Tensor, Tensor],
+  ): GradConfig => ({
     kernelName,
     inputsToSave: ['a', 'b'],
     gradFunc: (dy, saved) => {
@@ -63,7 +67,10 @@ export function registerGradients(tf: TensorFlow): void {
     binary('Sub', (dy) => [dy, tf.neg(dy)]),
     binary('Multiply', (dy, a, b) => [tf.mul(dy, tf.cast(b, 'float32')), tf.mul(dy, tf.cast(a, 'float32'))]),
     binary('RealDiv', (dy, a, b) => [tf.div(dy, b), tf.neg(tf.div(tf.mul(dy, a), tf.square(b)))]),
-    binary('Minimum', (dy, a, b) => [tf.mul(dy, tf.cast(tf.lessEqual(a, b), 'float32')), tf.mul(dy, tf.cast(tf.greater(a, b), 'float32'))]),
+    binary('Minimum', (dy, a, b) => [
+      tf.mul(dy, tf.cast(tf.lessEqual(a, b), 'float32')),
+      tf.mul(dy, tf.cast(tf.greater(a, b), 'float32')),
+    ]),
     {
       kernelName: 'BatchMatMul',
       inputsToSave: ['a', 'b'],
@@ -81,7 +88,11 @@ export function registerGradients(tf: TensorFlow): void {
         return { a: () => tf.matMul(t(b), t(d)), b: () => tf.matMul(t(d), t(a)) };
       },
     },
-    { kernelName: 'Reshape', inputsToSave: ['x'], gradFunc: (dy, saved) => ({ x: () => tf.reshape(dy as Tensor, (saved[0] as Tensor).shape) }) },
+    {
+      kernelName: 'Reshape',
+      inputsToSave: ['x'],
+      gradFunc: (dy, saved) => ({ x: () => tf.reshape(dy as Tensor, (saved[0] as Tensor).shape) }),
+    },
     {
       kernelName: 'Transpose',
       gradFunc: (dy, _saved, attrs) => {
@@ -120,7 +131,11 @@ export function registerGradients(tf: TensorFlow): void {
         },
       }),
     },
-    { kernelName: 'Square', inputsToSave: ['x'], gradFunc: (dy, saved) => ({ x: () => tf.mul(dy as Tensor, tf.mul(saved[0] as Tensor, 2)) }) },
+    {
+      kernelName: 'Square',
+      inputsToSave: ['x'],
+      gradFunc: (dy, saved) => ({ x: () => tf.mul(dy as Tensor, tf.mul(saved[0] as Tensor, 2)) }),
+    },
     {
       kernelName: 'Rsqrt',
       inputsToSave: ['x'],
@@ -134,7 +149,11 @@ export function registerGradients(tf: TensorFlow): void {
         return { x: () => tf.mul(dy as Tensor, tf.mul(y, tf.sub(1, y))) };
       },
     },
-    { kernelName: 'Exp', outputsToSave: [true], gradFunc: (dy, saved) => ({ x: () => tf.mul(dy as Tensor, saved[0] as Tensor) }) },
+    {
+      kernelName: 'Exp',
+      outputsToSave: [true],
+      gradFunc: (dy, saved) => ({ x: () => tf.mul(dy as Tensor, saved[0] as Tensor) }),
+    },
     { kernelName: 'Neg', gradFunc: (dy) => ({ x: () => tf.neg(dy as Tensor) }) },
     { kernelName: 'Cast', gradFunc: (dy) => ({ x: () => tf.clone(dy as Tensor) }) },
     { kernelName: 'Identity', gradFunc: (dy) => ({ x: () => tf.cast(dy as Tensor, 'float32') }) },
@@ -157,7 +176,10 @@ export function registerGradients(tf: TensorFlow): void {
       inputsToSave: ['x'],
       gradFunc: (dy, saved, attrs) => {
         const x = saved[0] as Tensor;
-        const inside = tf.logicalAnd(tf.greaterEqual(x, attribute<number>(attrs, 'clipValueMin')), tf.lessEqual(x, attribute<number>(attrs, 'clipValueMax')));
+        const inside = tf.logicalAnd(
+          tf.greaterEqual(x, attribute<number>(attrs, 'clipValueMin')),
+          tf.lessEqual(x, attribute<number>(attrs, 'clipValueMax')),
+        );
         return { x: () => tf.where(inside, dy as Tensor, tf.zerosLike(dy as Tensor)) };
       },
     },

@@ -12,7 +12,16 @@ export type { ModelConfig } from './model-config.js';
 export { AUTO_SFT_BATCH_SIZE, DEFAULT_LEARNING_RATE, DEFAULT_SFT_LEARNING_RATE } from './trainer.js';
 export { parameterCount, METADATA_FILE, OPTIMIZER_FILE, WEIGHTS_FILE } from './weights.js';
 export type { CheckpointMetadata } from './weights.js';
-export { END_TOKEN_ID, SPECIAL_TOKENS, VOCABULARY_SIZE, decodeTokens, encodeText, recoverTokenId, tokenBytes, tokenString } from './tokenizer.js';
+export {
+  END_TOKEN_ID,
+  SPECIAL_TOKENS,
+  VOCABULARY_SIZE,
+  decodeTokens,
+  encodeText,
+  recoverTokenId,
+  tokenBytes,
+  tokenString,
+} from './tokenizer.js';
 export type { SpecialToken } from './tokenizer.js';
 export { renderPrompt } from './chat-template.js';
 export { formatToolCall, formatToolCallText, parseToolCalls } from './tool-calls.js';

@@ -49,7 +49,9 @@ export const SMALL_CHAT: ModelConfig = {
 };
 
 /** Every base model the engine serves, by id. */
-export const MODEL_CONFIGS: ReadonlyMap<string, ModelConfig> = new Map([TINY_CHAT, SMALL_CHAT].map((config) => [config.id, config]));
+export const MODEL_CONFIGS: ReadonlyMap<string, ModelConfig> = new Map(
+  [TINY_CHAT, SMALL_CHAT].map((config) => [config.id, config]),
+);
 
 /** Id of the default base model. */
 export const DEFAULT_BASE_MODEL = TINY_CHAT.id;

@@ -16,7 +16,13 @@ export interface AdamWOptions {
 }
 
 /** Defaults of {@link AdamWOptions}. */
-export const DEFAULT_ADAMW_OPTIONS: AdamWOptions = { beta1: 0.9, beta2: 0.99, epsilon: 1e-8, weightDecay: 0.01, maxGradNorm: 1 };
+export const DEFAULT_ADAMW_OPTIONS: AdamWOptions = {
+  beta1: 0.9,
+  beta2: 0.99,
+  epsilon: 1e-8,
+  weightDecay: 0.01,
+  maxGradNorm: 1,
+};
 
 function decays(name: string): boolean {
   return !name.endsWith('bias') && !name.endsWith('scale') && !name.endsWith('embedding');
@@ -34,7 +40,13 @@ export class AdamW {
     private readonly options: AdamWOptions = DEFAULT_ADAMW_OPTIONS,
   ) {
     this.stepCount = state?.step ?? 0;
-    const zeros = (): HostWeights => new Map([...weights].map(([name, tensor]) => [name, { shape: tensor.shape, data: new Float32Array(tensor.data.length) }]));
+    const zeros = (): HostWeights =>
+      new Map(
+        [...weights].map(([name, tensor]) => [
+          name,
+          { shape: tensor.shape, data: new Float32Array(tensor.data.length) },
+        ]),
+      );
     this.firstMoments = state?.firstMoments ?? zeros();
     this.secondMoments = state?.secondMoments ?? zeros();
   }
@@ -65,7 +77,9 @@ export class AdamW {
         const vi = beta2 * (v[index] as number) + (1 - beta2) * g * g;
         m[index] = mi;
         v[index] = vi;
-        data[index] = (data[index] as number) * (1 - decay) - (learningRate * (mi / correction1)) / (Math.sqrt(vi / correction2) + epsilon);
+        data[index] =
+          (data[index] as number) * (1 - decay) -
+          (learningRate * (mi / correction1)) / (Math.sqrt(vi / correction2) + epsilon);
       }
     }
     return norm;

@@ -14,7 +14,10 @@ export interface HostTensor {
 const littleEndian = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
 /** Serialises tensors (in name order) to safetensors bytes. */
-export function encodeSafetensors(tensors: ReadonlyMap<string, HostTensor>, metadata: Record<string, string> = {}): Uint8Array {
+export function encodeSafetensors(
+  tensors: ReadonlyMap<string, HostTensor>,
+  metadata: Record<string, string> = {},
+): Uint8Array {
   const names = [...tensors.keys()].sort();
   const header: Record<string, unknown> = { __metadata__: metadata };
   let offset = 0;
@@ -47,18 +50,25 @@ export function encodeSafetensors(tensors: ReadonlyMap<string, HostTensor>, meta
 }
 
 /** Parses safetensors bytes holding F32 tensors. Throws on anything else, saying what it found. */
-export function decodeSafetensors(bytes: Uint8Array): { tensors: Map<string, HostTensor>; metadata: Record<string, string> } {
+export function decodeSafetensors(bytes: Uint8Array): {
+  tensors: Map<string, HostTensor>;
+  metadata: Record<string, string>;
+} {
   if (bytes.length < 8) throw new Error(`Expected a safetensors file of at least 8 bytes, got ${bytes.length}.`);
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const headerLength = Number(view.getBigUint64(0, true));
-  if (8 + headerLength > bytes.length) throw new Error(`Safetensors header length ${headerLength} exceeds the file size ${bytes.length}.`);
+  if (8 + headerLength > bytes.length)
+    throw new Error(`Safetensors header length ${headerLength} exceeds the file size ${bytes.length}.`);
   let header: Record<string, unknown>;
   try {
     header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + headerLength))) as Record<string, unknown>;
   } catch (error) {
-    throw new Error(`Expected a JSON object as the safetensors header, got unparseable text (${error instanceof Error ? error.message : String(error)}).`);
+    throw new Error(
+      `Expected a JSON object as the safetensors header, got unparseable text (${error instanceof Error ? error.message : String(error)}).`,
+    );
   }
-  if (typeof header !== 'object' || header === null || Array.isArray(header)) throw new Error(`Expected a JSON object as the safetensors header, got ${JSON.stringify(header)}.`);
+  if (typeof header !== 'object' || header === null || Array.isArray(header))
+    throw new Error(`Expected a JSON object as the safetensors header, got ${JSON.stringify(header)}.`);
   const dataStart = 8 + headerLength;
   const dataLength = bytes.length - dataStart;
   const tensors = new Map<string, HostTensor>();
@@ -69,17 +79,27 @@ export function decodeSafetensors(bytes: Uint8Array): { tensors: Map<string, Hos
       continue;
     }
     const entry = value as { dtype: string; shape: number[]; data_offsets: [number, number] };
-    if (typeof entry !== 'object' || entry === null || !Array.isArray(entry.shape) || !Array.isArray(entry.data_offsets)) {
-      throw new Error(`Expected {dtype, shape, data_offsets} for tensor ${name} in the safetensors header, got ${JSON.stringify(value)}.`);
+    if (
+      typeof entry !== 'object' ||
+      entry === null ||
+      !Array.isArray(entry.shape) ||
+      !Array.isArray(entry.data_offsets)
+    ) {
+      throw new Error(
+        `Expected {dtype, shape, data_offsets} for tensor ${name} in the safetensors header, got ${JSON.stringify(value)}.`,
+      );
     }
     if (entry.dtype !== 'F32') throw new Error(`Expected F32 tensors in safetensors, got ${entry.dtype} for ${name}.`);
     const [begin, end] = entry.data_offsets;
     if (!(Number.isInteger(begin) && Number.isInteger(end) && begin >= 0 && begin <= end && end <= dataLength)) {
-      throw new Error(`Tensor ${name} has data_offsets ${JSON.stringify(entry.data_offsets)}, outside the ${dataLength} data bytes of the file.`);
+      throw new Error(
+        `Tensor ${name} has data_offsets ${JSON.stringify(entry.data_offsets)}, outside the ${dataLength} data bytes of the file.`,
+      );
     }
     const count = (end - begin) / 4;
     const expected = entry.shape.reduce((a, b) => a * b, 1);
-    if (count !== expected) throw new Error(`Tensor ${name} has ${count} values but shape ${JSON.stringify(entry.shape)}.`);
+    if (count !== expected)
+      throw new Error(`Tensor ${name} has ${count} values but shape ${JSON.stringify(entry.shape)}.`);
     const data = new Float32Array(count);
     for (let index = 0; index < count; index += 1) data[index] = view.getFloat32(dataStart + begin + index * 4, true);
     tensors.set(name, { shape: entry.shape, data });
@@ -88,11 +108,17 @@ export function decodeSafetensors(bytes: Uint8Array): { tensors: Map<string, Hos
 }
 
 /** Writes tensors to a safetensors file. */
-export async function writeSafetensors(path: string, tensors: ReadonlyMap<string, HostTensor>, metadata: Record<string, string> = {}): Promise<void> {
+export async function writeSafetensors(
+  path: string,
+  tensors: ReadonlyMap<string, HostTensor>,
+  metadata: Record<string, string> = {},
+): Promise<void> {
   await writeFile(path, encodeSafetensors(tensors, metadata));
 }
 
 /** Reads a safetensors file of F32 tensors. */
-export async function readSafetensors(path: string): Promise<{ tensors: Map<string, HostTensor>; metadata: Record<string, string> }> {
+export async function readSafetensors(
+  path: string,
+): Promise<{ tensors: Map<string, HostTensor>; metadata: Record<string, string> }> {
   return decodeSafetensors(await readFile(path));
 }

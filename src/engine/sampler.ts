@@ -87,9 +87,12 @@ export function sampleToken(logits: Float32Array, sampling: RowSampling): Sample
 
   let chosen = 0;
   if (sampling.temperature <= 0) {
-    for (let index = 1; index < size; index += 1) if ((logits[index] as number) > (logits[chosen] as number)) chosen = index;
+    for (let index = 1; index < size; index += 1)
+      if ((logits[index] as number) > (logits[chosen] as number)) chosen = index;
   } else if (sampling.topP < 1) {
-    const order = Array.from({ length: size }, (_, index) => index).sort((a, b) => (probabilities[b] as number) - (probabilities[a] as number));
+    const order = Array.from({ length: size }, (_, index) => index).sort(
+      (a, b) => (probabilities[b] as number) - (probabilities[a] as number),
+    );
     let mass = 0;
     let kept = 0;
     while (kept < size && mass < sampling.topP) {
@@ -118,7 +121,9 @@ export function sampleToken(logits: Float32Array, sampling: RowSampling): Sample
   }
   const alternatives: TokenAlternative[] = [];
   if (sampling.topLogprobs > 0) {
-    const order = Array.from({ length: size }, (_, index) => index).sort((a, b) => (logits[b] as number) - (logits[a] as number));
+    const order = Array.from({ length: size }, (_, index) => index).sort(
+      (a, b) => (logits[b] as number) - (logits[a] as number),
+    );
     for (const id of order.slice(0, sampling.topLogprobs)) alternatives.push({ id, logprob: logprobOf(id) });
   }
   return { id: chosen, logprob: logprobOf(chosen), alternatives };
@@ -173,13 +178,22 @@ export interface HostEmbeddings {
 }
 
 /** Writes token + position embeddings of `tokens` (positions from `start`) into `target` rows from `row`. */
-function embed(embeddings: HostEmbeddings, config: ModelConfig, tokens: readonly number[], start: number, target: Float32Array, row: number): void {
+function embed(
+  embeddings: HostEmbeddings,
+  config: ModelConfig,
+  tokens: readonly number[],
+  start: number,
+  target: Float32Array,
+  row: number,
+): void {
   const d = config.modelDimension;
   tokens.forEach((token, offset) => {
     const base = (row + offset) * d;
     const tokenBase = token * d;
     const positionBase = (start + offset) * d;
-    for (let index = 0; index < d; index += 1) target[base + index] = (embeddings.token[tokenBase + index] as number) + (embeddings.position[positionBase + index] as number);
+    for (let index = 0; index < d; index += 1)
+      target[base + index] =
+        (embeddings.token[tokenBase + index] as number) + (embeddings.position[positionBase + index] as number);
   });
 }
 
@@ -192,8 +206,22 @@ export function yieldToEventLoop(): Promise<void> {
  * Extends every row until it ends, sharing each forward pass across rows. Rows must have prompts
  * of at least one token, shorter than the context, and `maxTokens >= 1` that fits the context.
  */
-export async function generate(tf: TensorFlow, config: ModelConfig, parameters: ParameterTensors, embeddings: HostEmbeddings, rows: readonly GenerationRow[]): Promise<GeneratedSequence[]> {
-  const states: RowState[] = rows.map((row) => ({ row, tokens: [], logprobs: [], alternatives: [], finishReason: null, text: '', keptTokens: 0 }));
+export async function generate(
+  tf: TensorFlow,
+  config: ModelConfig,
+  parameters: ParameterTensors,
+  embeddings: HostEmbeddings,
+  rows: readonly GenerationRow[],
+): Promise<GeneratedSequence[]> {
+  const states: RowState[] = rows.map((row) => ({
+    row,
+    tokens: [],
+    logprobs: [],
+    alternatives: [],
+    finishReason: null,
+    text: '',
+    keptTokens: 0,
+  }));
   if (rows.length === 0) return [];
   const promptLength = Math.max(...rows.map((row) => row.prompt.length));
   let cache: KeyValueCache;
@@ -202,7 +230,15 @@ export async function generate(tf: TensorFlow, config: ModelConfig, parameters: 
     const embedded = new Float32Array(rows.length * promptLength * config.modelDimension);
     rows.forEach((row, index) => embed(embeddings, config, row.prompt, 0, embedded, index * promptLength));
     const result = tf.tidy(() => {
-      const output = prefill(tf, config, parameters, embedded, rows.length, promptLength, rows.map((row) => row.prompt.length));
+      const output = prefill(
+        tf,
+        config,
+        parameters,
+        embedded,
+        rows.length,
+        promptLength,
+        rows.map((row) => row.prompt.length),
+      );
       return { logits: output.logits, keys: output.cache.keys, values: output.cache.values };
     });
     cache = { keys: result.keys, values: result.values };
@@ -219,18 +255,27 @@ export async function generate(tf: TensorFlow, config: ModelConfig, parameters: 
       cacheRows.forEach((stateIndex, position) => {
         const state = states[stateIndex] as RowState;
         if (state.finishReason !== null) return;
-        const sampled = sampleToken(logitsData.subarray(position * vocabulary, (position + 1) * vocabulary), state.row.sampling);
+        const sampled = sampleToken(
+          logitsData.subarray(position * vocabulary, (position + 1) * vocabulary),
+          state.row.sampling,
+        );
         state.tokens.push(sampled.id);
         state.logprobs.push(sampled.logprob);
         state.alternatives.push(sampled.alternatives);
         finishOnStop(state);
-        if (state.finishReason === null && state.row.prompt.length + state.tokens.length >= config.contextLength) state.finishReason = 'length';
+        if (state.finishReason === null && state.row.prompt.length + state.tokens.length >= config.contextLength)
+          state.finishReason = 'length';
         if (state.row.isCancelled?.()) state.finishReason = 'length';
       });
       const remaining = cacheRows.filter((stateIndex) => (states[stateIndex] as RowState).finishReason === null);
       if (remaining.length === 0) break;
       if (remaining.length <= cacheRows.length / 2) {
-        const selected = selectCacheRows(tf, config, cache, remaining.map((stateIndex) => cacheRows.indexOf(stateIndex)));
+        const selected = selectCacheRows(
+          tf,
+          config,
+          cache,
+          remaining.map((stateIndex) => cacheRows.indexOf(stateIndex)),
+        );
         disposeCache(cache);
         cache = selected;
         cacheRows = remaining;
@@ -244,7 +289,8 @@ export async function generate(tf: TensorFlow, config: ModelConfig, parameters: 
         // A finished row keeps decoding at a valid position; its output is never read.
         const at = Math.min(state.row.prompt.length + state.tokens.length - 1, config.contextLength - 1);
         embed(embeddings, config, [state.tokens[state.tokens.length - 1] as number], at, embedded, position);
-        for (let key = state.row.prompt.length; key < promptLength; key += 1) keyMask[position * keyLength + key] = -1e9;
+        for (let key = state.row.prompt.length; key < promptLength; key += 1)
+          keyMask[position * keyLength + key] = -1e9;
       });
       const previous = cache;
       const result = tf.tidy(() => {

@@ -106,7 +106,10 @@ export function tokenString(id: number, asTokenId = false): string {
  * then a one-byte `bytes` (a byte token), then a special token's name. Returns null when the
  * entry cannot have come from this tokenizer.
  */
-export function recoverTokenId(entry: { readonly token: string; readonly bytes?: readonly number[] | null | undefined }): number | null {
+export function recoverTokenId(entry: {
+  readonly token: string;
+  readonly bytes?: readonly number[] | null | undefined;
+}): number | null {
   const match = /^token_id:(\d+)$/.exec(entry.token);
   if (match) {
     const id = Number(match[1]);

@@ -86,7 +86,10 @@ function parseCallBody(text: string, customToolNames: ReadonlySet<string>): Pars
  * Parses the tool calls a completion's tokens contain. `customToolNames` are the request's custom
  * tools: a call to one of them with `arguments` becomes a custom call too.
  */
-export function parseToolCalls(tokens: readonly number[], customToolNames: ReadonlySet<string> = new Set()): ParsedCompletion {
+export function parseToolCalls(
+  tokens: readonly number[],
+  customToolNames: ReadonlySet<string> = new Set(),
+): ParsedCompletion {
   const plain = (): ParsedCompletion => {
     const text = decodeTokens(tokens);
     return { content: text.length > 0 ? text : null, toolCalls: [] };
@@ -117,7 +120,10 @@ export function parseToolCalls(tokens: readonly number[], customToolNames: Reado
 }
 
 /** Gives parsed calls their OpenAI shape with ids from `makeId`. */
-export function toOpenAIToolCalls(calls: readonly ParsedToolCall[], makeId: () => string): ChatCompletionMessageToolCall[] {
+export function toOpenAIToolCalls(
+  calls: readonly ParsedToolCall[],
+  makeId: () => string,
+): ChatCompletionMessageToolCall[] {
   return calls.map((call) =>
     call.type === 'custom'
       ? { id: makeId(), type: 'custom', custom: { name: call.name, input: call.input } }

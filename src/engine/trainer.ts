@@ -13,7 +13,13 @@ import { buildRlData, buildSftSequences, scalesRewards } from './training-data.j
 import type { TrainingSequence } from './training-data.js';
 import { forwardLogits } from './transformer.js';
 import type { EngineTrainingEvent, EngineTrainingJob, EngineTrainingResult } from './types.js';
-import { initialWeights, parameterSpecs, readCheckpointWeights, readOptimizerState, writeCheckpoint } from './weights.js';
+import {
+  initialWeights,
+  parameterSpecs,
+  readCheckpointWeights,
+  readOptimizerState,
+  writeCheckpoint,
+} from './weights.js';
 import type { HostWeights } from './weights.js';
 
 /**
@@ -85,16 +91,28 @@ function passes(sequences: readonly TrainingSequence[]): TrainingSequence[][] {
  * Loss and gradients of one optimizer step over `sequences` (accumulated over passes). The loss is
  * a mean over all trainable tokens of the step.
  */
-function computeStep(tf: TensorFlow, config: ModelConfig, weights: HostWeights, sequences: readonly TrainingSequence[], settings: LossSettings): StepResult {
+function computeStep(
+  tf: TensorFlow,
+  config: ModelConfig,
+  weights: HostWeights,
+  sequences: readonly TrainingSequence[],
+  settings: LossSettings,
+): StepResult {
   const names = parameterSpecs(config).map((spec) => spec.name);
-  const gradients = new Map<string, Float32Array>(names.map((name) => [name, new Float32Array((weights.get(name) as { data: Float32Array }).data.length)]));
-  const trainableTokens = sequences.reduce((sum, sequence) => sum + sequence.mask.slice(1).reduce((a, b) => a + b, 0), 0);
+  const gradients = new Map<string, Float32Array>(
+    names.map((name) => [name, new Float32Array((weights.get(name) as { data: Float32Array }).data.length)]),
+  );
+  const trainableTokens = sequences.reduce(
+    (sum, sequence) => sum + sequence.mask.slice(1).reduce((a, b) => a + b, 0),
+    0,
+  );
   let loss = 0;
   let entropySum = 0;
   let ratioSum = 0;
   let clipped = 0;
   let klSum = 0;
-  if (trainableTokens === 0) return { loss: 0, entropy: 0, gradients, trainableTokens, meanRatio: 1, clippedFraction: 0, approximateKl: 0 };
+  if (trainableTokens === 0)
+    return { loss: 0, entropy: 0, gradients, trainableTokens, meanRatio: 1, clippedFraction: 0, approximateKl: 0 };
   for (const pass of passes(sequences)) {
     const length = Math.min(config.contextLength + 1, Math.max(...pass.map((sequence) => sequence.tokens.length)));
     const steps = length - 1;
@@ -127,7 +145,10 @@ function computeStep(tf: TensorFlow, config: ModelConfig, weights: HostWeights, 
       const byName = Object.fromEntries(names.map((name, index) => [name, parameters[index] as Tensor]));
       const logits = forwardLogits(tf, config, byName, inputs, batch, steps);
       const logprobs = tf.logSoftmax(logits);
-      const tokenLogprobs = tf.sum(tf.mul(logprobs, tf.oneHot(tf.tensor1d(targets, 'int32'), config.vocabularySize)), -1) as Tensor1D;
+      const tokenLogprobs = tf.sum(
+        tf.mul(logprobs, tf.oneHot(tf.tensor1d(targets, 'int32'), config.vocabularySize)),
+        -1,
+      ) as Tensor1D;
       const maskTensor = tf.tensor1d(mask);
       entropyTensor = tf.keep(tf.sum(tf.mul(tf.neg(tf.sum(tf.mul(tf.exp(logprobs), logprobs), -1)), maskTensor)));
       if (settings.kind === 'sft') return tf.div(tf.neg(tf.sum(tf.mul(tokenLogprobs, maskTensor))), trainableTokens);
@@ -148,7 +169,10 @@ function computeStep(tf: TensorFlow, config: ModelConfig, weights: HostWeights, 
       if (settings.lossFunction === 'cispo') {
         // CISPO: the clipped importance weight is a constant (no gradient through it).
         const clippedRatios = ratios.map((ratio) => Math.min(Math.max(ratio, settings.low), settings.high));
-        return tf.div(tf.neg(tf.sum(tf.mul(tf.mul(tokenLogprobs, tf.tensor1d(clippedRatios)), weighted))), trainableTokens);
+        return tf.div(
+          tf.neg(tf.sum(tf.mul(tf.mul(tokenLogprobs, tf.tensor1d(clippedRatios)), weighted))),
+          trainableTokens,
+        );
       }
       const ratio = tf.exp(tf.sub(tokenLogprobs, tf.tensor1d(oldValues)));
       const unclipped = tf.mul(ratio, weighted);
@@ -161,7 +185,8 @@ function computeStep(tf: TensorFlow, config: ModelConfig, weights: HostWeights, 
       const gradient = grads[index] as Tensor;
       const values = gradient.dataSync();
       const sum = gradients.get(name) as Float32Array;
-      for (let position = 0; position < sum.length; position += 1) sum[position] = (sum[position] as number) + (values[position] as number);
+      for (let position = 0; position < sum.length; position += 1)
+        sum[position] = (sum[position] as number) + (values[position] as number);
     });
     value.dispose();
     (entropyTensor as Tensor | null)?.dispose();
@@ -178,7 +203,10 @@ function computeStep(tf: TensorFlow, config: ModelConfig, weights: HostWeights, 
   };
 }
 
-function truncate(config: ModelConfig, sequences: TrainingSequence[]): { sequences: TrainingSequence[]; truncated: number } {
+function truncate(
+  config: ModelConfig,
+  sequences: TrainingSequence[],
+): { sequences: TrainingSequence[]; truncated: number } {
   // One more token than the context fits: the last position only serves as a target.
   const limit = config.contextLength + 1;
   let truncated = 0;
@@ -202,7 +230,10 @@ function checkCancelled(hooks: TrainingHooks): void {
 /** Model config of a job's base model, or an Error naming the known ones. */
 export function modelConfigOf(baseModel: string): ModelConfig {
   const config = MODEL_CONFIGS.get(baseModel);
-  if (!config) throw new Error(`Unknown base model ${JSON.stringify(baseModel)}: expected one of ${[...MODEL_CONFIGS.keys()].join(', ')}.`);
+  if (!config)
+    throw new Error(
+      `Unknown base model ${JSON.stringify(baseModel)}: expected one of ${[...MODEL_CONFIGS.keys()].join(', ')}.`,
+    );
   return config;
 }
 
@@ -219,7 +250,10 @@ export async function runTrainingJob(job: EngineTrainingJob, hooks: TrainingHook
   const tf = await loadTensorFlow();
   const config = modelConfigOf(job.policy.baseModel);
   const weights = await loadPolicyWeights(config, job.policy.checkpointPath);
-  const optimizer = new AdamW(weights, job.policy.checkpointPath ? await readOptimizerState(config, job.policy.checkpointPath) : null);
+  const optimizer = new AdamW(
+    weights,
+    job.policy.checkpointPath ? await readOptimizerState(config, job.policy.checkpointPath) : null,
+  );
   let metrics: Record<string, number> = {};
 
   if (job.kind === 'rl') {
@@ -260,9 +294,13 @@ export async function runTrainingJob(job: EngineTrainingJob, hooks: TrainingHook
     if (typeof requestedBatch === 'number' && !(Number.isInteger(requestedBatch) && requestedBatch >= 1)) {
       throw new Error(`config.batch_size must be a positive integer or "auto", got ${requestedBatch}.`);
     }
-    const batchSize = typeof requestedBatch === 'number' ? requestedBatch : Math.min(AUTO_SFT_BATCH_SIZE, Math.max(1, sequences.length));
+    const batchSize =
+      typeof requestedBatch === 'number'
+        ? requestedBatch
+        : Math.min(AUTO_SFT_BATCH_SIZE, Math.max(1, sequences.length));
     const batches: TrainingSequence[][] = [];
-    for (let start = 0; start < sequences.length; start += batchSize) batches.push(sequences.slice(start, start + batchSize));
+    for (let start = 0; start < sequences.length; start += batchSize)
+      batches.push(sequences.slice(start, start + batchSize));
     const rates = job.config?.learning_rate;
     hooks.onEvent({ type: 'training_started', data: { num_sequences: batches.length } });
     let totalTokens = 0;
@@ -272,7 +310,9 @@ export async function runTrainingJob(job: EngineTrainingJob, hooks: TrainingHook
       await new Promise((resolve) => setImmediate(resolve));
       checkCancelled(hooks);
       // One learning rate per batch; a shorter list repeats its last value.
-      const learningRate = Array.isArray(rates) ? (rates[Math.min(index, rates.length - 1)] ?? DEFAULT_SFT_LEARNING_RATE) : (rates ?? DEFAULT_SFT_LEARNING_RATE);
+      const learningRate = Array.isArray(rates)
+        ? (rates[Math.min(index, rates.length - 1)] ?? DEFAULT_SFT_LEARNING_RATE)
+        : (rates ?? DEFAULT_SFT_LEARNING_RATE);
       const step = computeStep(tf, config, weights, batch, lossSettings('sft', null));
       const gradNorm = step.trainableTokens > 0 ? optimizer.step(step.gradients, learningRate) : 0;
       totalTokens += step.trainableTokens;
@@ -291,7 +331,11 @@ export async function runTrainingJob(job: EngineTrainingJob, hooks: TrainingHook
       };
       hooks.onEvent({ type: 'gradient_step', data: metrics });
     }
-    metrics = { ...metrics, mean_loss: totalTokens > 0 ? lossSum / totalTokens : 0, num_trainable_tokens_total: totalTokens };
+    metrics = {
+      ...metrics,
+      mean_loss: totalTokens > 0 ? lossSum / totalTokens : 0,
+      num_trainable_tokens_total: totalTokens,
+    };
   }
   checkCancelled(hooks);
   await writeCheckpoint(job.outputPath, weights, optimizer.state(), {

@@ -71,7 +71,11 @@ export function buildRlData(groups: readonly TrajectoryGroup[], config: Experime
       const advantage = scale ? ((trajectory.reward ?? 0) - mean) / (std + 1e-6) : (trajectory.reward ?? 0) - mean;
       // The main conversation and each additional history (sub-agent) are trained alike.
       const histories = [
-        { messages_and_choices: trajectory.messages_and_choices, tools: trajectory.tools, where: `trajectory_groups[${groupIndex}].trajectories[${trajectoryIndex}]` },
+        {
+          messages_and_choices: trajectory.messages_and_choices,
+          tools: trajectory.tools,
+          where: `trajectory_groups[${groupIndex}].trajectories[${trajectoryIndex}]`,
+        },
         ...(trajectory.additional_histories ?? []).map((history, historyIndex) => ({
           messages_and_choices: history.messages_and_choices,
           tools: history.tools,
@@ -92,7 +96,10 @@ export function buildRlData(groups: readonly TrajectoryGroup[], config: Experime
             pad();
             return;
           }
-          const choice = item as { message: Record<string, unknown>; logprobs?: { content?: { token: string; bytes?: number[] | null; logprob: number }[] | null } | null };
+          const choice = item as {
+            message: Record<string, unknown>;
+            logprobs?: { content?: { token: string; bytes?: number[] | null; logprob: number }[] | null } | null;
+          };
           builder.tokens.push(specialTokenId('<|assistant|>'));
           pad();
           const entries = choice.logprobs?.content ?? null;
@@ -129,7 +136,8 @@ export function buildRlData(groups: readonly TrajectoryGroup[], config: Experime
         });
         const mask = builder.tokens.map(() => 0);
         for (const span of builder.spans) for (let index = span.start; index < span.end; index += 1) mask[index] = 1;
-        if (builder.spans.length > 0) sequences.push({ tokens: builder.tokens, mask, weights: builder.tokens.map(() => advantage), oldLogprobs });
+        if (builder.spans.length > 0)
+          sequences.push({ tokens: builder.tokens, mask, weights: builder.tokens.map(() => advantage), oldLogprobs });
       }
     });
   });
@@ -154,7 +162,10 @@ export function buildSftSequences(rows: readonly SFTRow[], assistantTurns: 'all'
     messages.forEach((message, index) => {
       if (message['role'] === 'assistant') lastAssistant = index;
     });
-    if (lastAssistant < 0) throw new Error(`SFT row ${rowIndex} has no assistant message to learn: expected at least one message with role "assistant".`);
+    if (lastAssistant < 0)
+      throw new Error(
+        `SFT row ${rowIndex} has no assistant message to learn: expected at least one message with role "assistant".`,
+      );
     const builder = new TemplateBuilder().appendTools(row.tools);
     messages.forEach((message, index) => {
       const learned = message['role'] === 'assistant' && (assistantTurns === 'all' || index === lastAssistant);
@@ -162,6 +173,11 @@ export function buildSftSequences(rows: readonly SFTRow[], assistantTurns: 'all'
     });
     const mask = builder.tokens.map(() => 0);
     for (const span of builder.spans) for (let index = span.start; index < span.end; index += 1) mask[index] = 1;
-    return { tokens: builder.tokens, mask, weights: builder.tokens.map(() => 1), oldLogprobs: builder.tokens.map(() => Number.NaN) };
+    return {
+      tokens: builder.tokens,
+      mask,
+      weights: builder.tokens.map(() => 1),
+      oldLogprobs: builder.tokens.map(() => Number.NaN),
+    };
   });
 }

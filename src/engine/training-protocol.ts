@@ -2,7 +2,9 @@
 import type { EngineTrainingEvent, EngineTrainingJob, EngineTrainingResult } from './types.js';
 
 /** Engine to worker. */
-export type TrainingRequest = { readonly type: 'train'; readonly id: number; readonly job: EngineTrainingJob } | { readonly type: 'cancel'; readonly id: number };
+export type TrainingRequest =
+  | { readonly type: 'train'; readonly id: number; readonly job: EngineTrainingJob }
+  | { readonly type: 'cancel'; readonly id: number };
 
 /** Worker to engine. */
 export type TrainingResponse =

@@ -19,7 +19,9 @@ function startWorker(): Worker {
   if (!fromSources) return new Worker(new URL('./training-worker.js', import.meta.url));
   // Running from TS sources (tsx, vitest): a worker does not inherit the parent's loader, so the
   // worker first registers tsx (a devDependency) and then imports the TS entry point.
-  const tsxApi = createRequire(import.meta.url).resolve('tsx/esm/api').replace(/\.cjs$/, '.mjs');
+  const tsxApi = createRequire(import.meta.url)
+    .resolve('tsx/esm/api')
+    .replace(/\.cjs$/, '.mjs');
   const entry = new URL('./training-worker.ts', import.meta.url).href;
   const bootstrap = `import { register } from ${JSON.stringify(pathToFileURL(tsxApi).href)};\nregister();\nawait import(${JSON.stringify(entry)});\n`;
   return new Worker(new URL(`data:text/javascript,${encodeURIComponent(bootstrap)}`));
@@ -54,7 +56,13 @@ export class TrainingThread {
     };
     worker.on('error', (error) => failAll(new Error(`The training worker crashed: ${error.message}`)));
     worker.on('exit', (code) =>
-      failAll(new Error(this.closing ? 'The engine was closed while the training job ran.' : `The training worker exited with code ${code} before the job ended.`)),
+      failAll(
+        new Error(
+          this.closing
+            ? 'The engine was closed while the training job ran.'
+            : `The training worker exited with code ${code} before the job ended.`,
+        ),
+      ),
     );
     worker.unref();
     this.worker = worker;
@@ -62,7 +70,11 @@ export class TrainingThread {
   }
 
   /** Runs a job in the worker. Aborting `signal` cancels it between gradient passes. */
-  run(job: EngineTrainingJob, onEvent: (event: EngineTrainingEvent) => void, signal?: AbortSignal): Promise<EngineTrainingResult> {
+  run(
+    job: EngineTrainingJob,
+    onEvent: (event: EngineTrainingEvent) => void,
+    signal?: AbortSignal,
+  ): Promise<EngineTrainingResult> {
     if (this.closing) return Promise.reject(new Error('The training thread is closed.'));
     if (signal?.aborted) return Promise.reject(new Error('The training job was cancelled before it started.'));
     const worker = this.ensureWorker();

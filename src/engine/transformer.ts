@@ -34,9 +34,23 @@ function gelu(tf: TensorFlow, x: Tensor): Tensor {
 }
 
 function mlp(tf: TensorFlow, parameters: ParameterTensors, prefix: string, x: Tensor2D): Tensor2D {
-  const h = layerNorm(tf, x, parameter(parameters, `${prefix}.mlp_norm.scale`), parameter(parameters, `${prefix}.mlp_norm.bias`)) as Tensor2D;
-  const up = gelu(tf, tf.add(tf.matMul(h, parameter(parameters, `${prefix}.mlp.up`) as Tensor2D), parameter(parameters, `${prefix}.mlp.up_bias`))) as Tensor2D;
-  return tf.add(tf.matMul(up, parameter(parameters, `${prefix}.mlp.down`) as Tensor2D), parameter(parameters, `${prefix}.mlp.down_bias`)) as Tensor2D;
+  const h = layerNorm(
+    tf,
+    x,
+    parameter(parameters, `${prefix}.mlp_norm.scale`),
+    parameter(parameters, `${prefix}.mlp_norm.bias`),
+  ) as Tensor2D;
+  const up = gelu(
+    tf,
+    tf.add(
+      tf.matMul(h, parameter(parameters, `${prefix}.mlp.up`) as Tensor2D),
+      parameter(parameters, `${prefix}.mlp.up_bias`),
+    ),
+  ) as Tensor2D;
+  return tf.add(
+    tf.matMul(up, parameter(parameters, `${prefix}.mlp.down`) as Tensor2D),
+    parameter(parameters, `${prefix}.mlp.down_bias`),
+  ) as Tensor2D;
 }
 
 /**
@@ -57,21 +71,39 @@ const CACHE_BLOCK = 32;
  * Runs the blocks over `[batch, length]` token ids and returns the final hidden states
  * `[batch * length, modelDimension]`. With `cache`, the layers' keys and values are pushed into it.
  */
-function hiddenStates(tf: TensorFlow, config: ModelConfig, parameters: ParameterTensors, embedded: Tensor2D, batch: number, length: number, cache?: KeyValueCache): Tensor2D {
+function hiddenStates(
+  tf: TensorFlow,
+  config: ModelConfig,
+  parameters: ParameterTensors,
+  embedded: Tensor2D,
+  batch: number,
+  length: number,
+  cache?: KeyValueCache,
+): Tensor2D {
   const d = config.modelDimension;
   const heads = config.headCount;
   const headDimension = d / heads;
   // Causal mask: -1e9 above the diagonal. Right padding needs no extra mask: real tokens never
   // look ahead, and padded positions are never read.
   const maskValues = new Float32Array(length * length);
-  for (let row = 0; row < length; row += 1) for (let column = row + 1; column < length; column += 1) maskValues[row * length + column] = -1e9;
+  for (let row = 0; row < length; row += 1)
+    for (let column = row + 1; column < length; column += 1) maskValues[row * length + column] = -1e9;
   const mask = tf.tensor2d(maskValues, [length, length]);
   let x = embedded;
   const toHeads = (t: Tensor2D): Tensor3D =>
-    tf.reshape(tf.transpose(tf.reshape(t, [batch, length, heads, headDimension]), [0, 2, 1, 3]), [batch * heads, length, headDimension]);
+    tf.reshape(tf.transpose(tf.reshape(t, [batch, length, heads, headDimension]), [0, 2, 1, 3]), [
+      batch * heads,
+      length,
+      headDimension,
+    ]);
   for (let layer = 0; layer < config.layerCount; layer += 1) {
     const prefix = `layers.${layer}`;
-    const h = layerNorm(tf, x, parameter(parameters, `${prefix}.attention_norm.scale`), parameter(parameters, `${prefix}.attention_norm.bias`)) as Tensor2D;
+    const h = layerNorm(
+      tf,
+      x,
+      parameter(parameters, `${prefix}.attention_norm.scale`),
+      parameter(parameters, `${prefix}.attention_norm.bias`),
+    ) as Tensor2D;
     const qkv = tf.matMul(h, parameter(parameters, `${prefix}.attention.qkv`) as Tensor2D);
     const [q, k, v] = tf.split(qkv, 3, 1) as [Tensor2D, Tensor2D, Tensor2D];
     const qh = toHeads(q);
@@ -83,11 +115,19 @@ function hiddenStates(tf: TensorFlow, config: ModelConfig, parameters: Parameter
     }
     const scores = tf.add(tf.mul(tf.matMul(qh, transposeLast(tf, kh) as Tensor3D), 1 / Math.sqrt(headDimension)), mask);
     const attended = tf.matMul(tf.softmax(scores), vh);
-    const merged = tf.reshape(tf.transpose(tf.reshape(attended, [batch, heads, length, headDimension]), [0, 2, 1, 3]), [batch * length, d]);
+    const merged = tf.reshape(tf.transpose(tf.reshape(attended, [batch, heads, length, headDimension]), [0, 2, 1, 3]), [
+      batch * length,
+      d,
+    ]);
     x = tf.add(x, tf.matMul(merged as Tensor2D, parameter(parameters, `${prefix}.attention.output`) as Tensor2D));
     x = tf.add(x, mlp(tf, parameters, prefix, x));
   }
-  return layerNorm(tf, x, parameter(parameters, 'final_norm.scale'), parameter(parameters, 'final_norm.bias')) as Tensor2D;
+  return layerNorm(
+    tf,
+    x,
+    parameter(parameters, 'final_norm.scale'),
+    parameter(parameters, 'final_norm.bias'),
+  ) as Tensor2D;
 }
 
 function project(tf: TensorFlow, parameters: ParameterTensors, hidden: Tensor2D): Tensor2D {
@@ -98,12 +138,26 @@ function project(tf: TensorFlow, parameters: ParameterTensors, hidden: Tensor2D)
  * Differentiable forward pass: next-token logits `[batch * length, vocabulary]` for right-padded
  * token ids `[batch, length]` (row-major, `Int32Array` of `batch * length`).
  */
-export function forwardLogits(tf: TensorFlow, config: ModelConfig, parameters: ParameterTensors, tokens: Int32Array, batch: number, length: number): Tensor2D {
-  if (length > config.contextLength) throw new Error(`Sequence of ${length} tokens exceeds the context of ${config.contextLength}.`);
+export function forwardLogits(
+  tf: TensorFlow,
+  config: ModelConfig,
+  parameters: ParameterTensors,
+  tokens: Int32Array,
+  batch: number,
+  length: number,
+): Tensor2D {
+  if (length > config.contextLength)
+    throw new Error(`Sequence of ${length} tokens exceeds the context of ${config.contextLength}.`);
   const ids = tf.tensor1d(tokens, 'int32');
-  const tokenEmbedding = tf.matMul(tf.oneHot(ids, config.vocabularySize) as Tensor2D, parameter(parameters, 'token_embedding') as Tensor2D);
+  const tokenEmbedding = tf.matMul(
+    tf.oneHot(ids, config.vocabularySize) as Tensor2D,
+    parameter(parameters, 'token_embedding') as Tensor2D,
+  );
   const positions = tf.slice(parameter(parameters, 'position_embedding'), [0, 0], [length, config.modelDimension]);
-  const embedded = tf.reshape(tf.add(tf.reshape(tokenEmbedding, [batch, length, config.modelDimension]), positions), [batch * length, config.modelDimension]) as Tensor2D;
+  const embedded = tf.reshape(tf.add(tf.reshape(tokenEmbedding, [batch, length, config.modelDimension]), positions), [
+    batch * length,
+    config.modelDimension,
+  ]) as Tensor2D;
   return project(tf, parameters, hiddenStates(tf, config, parameters, embedded, batch, length));
 }
 
@@ -113,11 +167,25 @@ export function forwardLogits(tf: TensorFlow, config: ModelConfig, parameters: P
  * filled key/value cache. Call inside `tf.tidy`; the cache tensors are kept and must be disposed
  * by the caller.
  */
-export function prefill(tf: TensorFlow, config: ModelConfig, parameters: ParameterTensors, embedded: Float32Array, batch: number, length: number, lengths: readonly number[]): { logits: Tensor2D; cache: KeyValueCache } {
+export function prefill(
+  tf: TensorFlow,
+  config: ModelConfig,
+  parameters: ParameterTensors,
+  embedded: Float32Array,
+  batch: number,
+  length: number,
+  lengths: readonly number[],
+): { logits: Tensor2D; cache: KeyValueCache } {
   const cache: KeyValueCache = { keys: [], values: [] };
   const input = tf.tensor2d(embedded, [batch * length, config.modelDimension]);
   const hidden = hiddenStates(tf, config, parameters, input, batch, length, cache);
-  const last = tf.gather(hidden, tf.tensor1d(lengths.map((rowLength, row) => row * length + rowLength - 1), 'int32')) as Tensor2D;
+  const last = tf.gather(
+    hidden,
+    tf.tensor1d(
+      lengths.map((rowLength, row) => row * length + rowLength - 1),
+      'int32',
+    ),
+  ) as Tensor2D;
   return { logits: project(tf, parameters, last), cache };
 }
 
@@ -127,7 +195,15 @@ export function prefill(tf: TensorFlow, config: ModelConfig, parameters: Paramet
  * `[batch, cacheLength + 1]` of 0 (visible) or -1e9 (padding). Returns the next logits
  * `[batch, vocabulary]` and the grown cache (kept; the caller disposes the old one).
  */
-export function decodeStep(tf: TensorFlow, config: ModelConfig, parameters: ParameterTensors, cache: KeyValueCache, embedded: Float32Array, batch: number, keyMask: Float32Array): { logits: Tensor2D; cache: KeyValueCache } {
+export function decodeStep(
+  tf: TensorFlow,
+  config: ModelConfig,
+  parameters: ParameterTensors,
+  cache: KeyValueCache,
+  embedded: Float32Array,
+  batch: number,
+  keyMask: Float32Array,
+): { logits: Tensor2D; cache: KeyValueCache } {
   const d = config.modelDimension;
   const heads = config.headCount;
   const headDimension = d / heads;
@@ -137,13 +213,23 @@ export function decodeStep(tf: TensorFlow, config: ModelConfig, parameters: Para
   const mask = tf.tensor4d(keyMask, [batch, 1, 1, keyLength]);
   for (let layer = 0; layer < config.layerCount; layer += 1) {
     const prefix = `layers.${layer}`;
-    const h = layerNorm(tf, x, parameter(parameters, `${prefix}.attention_norm.scale`), parameter(parameters, `${prefix}.attention_norm.bias`)) as Tensor2D;
-    const [q, k, v] = tf.split(tf.matMul(h, parameter(parameters, `${prefix}.attention.qkv`) as Tensor2D), 3, 1) as [Tensor2D, Tensor2D, Tensor2D];
+    const h = layerNorm(
+      tf,
+      x,
+      parameter(parameters, `${prefix}.attention_norm.scale`),
+      parameter(parameters, `${prefix}.attention_norm.bias`),
+    ) as Tensor2D;
+    const [q, k, v] = tf.split(tf.matMul(h, parameter(parameters, `${prefix}.attention.qkv`) as Tensor2D), 3, 1) as [
+      Tensor2D,
+      Tensor2D,
+      Tensor2D,
+    ];
     const toHeads = (t: Tensor2D): Tensor3D => tf.reshape(t, [batch * heads, 1, headDimension]);
     const grow = (segments: readonly Tensor3D[], added: Tensor3D): Tensor3D[] => {
       const last = segments[segments.length - 1] as Tensor3D;
       // Segment 0 is the prompt; a generated block grows until it holds CACHE_BLOCK tokens.
-      if (segments.length > 1 && last.shape[1] < CACHE_BLOCK) return [...segments.slice(0, -1), tf.keep(tf.concat([last, added], 1))];
+      if (segments.length > 1 && last.shape[1] < CACHE_BLOCK)
+        return [...segments.slice(0, -1), tf.keep(tf.concat([last, added], 1))];
       return [...segments, tf.keep(added)];
     };
     const keys = grow(cache.keys[layer] as Tensor3D[], toHeads(k));
@@ -155,13 +241,28 @@ export function decodeStep(tf: TensorFlow, config: ModelConfig, parameters: Para
     const joined = scoreParts.length === 1 ? (scoreParts[0] as Tensor3D) : tf.concat(scoreParts, 2);
     const scores = tf.reshape(tf.mul(joined, 1 / Math.sqrt(headDimension)), [batch, heads, 1, keyLength]);
     const weights = tf.reshape(tf.softmax(tf.add(scores, mask)), [batch * heads, 1, keyLength]) as Tensor3D;
-    const weightParts = values.length === 1 ? [weights] : tf.split(weights, values.map((segment) => segment.shape[1]), 2);
+    const weightParts =
+      values.length === 1
+        ? [weights]
+        : tf.split(
+            weights,
+            values.map((segment) => segment.shape[1]),
+            2,
+          );
     const attended = values.map((segment, index) => tf.matMul(weightParts[index] as Tensor3D, segment));
-    const merged = tf.reshape(attended.length === 1 ? (attended[0] as Tensor3D) : tf.addN(attended), [batch, d]) as Tensor2D;
+    const merged = tf.reshape(attended.length === 1 ? (attended[0] as Tensor3D) : tf.addN(attended), [
+      batch,
+      d,
+    ]) as Tensor2D;
     x = tf.add(x, tf.matMul(merged, parameter(parameters, `${prefix}.attention.output`) as Tensor2D));
     x = tf.add(x, mlp(tf, parameters, prefix, x));
   }
-  const hidden = layerNorm(tf, x, parameter(parameters, 'final_norm.scale'), parameter(parameters, 'final_norm.bias')) as Tensor2D;
+  const hidden = layerNorm(
+    tf,
+    x,
+    parameter(parameters, 'final_norm.scale'),
+    parameter(parameters, 'final_norm.bias'),
+  ) as Tensor2D;
   return { logits: project(tf, parameters, hidden), cache: next };
 }
 
@@ -169,7 +270,12 @@ export function decodeStep(tf: TensorFlow, config: ModelConfig, parameters: Para
  * Keeps only the given batch rows of a cache (new kept tensors; the caller disposes the old cache).
  * Copies through host memory: the wasm backend's gather is an order of magnitude slower here.
  */
-export function selectCacheRows(tf: TensorFlow, config: ModelConfig, cache: KeyValueCache, rows: readonly number[]): KeyValueCache {
+export function selectCacheRows(
+  tf: TensorFlow,
+  config: ModelConfig,
+  cache: KeyValueCache,
+  rows: readonly number[],
+): KeyValueCache {
   const heads = config.headCount;
   const select = (tensor: Tensor3D): Tensor3D => {
     const [batchHeads, length, headDimension] = tensor.shape;
@@ -180,7 +286,10 @@ export function selectCacheRows(tf: TensorFlow, config: ModelConfig, cache: KeyV
     void batchHeads;
     return tf.keep(tf.tensor3d(target, [rows.length * heads, length, headDimension]));
   };
-  return { keys: cache.keys.map((segments) => segments.map(select)), values: cache.values.map((segments) => segments.map(select)) };
+  return {
+    keys: cache.keys.map((segments) => segments.map(select)),
+    values: cache.values.map((segments) => segments.map(select)),
+  };
 }
 
 /** Disposes a cache's tensors. */

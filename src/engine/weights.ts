@@ -86,7 +86,9 @@ export function checkWeights(config: ModelConfig, weights: HostWeights, source: 
     const tensor = weights.get(spec.name);
     if (!tensor) throw new Error(`Checkpoint ${source} lacks tensor ${spec.name} of base model ${config.id}.`);
     if (tensor.shape.join(',') !== spec.shape.join(',')) {
-      throw new Error(`Checkpoint ${source}: tensor ${spec.name} has shape [${tensor.shape.join(', ')}], expected [${spec.shape.join(', ')}] for ${config.id}.`);
+      throw new Error(
+        `Checkpoint ${source}: tensor ${spec.name} has shape [${tensor.shape.join(', ')}], expected [${spec.shape.join(', ')}] for ${config.id}.`,
+      );
     }
   }
 }
@@ -114,10 +116,19 @@ export interface OptimizerState {
  * Writes a checkpoint directory: `model.safetensors`, `optimizer.safetensors`, `metadata.json`.
  * Files are written under temporary names and renamed, so a reader never sees half a file.
  */
-export async function writeCheckpoint(directory: string, weights: HostWeights, optimizer: OptimizerState | null, metadata: CheckpointMetadata): Promise<void> {
+export async function writeCheckpoint(
+  directory: string,
+  weights: HostWeights,
+  optimizer: OptimizerState | null,
+  metadata: CheckpointMetadata,
+): Promise<void> {
   await mkdir(directory, { recursive: true });
   const weightsPath = path.join(directory, WEIGHTS_FILE);
-  await writeSafetensors(`${weightsPath}.tmp`, weights, { format: 'pt', base_model: metadata.base_model, step: String(metadata.step) });
+  await writeSafetensors(`${weightsPath}.tmp`, weights, {
+    format: 'pt',
+    base_model: metadata.base_model,
+    step: String(metadata.step),
+  });
   await rename(`${weightsPath}.tmp`, weightsPath);
   if (optimizer) {
     const moments: HostWeights = new Map();

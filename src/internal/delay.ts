@@ -23,14 +23,17 @@ export function delay(ms: number, signal?: AbortSignal): Promise<void> {
       reject(abortReason(signal));
     };
     const wait = (remaining: number): void => {
-      timer = setTimeout(() => {
-        if (remaining > MAX_TIMER_MS) {
-          wait(remaining - MAX_TIMER_MS);
-          return;
-        }
-        signal?.removeEventListener('abort', onAbort);
-        resolve();
-      }, Math.min(remaining, MAX_TIMER_MS));
+      timer = setTimeout(
+        () => {
+          if (remaining > MAX_TIMER_MS) {
+            wait(remaining - MAX_TIMER_MS);
+            return;
+          }
+          signal?.removeEventListener('abort', onAbort);
+          resolve();
+        },
+        Math.min(remaining, MAX_TIMER_MS),
+      );
     };
     wait(Number.isNaN(ms) ? 0 : Math.max(0, ms));
     signal?.addEventListener('abort', onAbort, { once: true });

@@ -25,7 +25,9 @@ export function combineRewards<S = unknown>(rewards: RewardSet<S>): RewardFn<S> 
       throw new PolicyloopError(`Expected reward \`${name}\` to be a function or { fn, weight }, got ${typeof fn}`);
     }
     if (typeof weight !== 'number' || !Number.isFinite(weight)) {
-      throw new PolicyloopError(`Expected the weight of reward \`${name}\` to be a finite number, got ${String(weight)}`);
+      throw new PolicyloopError(
+        `Expected the weight of reward \`${name}\` to be a finite number, got ${String(weight)}`,
+      );
     }
     return { name, fn, weight };
   });

@@ -53,9 +53,14 @@ export function normalizeAnswer(text: string, options: NormalizeOptions = {}): s
  * @example
  * normalizedMatch('Paris') // scores "paris." and " PARIS " as 1
  */
-export function normalizedMatch<S = unknown>(expected: ExpectedValue<S, string>, options: NormalizeOptions = {}): RewardFn<S> {
+export function normalizedMatch<S = unknown>(
+  expected: ExpectedValue<S, string>,
+  options: NormalizeOptions = {},
+): RewardFn<S> {
   return named('normalizedMatch', (trajectory, scenario) =>
-    normalizeAnswer(finalAssistantText(trajectory), options) === normalizeAnswer(resolve(expected, scenario), options) ? 1 : 0,
+    normalizeAnswer(finalAssistantText(trajectory), options) === normalizeAnswer(resolve(expected, scenario), options)
+      ? 1
+      : 0,
   );
 }
 
@@ -67,7 +72,10 @@ export function normalizedMatch<S = unknown>(expected: ExpectedValue<S, string>,
 export function regexMatch<S = unknown>(pattern: ExpectedValue<S, RegExp | string>): RewardFn<S> {
   return named('regexMatch', (trajectory, scenario) => {
     const resolved = resolve(pattern, scenario);
-    const regex = typeof resolved === 'string' ? new RegExp(resolved) : new RegExp(resolved.source, resolved.flags.replace('g', ''));
+    const regex =
+      typeof resolved === 'string'
+        ? new RegExp(resolved)
+        : new RegExp(resolved.source, resolved.flags.replace('g', ''));
     return regex.test(finalAssistantText(trajectory)) ? 1 : 0;
   });
 }

@@ -235,11 +235,14 @@ export async function judgeConversations(
   }
   for (const score of scores) {
     if (typeof score.score !== 'number' || !(score.score >= 0 && score.score <= 1)) {
-      throw new JudgeError(`Expected judge scores between 0 and 1, got ${String(score.score)} for trajectory ${score.trajectory_id}`, {
-        reason: 'range',
-        raw: content,
-        expectedScores: expected,
-      });
+      throw new JudgeError(
+        `Expected judge scores between 0 and 1, got ${String(score.score)} for trajectory ${score.trajectory_id}`,
+        {
+          reason: 'range',
+          raw: content,
+          expectedScores: expected,
+        },
+      );
     }
   }
   const inOrder = ordered(scores);
@@ -266,7 +269,10 @@ export function relativeJudge(options: RelativeJudgeOptions): GroupJudge {
   const name = options.name ?? 'judge';
   return async (group, call = {}) => {
     if (group.trajectories.length === 0) return group;
-    const scores = await judgeConversations(group.trajectories.map(conversationOf), { ...options, signal: call.signal });
+    const scores = await judgeConversations(group.trajectories.map(conversationOf), {
+      ...options,
+      signal: call.signal,
+    });
     group.trajectories.forEach((trajectory, index) => {
       const score = scores[index] as JudgeScore;
       trajectory.metrics['independent_reward'] = trajectory.reward;

@@ -37,7 +37,13 @@ export class JudgeError extends PolicyloopError {
 
   constructor(
     message: string,
-    options: { reason: JudgeFailure; raw?: string | undefined; expectedScores: number; cause?: unknown; retryable?: boolean },
+    options: {
+      reason: JudgeFailure;
+      raw?: string | undefined;
+      expectedScores: number;
+      cause?: unknown;
+      retryable?: boolean;
+    },
   ) {
     super(message, { cause: options.cause, retryable: options.retryable ?? false });
     this.reason = options.reason;

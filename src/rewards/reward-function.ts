@@ -28,7 +28,12 @@ export interface WeightedReward<S = unknown> {
  * @example
  * trajectory.reward = await evaluateReward(correct, trajectory, scenario);
  */
-export async function evaluateReward<S>(fn: RewardFn<S>, trajectory: Trajectory, scenario: S, name?: string): Promise<number> {
+export async function evaluateReward<S>(
+  fn: RewardFn<S>,
+  trajectory: Trajectory,
+  scenario: S,
+  name?: string,
+): Promise<number> {
   const rewardName = name ?? (fn.name !== '' ? fn.name : 'reward');
   let value: unknown;
   try {

@@ -3,9 +3,7 @@ import type { RewardFn } from './reward-function.js';
 import { toolCallsOf } from './trajectory-text.js';
 
 /** Expected arguments: a subset the call's parsed arguments must contain, or a test of them. */
-export type ExpectedArguments<S> =
-  | Readonly<Record<string, unknown>>
-  | ((args: unknown, scenario: S) => boolean);
+export type ExpectedArguments<S> = Readonly<Record<string, unknown>> | ((args: unknown, scenario: S) => boolean);
 
 /** True when `actual` contains `expected`: equal primitives, arrays equal item by item, objects with at least its keys. */
 export function containsValue(actual: unknown, expected: unknown): boolean {

@@ -41,7 +41,10 @@ export function choicesOf(trajectory: HasMessagesAndChoices): Choice[] {
  * The texts of the assistant turns, in order: every Choice, and hand-written assistant messages
  * too when `includeMessages` is set.
  */
-export function assistantTexts(trajectory: HasMessagesAndChoices, options: { includeMessages?: boolean } = {}): string[] {
+export function assistantTexts(
+  trajectory: HasMessagesAndChoices,
+  options: { includeMessages?: boolean } = {},
+): string[] {
   const texts: string[] = [];
   for (const item of trajectory.messages_and_choices ?? []) {
     if (isChoice(item)) texts.push(contentText(item.message.content));
@@ -88,7 +91,12 @@ export function toolCallsOf(trajectory: HasMessagesAndChoices): ModelToolCall[] 
         const raw = call.function.arguments;
         calls.push({ id: call.id, name: call.function.name, arguments: parseArguments(raw), rawArguments: raw });
       } else {
-        calls.push({ id: call.id, name: call.custom.name, arguments: call.custom.input, rawArguments: call.custom.input });
+        calls.push({
+          id: call.id,
+          name: call.custom.name,
+          arguments: call.custom.input,
+          rawArguments: call.custom.input,
+        });
       }
     }
   }

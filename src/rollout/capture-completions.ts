@@ -106,12 +106,18 @@ function withProperty<T extends object>(target: T, property: PropertyKey, replac
  *   await client.chat.completions.create({ model, messages: [{ role: 'user', content: scenario.question }] });
  * });
  */
-export function captureCompletions<T extends ChatCompletionsClient>(client: T, options: CaptureCompletionsOptions = {}): T {
+export function captureCompletions<T extends ChatCompletionsClient>(
+  client: T,
+  options: CaptureCompletionsOptions = {},
+): T {
   const defaults = options.defaults ?? {};
   const completions = client.chat.completions;
   // An inner wrapper already records; this one then only adds its defaults and the signal.
   const innerRecords = (completions.create as { [RECORDS]?: boolean })[RECORDS] === true;
-  const create = (body: ChatCompletionCreateBody, requestOptions?: ChatCompletionRequestOptions): PromiseLike<unknown> => {
+  const create = (
+    body: ChatCompletionCreateBody,
+    requestOptions?: ChatCompletionRequestOptions,
+  ): PromiseLike<unknown> => {
     const merged = { ...(typeof defaults === 'function' ? defaults() : defaults), ...body } as ChatCompletionCreateBody;
     const scope = currentRolloutScope();
     if (scope === undefined || innerRecords) return completions.create(merged, requestOptions);
@@ -129,7 +135,10 @@ export function captureCompletions<T extends ChatCompletionsClient>(client: T, o
     // `.withResponse()` working; any other client gets a plain promise.
     const thenUnwrap = (pending as { _thenUnwrap?: unknown })._thenUnwrap;
     if (typeof thenUnwrap === 'function') {
-      return (thenUnwrap as (transform: (data: unknown) => unknown) => PromiseLike<unknown>).call(pending, recordResponse);
+      return (thenUnwrap as (transform: (data: unknown) => unknown) => PromiseLike<unknown>).call(
+        pending,
+        recordResponse,
+      );
     }
     return Promise.resolve(pending).then(recordResponse);
   };

@@ -31,7 +31,11 @@ export function oldestPolicyVersion(group: TrajectoryGroup): number | undefined 
  * const { fresh, dropped } = dropStaleGroups(groups, await model.getStep(), 1);
  * metrics['data/step_num_groups_dropped_stale'] = dropped.length;
  */
-export function dropStaleGroups(groups: readonly TrajectoryGroup[], currentStep: number, maxStaleness: number): StalenessSplit {
+export function dropStaleGroups(
+  groups: readonly TrajectoryGroup[],
+  currentStep: number,
+  maxStaleness: number,
+): StalenessSplit {
   if (!Number.isInteger(currentStep) || currentStep < 0) {
     throw new PolicyloopError(`Expected \`currentStep\` to be an integer >= 0, got ${String(currentStep)}`);
   }

@@ -41,6 +41,7 @@ export interface GroupScorerContext<S> {
 export type GroupScorer<S> = (
   group: TrajectoryGroup,
   context: GroupScorerContext<S>,
+  // biome-ignore lint/suspicious/noConfusingVoidType: a scorer may return nothing (it changed the group in place)
 ) => TrajectoryGroup | void | Promise<TrajectoryGroup | void>;
 
 /** Options of {@link gatherTrajectoryGroups}. */
@@ -126,10 +127,14 @@ function checkOptions<S>(options: GatherOptions<S>): Required<Pick<GatherOptions
   integer('concurrency', resolved.concurrency, 1);
   integer('retries', resolved.retries, 0);
   if (!(resolved.timeout > 0)) {
-    throw new PolicyloopError(`Expected \`timeout\` to be a positive number of milliseconds, got ${String(resolved.timeout)}`);
+    throw new PolicyloopError(
+      `Expected \`timeout\` to be a positive number of milliseconds, got ${String(resolved.timeout)}`,
+    );
   }
   if (!(resolved.retryDelay >= 0) || !Number.isFinite(resolved.retryDelay)) {
-    throw new PolicyloopError(`Expected \`retryDelay\` to be a finite number of milliseconds >= 0, got ${String(resolved.retryDelay)}`);
+    throw new PolicyloopError(
+      `Expected \`retryDelay\` to be a finite number of milliseconds >= 0, got ${String(resolved.retryDelay)}`,
+    );
   }
   if (!(resolved.maxExceptions >= 0) || !Number.isFinite(resolved.maxExceptions)) {
     throw new PolicyloopError(
@@ -169,7 +174,9 @@ function buildTrajectory(recorded: TrajectoryInput, returned: unknown): Trajecto
   const parsed = Trajectory.safeParse(merged);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    const where = issue ? `${formatPath(issue.path)}: ${issue.message}, got ${preview(valueAtPath(merged, issue.path))}` : '';
+    const where = issue
+      ? `${formatPath(issue.path)}: ${issue.message}, got ${preview(valueAtPath(merged, issue.path))}`
+      : '';
     throw new InvalidTrajectoryError(`The rollout produced an invalid trajectory (${where})`, parsed.error.issues);
   }
   return parsed.data;
@@ -198,7 +205,8 @@ export async function gatherTrajectoryGroups<S>(
   options: GatherOptions<S> = {},
 ): Promise<TrajectoryGroup[]> {
   const { groupSize, concurrency, timeout, retries, retryDelay, maxExceptions } = checkOptions(options);
-  if (typeof rollout !== 'function') throw new PolicyloopError(`Expected \`rollout\` to be a function, got ${typeof rollout}`);
+  if (typeof rollout !== 'function')
+    throw new PolicyloopError(`Expected \`rollout\` to be a function, got ${typeof rollout}`);
   const reward = options.reward === undefined ? undefined : toRewardFn(options.reward);
   const { scoreGroup, policyVersion, signal } = options;
   signal?.throwIfAborted();
@@ -263,7 +271,9 @@ export async function gatherTrajectoryGroups<S>(
         const startTime = new Date().toISOString();
         const initialVersion = policyVersion ? await policyVersion() : undefined;
         const context: RolloutContext = { signal: attemptSignal, trajectory: recorder, index, groupIndex, attempt };
-        const returned: unknown = await runInRolloutScope({ recorder, signal: attemptSignal }, () => rollout(scenario, context));
+        const returned: unknown = await runInRolloutScope({ recorder, signal: attemptSignal }, () =>
+          rollout(scenario, context),
+        );
         recorder.close();
         const finalVersion = policyVersion ? await policyVersion() : undefined;
         const trajectory = buildTrajectory(recorder.toTrajectory(), returned);
@@ -344,7 +354,10 @@ export async function gatherTrajectoryGroups<S>(
       const onStop = (): void => scoring.abort(controller.signal.reason);
       controller.signal.addEventListener('abort', onStop, { once: true });
       const timer = Number.isFinite(timeout)
-        ? setTimeout(() => scoring.abort(new RolloutTimeoutError(timeout, `scoreGroup of group ${groupIndex}`)), timeout)
+        ? setTimeout(
+            () => scoring.abort(new RolloutTimeoutError(timeout, `scoreGroup of group ${groupIndex}`)),
+            timeout,
+          )
         : undefined;
       try {
         const scored = await raceSignal(
@@ -361,7 +374,8 @@ export async function gatherTrajectoryGroups<S>(
     return group;
   };
 
-  const detachBar = options.progress === true && process.stderr.isTTY ? attachProgressBar(events, process.stderr) : undefined;
+  const detachBar =
+    options.progress === true && process.stderr.isTTY ? attachProgressBar(events, process.stderr) : undefined;
   try {
     const all = Promise.all(list.map((scenario, groupIndex) => runGroup(scenario, groupIndex)));
     all.catch(() => undefined);

@@ -67,7 +67,11 @@ export class ExceptionBudgetExceededError extends PolicyloopError {
 /** The `{type, message, traceback}` a failed rollout is kept as in `TrajectoryGroup.exceptions`. */
 export function toTrajectoryException(error: unknown): TrajectoryException {
   if (error instanceof Error) {
-    return { type: error.name || 'Error', message: error.message, traceback: error.stack ?? `${error.name}: ${error.message}` };
+    return {
+      type: error.name || 'Error',
+      message: error.message,
+      traceback: error.stack ?? `${error.name}: ${error.message}`,
+    };
   }
   return { type: typeof error, message: String(error), traceback: '' };
 }

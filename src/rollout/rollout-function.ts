@@ -29,6 +29,7 @@ export interface RolloutContext {
  *   trajectory.metrics['answered'] = completion.choices[0]?.message.content !== null;
  * };
  */
+// biome-ignore lint/suspicious/noConfusingVoidType: a rollout may return nothing (an async function without return)
 export type RolloutFn<S> = (scenario: S, context: RolloutContext) => Promise<TrajectoryInput | void>;
 
 /** Short name for {@link RolloutFn}. */

@@ -55,10 +55,14 @@ export function runInRolloutScope<T>(scope: RolloutScope, fn: () => T): T {
 export function captureInto<T>(history: HistoryRecorder, fn: () => T): T {
   const scope = storage.getStore();
   if (scope === undefined) {
-    throw new PolicyloopError('captureInto was called outside a rollout; call it inside gatherTrajectoryGroups or recordTrajectory');
+    throw new PolicyloopError(
+      'captureInto was called outside a rollout; call it inside gatherTrajectoryGroups or recordTrajectory',
+    );
   }
   if (history !== scope.recorder && !scope.recorder.additionalHistories.includes(history)) {
-    throw new PolicyloopError('Expected captureInto to get the current trajectory or one of its addHistory() entries, got another history');
+    throw new PolicyloopError(
+      'Expected captureInto to get the current trajectory or one of its addHistory() entries, got another history',
+    );
   }
   return storage.run({ ...scope, history }, fn);
 }

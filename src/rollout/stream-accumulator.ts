@@ -42,7 +42,8 @@ export class StreamAccumulator {
       }
       if (typeof choice['finish_reason'] === 'string') this.#finishReason = choice['finish_reason'];
       const logprobs = (choice['logprobs'] as { content?: unknown } | null | undefined)?.content;
-      if (Array.isArray(logprobs)) this.#logprobs = [...(this.#logprobs ?? []), ...(logprobs as ChatCompletionTokenLogprob[])];
+      if (Array.isArray(logprobs))
+        this.#logprobs = [...(this.#logprobs ?? []), ...(logprobs as ChatCompletionTokenLogprob[])];
     }
   }
 

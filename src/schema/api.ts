@@ -134,8 +134,14 @@ export type SFTMetricLoggingConfig = z.output<typeof SFTMetricLoggingConfig>;
  * `assistant_turns` defaults to `"all"`.
  */
 export const SFTTrainingConfig = z.strictObject({
-  batch_size: z.union([z.int(), z.literal('auto')]).nullable().optional(),
-  learning_rate: z.union([z.number(), z.array(z.number())]).nullable().optional(),
+  batch_size: z
+    .union([z.int(), z.literal('auto')])
+    .nullable()
+    .optional(),
+  learning_rate: z
+    .union([z.number(), z.array(z.number())])
+    .nullable()
+    .optional(),
   /** Which assistant turns are learned. @default "all" */
   assistant_turns: z.enum(['all', 'last']).default('all'),
   metric_logging: SFTMetricLoggingConfig.nullable().optional(),

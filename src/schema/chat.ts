@@ -48,7 +48,10 @@ export const ChatCompletionRequestBody = z.looseObject({
   max_completion_tokens: z.int().min(1).nullable().optional(),
   temperature: z.number().min(0).max(2).nullable().optional(),
   top_p: z.number().gt(0).max(1).nullable().optional(),
-  stop: z.union([z.string(), z.array(z.string()).max(4)]).nullable().optional(),
+  stop: z
+    .union([z.string(), z.array(z.string()).max(4)])
+    .nullable()
+    .optional(),
   seed: z.int().nullable().optional(),
   logprobs: z.boolean().nullable().optional(),
   top_logprobs: z.int().min(0).max(20).nullable().optional(),

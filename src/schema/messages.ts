@@ -80,6 +80,7 @@ export const FunctionCall = z.looseObject({
 export type FunctionCall = z.infer<typeof FunctionCall>;
 
 /** The function a model called, inside a function tool call. */
+// biome-ignore lint/suspicious/noShadowRestrictedNames: the OpenAPI component name; renamed in the surface rework
 export const Function = FunctionCall;
 export type Function = FunctionCall;
 
@@ -193,7 +194,9 @@ export const ChatCompletionAssistantMessageParam = z.looseObject({
   content: z
     .union([
       z.string(),
-      z.array(z.discriminatedUnion('type', [ChatCompletionContentPartTextParam, ChatCompletionContentPartRefusalParam])),
+      z.array(
+        z.discriminatedUnion('type', [ChatCompletionContentPartTextParam, ChatCompletionContentPartRefusalParam]),
+      ),
     ])
     .nullable()
     .optional(),

@@ -57,7 +57,8 @@ export function computeStepMetrics(groups: readonly TrajectoryGroup[]): Record<s
   // The standard names come last so that a trajectory metric called `reward` cannot shadow them.
   if (rewards.count > 0) metrics['reward'] = rewards.value();
   if (groupStdDevs.count > 0) metrics['reward_std_dev'] = groupStdDevs.value();
-  if (trajectoryCount + exceptionCount > 0) metrics['exception_rate'] = exceptionCount / (trajectoryCount + exceptionCount);
+  if (trajectoryCount + exceptionCount > 0)
+    metrics['exception_rate'] = exceptionCount / (trajectoryCount + exceptionCount);
   metrics['data/step_num_trajectories'] = trajectoryCount;
   metrics['data/step_num_groups_submitted'] = groups.length;
   metrics['data/step_num_groups_trainable'] = trainableGroups;

@@ -26,7 +26,8 @@ export function isChoice(item: MessageOrChoice): item is Choice {
 export const Metrics = z.record(
   z.string(),
   z.union([z.number(), z.boolean()], {
-    error: (issue) => `Expected a metric value (number or boolean), got ${issue.input === null ? 'null' : typeof issue.input}`,
+    error: (issue) =>
+      `Expected a metric value (number or boolean), got ${issue.input === null ? 'null' : typeof issue.input}`,
   }),
 );
 export type Metrics = z.infer<typeof Metrics>;

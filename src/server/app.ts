@@ -83,7 +83,14 @@ export async function createApp(options: ServerOptions = {}): Promise<App> {
   // Every completion in flight listens to it: many listeners are expected, not a leak (and Node's
   // warning would reach the console).
   setMaxListeners(0, stopping.signal);
-  const service: ServiceContext = { options: settings, store, engine, runner, keys: new ApiKeyChecker(settings.apiKeys), stopping: stopping.signal };
+  const service: ServiceContext = {
+    options: settings,
+    store,
+    engine,
+    runner,
+    keys: new ApiKeyChecker(settings.apiKeys),
+    stopping: stopping.signal,
+  };
   const hono = new Hono<{ Variables: { requestId: string } }>();
   const routes = new RouteTable(hono);
   let closed = false;
@@ -106,15 +113,19 @@ export async function createApp(options: ServerOptions = {}): Promise<App> {
 
   hono.notFound((context) => {
     const allowed = routes.allowedMethods(context.req.path);
-    if (allowed.length > 0) return context.json(errorBody(405, 'Method Not Allowed'), 405, { allow: allowed.join(', ') });
+    if (allowed.length > 0)
+      return context.json(errorBody(405, 'Method Not Allowed'), 405, { allow: allowed.join(', ') });
     return context.json(errorBody(404, 'Not Found'), 404);
   });
   hono.onError((error, context) => {
     if (error instanceof RequestValidationError) return context.json(errorBody(422, error.issues), 422);
-    if (error instanceof HttpError) return context.json(errorBody(error.status, error.message), error.status as 400, error.headers);
+    if (error instanceof HttpError)
+      return context.json(errorBody(error.status, error.message), error.status as 400, error.headers);
     // A request that outlived `close` found the store or engine gone: the service is stopped, not broken.
     if (closed) return context.json(errorBody(503, 'The service is stopped'), 503);
-    settings.logger.error(`${context.req.method} ${context.req.path} (${context.get('requestId')}) failed: ${error.stack ?? error.message}`);
+    settings.logger.error(
+      `${context.req.method} ${context.req.path} (${context.get('requestId')}) failed: ${error.stack ?? error.message}`,
+    );
     return context.json(errorBody(500, 'Internal server error'), 500);
   });
 
@@ -145,7 +156,9 @@ export async function createApp(options: ServerOptions = {}): Promise<App> {
         return await hono.fetch(request);
       } catch (error) {
         // Hono answers handler errors itself; this only catches a failure of that machinery.
-        settings.logger.error(`${request.method} ${request.url} failed outside the routes: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+        settings.logger.error(
+          `${request.method} ${request.url} failed outside the routes: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`,
+        );
         return Response.json(errorBody(500, 'Internal server error'), { status: 500 });
       } finally {
         inFlight -= 1;

@@ -16,10 +16,19 @@ export interface ChunkIdentity {
 type ChunkChoice = ChatCompletionChunk['choices'][number];
 
 /** The chunks of a completion, in order. */
-export function completionChunks(identity: ChunkIdentity, result: ChatCompletionResult, includeUsage: boolean): ChatCompletionChunk[] {
+export function completionChunks(
+  identity: ChunkIdentity,
+  result: ChatCompletionResult,
+  includeUsage: boolean,
+): ChatCompletionChunk[] {
   const chunks: ChatCompletionChunk[] = [];
   const push = (choice: ChunkChoice): void => {
-    chunks.push({ ...identity, object: 'chat.completion.chunk', choices: [choice], ...(includeUsage ? { usage: null } : {}) });
+    chunks.push({
+      ...identity,
+      object: 'chat.completion.chunk',
+      choices: [choice],
+      ...(includeUsage ? { usage: null } : {}),
+    });
   };
   for (const choice of result.choices) {
     const index = choice.index;
@@ -29,7 +38,13 @@ export function completionChunks(identity: ChunkIdentity, result: ChatCompletion
     const content = choice.message.content;
     if (typeof content === 'string' && content !== '') {
       if (tokens !== null && tokens.length > 0 && tokens.map((token) => token.token).join('') === content) {
-        for (const token of tokens) push({ index, delta: { content: token.token }, logprobs: { content: [token], refusal: null }, finish_reason: null });
+        for (const token of tokens)
+          push({
+            index,
+            delta: { content: token.token },
+            logprobs: { content: [token], refusal: null },
+            finish_reason: null,
+          });
       } else {
         push({ index, delta: { content }, logprobs: logprobsOf(pendingLogprobs), finish_reason: null });
       }
@@ -37,7 +52,12 @@ export function completionChunks(identity: ChunkIdentity, result: ChatCompletion
     }
     const toolCalls = choice.message.tool_calls ?? [];
     if (toolCalls.length > 0) {
-      push({ index, delta: { tool_calls: toolCalls.map((call, callIndex) => ({ index: callIndex, ...call })) }, logprobs: logprobsOf(pendingLogprobs), finish_reason: null });
+      push({
+        index,
+        delta: { tool_calls: toolCalls.map((call, callIndex) => ({ index: callIndex, ...call })) },
+        logprobs: logprobsOf(pendingLogprobs),
+        finish_reason: null,
+      });
       pendingLogprobs = null;
     }
     push({ index, delta: {}, logprobs: logprobsOf(pendingLogprobs), finish_reason: finishReason(choice) });

@@ -20,7 +20,10 @@ export interface DataDirLock {
 /** Takes the lock of `dataDir` (an absolute path), or throws naming the process that holds it. */
 export function lockDataDir(dataDir: string): DataDirLock {
   const path = join(dataDir, LOCK_FILE);
-  if (heldByThisProcess.has(dataDir)) throw new Error(`The data directory ${dataDir} is already used by another service in this process; close it first or use another dataDir`);
+  if (heldByThisProcess.has(dataDir))
+    throw new Error(
+      `The data directory ${dataDir} is already used by another service in this process; close it first or use another dataDir`,
+    );
   for (let attempt = 0; attempt < 2; attempt += 1) {
     try {
       writeFileSync(path, `${process.pid}\n`, { flag: 'wx' });
@@ -38,7 +41,9 @@ export function lockDataDir(dataDir: string): DataDirLock {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
       const owner = Number.parseInt(readFileSync(path, 'utf8'), 10);
       if (Number.isInteger(owner) && owner !== process.pid && isAlive(owner)) {
-        throw new Error(`The data directory ${dataDir} is in use by process ${owner} (lock file ${path}); stop that service or use another data directory`);
+        throw new Error(
+          `The data directory ${dataDir} is in use by process ${owner} (lock file ${path}); stop that service or use another data directory`,
+        );
       }
       // The owner is gone (killed, crashed) or it was this process's own leftover: take over.
       rmSync(path, { force: true });

@@ -32,7 +32,11 @@ function describeIssues(issues: readonly ValidationError[]): string {
 }
 
 /** Builds a single-issue 422 error. */
-export function validationFailure(loc: readonly (string | number)[], msg: string, type = 'value_error'): RequestValidationError {
+export function validationFailure(
+  loc: readonly (string | number)[],
+  msg: string,
+  type = 'value_error',
+): RequestValidationError {
   return new RequestValidationError([{ loc: [...loc], msg, type }]);
 }
 

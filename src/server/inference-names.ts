@@ -28,7 +28,12 @@ export interface ResolvedInferenceModel {
 /** Resolves `name` to the weights to sample from, or throws a 404 that says what exists. */
 export function resolveInferenceModel(
   name: string,
-  context: { readonly store: Store; readonly baseModels: readonly string[]; readonly dataDir: string; readonly defaultEntity: string },
+  context: {
+    readonly store: Store;
+    readonly baseModels: readonly string[];
+    readonly dataDir: string;
+    readonly defaultEntity: string;
+  },
 ): ResolvedInferenceModel {
   const { store, baseModels, dataDir, defaultEntity } = context;
   if (baseModels.includes(name)) return { policy: basePolicyRef(name), model: undefined };
@@ -38,8 +43,12 @@ export function resolveInferenceModel(
   const step = pinned === null ? undefined : Number(pinned[2]);
   const model = findModel(store, bare, defaultEntity);
   if (model === undefined) {
-    if (baseModels.includes(bare)) throw new HttpError(404, `Base model ${bare} has no steps; call it as ${JSON.stringify(bare)}`);
-    throw new HttpError(404, `Model ${JSON.stringify(name)} not found: expected a base model (${baseModels.join(', ')}) or ${ARTIFACT_PREFIX}<entity>/<project>/<name>[:step<N>] of a registered model`);
+    if (baseModels.includes(bare))
+      throw new HttpError(404, `Base model ${bare} has no steps; call it as ${JSON.stringify(bare)}`);
+    throw new HttpError(
+      404,
+      `Model ${JSON.stringify(name)} not found: expected a base model (${baseModels.join(', ')}) or ${ARTIFACT_PREFIX}<entity>/<project>/<name>[:step<N>] of a registered model`,
+    );
   }
   if (step === undefined) return { policy: policyRef(dataDir, model, store.newestCheckpoint(model.id)), model };
   if (step === 0) return { policy: policyRef(dataDir, model, undefined), model };
@@ -47,7 +56,10 @@ export function resolveInferenceModel(
   if (checkpoint === undefined) {
     const steps = [0, ...store.allCheckpoints(model.id).map((existing) => existing.step)];
     // The step as written (a long one would print as 1e+23).
-    throw new HttpError(404, `Model ${inferenceName(model)} has no checkpoint at step ${pinned?.[2] ?? step}; available steps: ${steps.join(', ')}`);
+    throw new HttpError(
+      404,
+      `Model ${inferenceName(model)} has no checkpoint at step ${pinned?.[2] ?? step}; available steps: ${steps.join(', ')}`,
+    );
   }
   return { policy: policyRef(dataDir, model, checkpoint), model };
 }

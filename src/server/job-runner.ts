@@ -46,7 +46,8 @@ interface RunningJob {
 }
 
 /** Message of the jobs failed at start-up because the previous process stopped under them. */
-export const INTERRUPTED_MESSAGE = 'Interrupted by a restart of the service: the job had not finished when the previous process stopped. Submit it again.';
+export const INTERRUPTED_MESSAGE =
+  'Interrupted by a restart of the service: the job had not finished when the previous process stopped. Submit it again.';
 
 /** How long an aborted engine job is given to stop before the job is failed without it. */
 const ENGINE_STOP_GRACE_MS = 30_000;
@@ -93,7 +94,8 @@ export class JobRunner {
       this.modelQueues.set(modelId, queue);
       const modelQueue = queue;
       modelQueue.on('idle', () => {
-        if (this.modelQueues.get(modelId) === modelQueue && modelQueue.size === 0 && modelQueue.pending === 0) this.modelQueues.delete(modelId);
+        if (this.modelQueues.get(modelId) === modelQueue && modelQueue.size === 0 && modelQueue.pending === 0)
+          this.modelQueues.delete(modelId);
       });
     }
     queue
@@ -105,7 +107,11 @@ export class JobRunner {
   stats(): JobRunnerStats {
     let queued = 0;
     for (const queue of this.modelQueues.values()) queued += queue.size;
-    return { running: this.running.size, queued: queued + this.globalQueue.size, maxConcurrentJobs: this.options.maxConcurrentJobs };
+    return {
+      running: this.running.size,
+      queued: queued + this.globalQueue.size,
+      maxConcurrentJobs: this.options.maxConcurrentJobs,
+    };
   }
 
   /**
@@ -134,12 +140,14 @@ export class JobRunner {
     const { store } = this.options;
     for (const job of store.jobsWithStatus(['PENDING'])) store.failJob(job.id, STOPPED_BEFORE_START);
     const running = [...this.running.entries()];
-    for (const [, job] of running) job.controller.abort(new Error('The service stopped while the job was running. Submit it again.'));
+    for (const [, job] of running)
+      job.controller.abort(new Error('The service stopped while the job was running. Submit it again.'));
     await settleWithin(
       running.map(([, job]) => job.done),
       timeoutMs,
     );
-    for (const [jobId] of running) store.failJob(jobId, 'The service stopped while the job was running. Submit it again.');
+    for (const [jobId] of running)
+      store.failJob(jobId, 'The service stopped while the job was running. Submit it again.');
   }
 
   private async run(jobId: string): Promise<void> {
@@ -156,7 +164,13 @@ export class JobRunner {
 
     const controller = new AbortController();
     const timeoutMs = this.options.jobTimeoutMs ?? 6 * 60 * 60 * 1000;
-    const timer = setTimeout(() => controller.abort(new Error(`The job did not finish within ${timeoutMs} ms (the service's jobTimeoutMs) and was stopped`)), timeoutMs);
+    const timer = setTimeout(
+      () =>
+        controller.abort(
+          new Error(`The job did not finish within ${timeoutMs} ms (the service's jobTimeoutMs) and was stopped`),
+        ),
+      timeoutMs,
+    );
     let markDone = (): void => undefined;
     const done = new Promise<void>((resolveDone) => {
       markDone = resolveDone;
@@ -168,7 +182,9 @@ export class JobRunner {
       if (finished || !store.isOpen) return;
       if (event.type === 'training_started') {
         const numSequences = event.data.num_sequences;
-        store.recordProgressEvent(jobId, 'training_started', { num_sequences: Number.isInteger(numSequences) ? numSequences : 0 });
+        store.recordProgressEvent(jobId, 'training_started', {
+          num_sequences: Number.isInteger(numSequences) ? numSequences : 0,
+        });
       } else if (event.type === 'gradient_step') {
         store.recordProgressEvent(jobId, 'gradient_step', finiteNumbers(event.data));
       }
@@ -182,7 +198,14 @@ export class JobRunner {
       let engineJob: EngineTrainingJob;
       if (job.kind === 'rl') {
         const body = CreateTrainingJob.parse(request);
-        engineJob = { kind: 'rl', policy, outputPath, step, trajectoryGroups: body.trajectory_groups, config: body.experimental_config ?? null };
+        engineJob = {
+          kind: 'rl',
+          policy,
+          outputPath,
+          step,
+          trajectoryGroups: body.trajectory_groups,
+          config: body.experimental_config ?? null,
+        };
       } else {
         const body = CreateSFTTrainingJob.parse(request);
         const rows = await loadTrainingData(body.training_data_url, {
@@ -194,12 +217,19 @@ export class JobRunner {
       controller.signal.throwIfAborted();
       // An engine that ignores the abort must not keep the job RUNNING forever: after a grace
       // period for it to let go of its files, stop waiting for it.
-      const result = await raceSignal(engine.train(engineJob, { onEvent, signal: controller.signal }), abortedLater(controller.signal, this.options.engineStopGraceMs ?? ENGINE_STOP_GRACE_MS));
+      const result = await raceSignal(
+        engine.train(engineJob, { onEvent, signal: controller.signal }),
+        abortedLater(controller.signal, this.options.engineStopGraceMs ?? ENGINE_STOP_GRACE_MS),
+      );
       controller.signal.throwIfAborted();
       // A checkpoint row must never point at nothing: inference would fail on it later.
-      if (!existsSync(outputPath)) throw new Error(`The engine finished without writing the checkpoint directory ${outputPath}`);
+      if (!existsSync(outputPath))
+        throw new Error(`The engine finished without writing the checkpoint directory ${outputPath}`);
       finished = true;
-      if (!store.isOpen || !store.completeJob(jobId, { step, metrics: finiteNumbers(result.metrics), path: relativeOutput })) {
+      if (
+        !store.isOpen ||
+        !store.completeJob(jobId, { step, metrics: finiteNumbers(result.metrics), path: relativeOutput })
+      ) {
         await rm(outputPath, { recursive: true, force: true });
         return;
       }

@@ -35,7 +35,8 @@ export interface ServeHandle {
 export async function serve(options: ServeOptions = {}): Promise<ServeHandle> {
   const host = options.host ?? '127.0.0.1';
   const port = options.port ?? 8000;
-  if (!Number.isInteger(port) || port < 0 || port > 65_535) throw new RangeError(`Expected \`port\` between 0 and 65535, got ${port}`);
+  if (!Number.isInteger(port) || port < 0 || port > 65_535)
+    throw new RangeError(`Expected \`port\` between 0 and 65535, got ${port}`);
   const app = await createApp(options);
   let stopping = false;
   const answer = async (request: Request): Promise<Response> => {

@@ -80,15 +80,21 @@ export function resolveServerOptions(options: ServerOptions): ResolvedServerOpti
   const apiKeys = options.apiKeys ?? [DEV_API_KEY];
   if (apiKeys.length === 0) throw new TypeError('Expected at least one API key in `apiKeys`, got an empty list');
   for (const key of apiKeys) {
-    if (typeof key !== 'string' || key.length === 0) throw new TypeError('Expected every API key in `apiKeys` to be a non-empty string');
+    if (typeof key !== 'string' || key.length === 0)
+      throw new TypeError('Expected every API key in `apiKeys` to be a non-empty string');
   }
   const maxBodyBytes = options.maxBodyBytes ?? 64 * 1024 * 1024;
-  if (!Number.isInteger(maxBodyBytes) || maxBodyBytes < 1) throw new RangeError(`Expected \`maxBodyBytes\` to be a positive integer, got ${maxBodyBytes}`);
+  if (!Number.isInteger(maxBodyBytes) || maxBodyBytes < 1)
+    throw new RangeError(`Expected \`maxBodyBytes\` to be a positive integer, got ${maxBodyBytes}`);
   const maxConcurrentJobs = options.maxConcurrentJobs ?? 1;
-  if (!Number.isInteger(maxConcurrentJobs) || maxConcurrentJobs < 1) throw new RangeError(`Expected \`maxConcurrentJobs\` to be a positive integer, got ${maxConcurrentJobs}`);
+  if (!Number.isInteger(maxConcurrentJobs) || maxConcurrentJobs < 1)
+    throw new RangeError(`Expected \`maxConcurrentJobs\` to be a positive integer, got ${maxConcurrentJobs}`);
   const requestTimeoutMs = positiveInteger('requestTimeoutMs', options.requestTimeoutMs ?? 300_000);
   const jobTimeoutMs = positiveInteger('jobTimeoutMs', options.jobTimeoutMs ?? 6 * 60 * 60 * 1000);
-  const maxTrainingDataBytes = positiveInteger('maxTrainingDataBytes', options.maxTrainingDataBytes ?? 256 * 1024 * 1024);
+  const maxTrainingDataBytes = positiveInteger(
+    'maxTrainingDataBytes',
+    options.maxTrainingDataBytes ?? 256 * 1024 * 1024,
+  );
   const entity = options.entity ?? 'local';
   if (entity === '') throw new TypeError('Expected `entity` to be a non-empty string');
   return {
@@ -108,7 +114,9 @@ export function resolveServerOptions(options: ServerOptions): ResolvedServerOpti
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
 function positiveInteger(name: string, value: number): number {
-  if (!Number.isInteger(value) || value < 1) throw new RangeError(`Expected \`${name}\` to be a positive integer, got ${value}`);
-  if (name.endsWith('Ms') && value > MAX_TIMER_MS) throw new RangeError(`Expected \`${name}\` to be at most ${MAX_TIMER_MS} ms, got ${value}`);
+  if (!Number.isInteger(value) || value < 1)
+    throw new RangeError(`Expected \`${name}\` to be a positive integer, got ${value}`);
+  if (name.endsWith('Ms') && value > MAX_TIMER_MS)
+    throw new RangeError(`Expected \`${name}\` to be at most ${MAX_TIMER_MS} ms, got ${value}`);
   return value;
 }

@@ -9,7 +9,11 @@ import type { CheckpointRecord, ModelRecord } from './store.js';
  */
 export function policyRef(dataDir: string, model: ModelRecord, checkpoint: CheckpointRecord | undefined): PolicyRef {
   if (checkpoint === undefined) return { baseModel: model.base_model, checkpointPath: null, key: model.base_model };
-  return { baseModel: model.base_model, checkpointPath: resolve(dataDir, checkpoint.path), key: `${model.id}:${checkpoint.step}` };
+  return {
+    baseModel: model.base_model,
+    checkpointPath: resolve(dataDir, checkpoint.path),
+    key: `${model.id}:${checkpoint.step}`,
+  };
 }
 
 /** The policy of a base model id. */

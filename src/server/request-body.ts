@@ -33,7 +33,9 @@ export async function readJsonBody(request: Request, maxBytes: number): Promise<
   }
   if (nestingDepth(value, MAX_NESTING_DEPTH) > MAX_NESTING_DEPTH) {
     // Deeper values would overflow the stack when stored (JSON.stringify recurses).
-    throw new RequestValidationError([{ loc: ['body'], msg: `JSON nested deeper than ${MAX_NESTING_DEPTH} levels`, type: 'json_invalid' }]);
+    throw new RequestValidationError([
+      { loc: ['body'], msg: `JSON nested deeper than ${MAX_NESTING_DEPTH} levels`, type: 'json_invalid' },
+    ]);
   }
   return value;
 }
@@ -75,7 +77,11 @@ export async function readBodyText(request: Request, maxBytes: number): Promise<
       next = await reader.read();
     } catch (error) {
       // The client went away (or broke the framing) mid-body: its fault, not a server error.
-      throw new HttpError(400, `Request body could not be read: ${error instanceof Error ? error.message : String(error)}`, { connection: 'close' });
+      throw new HttpError(
+        400,
+        `Request body could not be read: ${error instanceof Error ? error.message : String(error)}`,
+        { connection: 'close' },
+      );
     }
     const { done, value } = next;
     if (done) break;

@@ -18,9 +18,11 @@ interface RouteEntry {
 /** Registers routes on a Hono app and answers "which methods does this path allow?". */
 export class RouteTable {
   // Any Hono app: the routes do not depend on the app's context variables.
+  // biome-ignore lint/suspicious/noExplicitAny: any Hono app, whatever its context variables
   private readonly app: Hono<any>;
   private readonly entries: RouteEntry[] = [];
 
+  // biome-ignore lint/suspicious/noExplicitAny: as above
   constructor(app: Hono<any>) {
     this.app = app;
   }

@@ -28,7 +28,11 @@ export function requireAuth(service: ServiceContext, context: Context): void {
 }
 
 /** Reads the JSON body under the size limit and validates it with `schema` (422 with `body` locs). */
-export async function readBody<Schema extends z.ZodType>(service: ServiceContext, context: Context, schema: Schema): Promise<z.output<Schema>> {
+export async function readBody<Schema extends z.ZodType>(
+  service: ServiceContext,
+  context: Context,
+  schema: Schema,
+): Promise<z.output<Schema>> {
   const value = await readJsonBody(context.req.raw, service.options.maxBodyBytes);
   if (value === NO_BODY) throw new RequestValidationError([{ loc: ['body'], msg: 'Field required', type: 'missing' }]);
   return parseOrThrow(schema, value, 'body');
@@ -44,7 +48,13 @@ export function readIdParam(context: Context, name: string): string {
   const value = context.req.param(name) ?? '';
   const result = Uuid.safeParse(value);
   if (!result.success) {
-    throw new RequestValidationError([{ loc: ['path', name], msg: `Input should be a valid UUID, got ${JSON.stringify(value.slice(0, 100))}`, type: 'uuid_parsing' }]);
+    throw new RequestValidationError([
+      {
+        loc: ['path', name],
+        msg: `Input should be a valid UUID, got ${JSON.stringify(value.slice(0, 100))}`,
+        type: 'uuid_parsing',
+      },
+    ]);
   }
   // UUIDs are case-insensitive (the hosted service parses them); stored ids are lower case.
   return result.data.toLowerCase();

@@ -132,7 +132,9 @@ export class Store {
   createModel(fields: { entity: string; project: string; name: string; base_model: string }): ModelRecord {
     const record: ModelRecord = { id: randomUUID(), ...fields, latest_step: 0, created_at: now() };
     this.db
-      .prepare('INSERT INTO models (id, entity, project, name, base_model, latest_step, created_at) VALUES (@id, @entity, @project, @name, @base_model, @latest_step, @created_at)')
+      .prepare(
+        'INSERT INTO models (id, entity, project, name, base_model, latest_step, created_at) VALUES (@id, @entity, @project, @name, @base_model, @latest_step, @created_at)',
+      )
       .run(record);
     return record;
   }
@@ -144,12 +146,16 @@ export class Store {
 
   /** A model by its unique name. */
   findModel(entity: string, project: string, name: string): ModelRecord | undefined {
-    return this.db.prepare('SELECT * FROM models WHERE entity = ? AND project = ? AND name = ?').get(entity, project, name) as ModelRecord | undefined;
+    return this.db
+      .prepare('SELECT * FROM models WHERE entity = ? AND project = ? AND name = ?')
+      .get(entity, project, name) as ModelRecord | undefined;
   }
 
   /** Models whose project and name match, in any entity (for short inference names). */
   findModelsByProjectAndName(project: string, name: string): ModelRecord[] {
-    return this.db.prepare('SELECT * FROM models WHERE project = ? AND name = ? ORDER BY created_at').all(project, name) as ModelRecord[];
+    return this.db
+      .prepare('SELECT * FROM models WHERE project = ? AND name = ? ORDER BY created_at')
+      .all(project, name) as ModelRecord[];
   }
 
   /** Models with this name, in any entity and project (for the shortest inference names). */
@@ -179,34 +185,49 @@ export class Store {
 
   /** All checkpoints of a model by step ascending. */
   allCheckpoints(modelId: string): CheckpointRecord[] {
-    const rows = this.db.prepare('SELECT * FROM checkpoints WHERE model_id = ? ORDER BY step').all(modelId) as CheckpointRow[];
+    const rows = this.db
+      .prepare('SELECT * FROM checkpoints WHERE model_id = ? ORDER BY step')
+      .all(modelId) as CheckpointRow[];
     return rows.map(toCheckpoint);
   }
 
   /** The checkpoint of a model at a step. */
   getCheckpoint(modelId: string, step: number): CheckpointRecord | undefined {
-    const row = this.db.prepare('SELECT * FROM checkpoints WHERE model_id = ? AND step = ?').get(modelId, step) as CheckpointRow | undefined;
+    const row = this.db.prepare('SELECT * FROM checkpoints WHERE model_id = ? AND step = ?').get(modelId, step) as
+      | CheckpointRow
+      | undefined;
     return row === undefined ? undefined : toCheckpoint(row);
   }
 
   /** The newest existing checkpoint of a model (undefined = only the base weights). */
   newestCheckpoint(modelId: string): CheckpointRecord | undefined {
-    const row = this.db.prepare('SELECT * FROM checkpoints WHERE model_id = ? ORDER BY step DESC LIMIT 1').get(modelId) as CheckpointRow | undefined;
+    const row = this.db
+      .prepare('SELECT * FROM checkpoints WHERE model_id = ? ORDER BY step DESC LIMIT 1')
+      .get(modelId) as CheckpointRow | undefined;
     return row === undefined ? undefined : toCheckpoint(row);
   }
 
   /** A page of checkpoints by step; undefined when `after` is not a checkpoint of this model. */
-  listCheckpoints(modelId: string, query: { after?: string | undefined; limit: number; order: 'asc' | 'desc' }): StorePage<CheckpointRecord> | undefined {
+  listCheckpoints(
+    modelId: string,
+    query: { after?: string | undefined; limit: number; order: 'asc' | 'desc' },
+  ): StorePage<CheckpointRecord> | undefined {
     const comparison = query.order === 'asc' ? '>' : '<';
     const direction = query.order === 'asc' ? 'ASC' : 'DESC';
     let rows: CheckpointRow[];
     if (query.after === undefined) {
-      rows = this.db.prepare(`SELECT * FROM checkpoints WHERE model_id = ? ORDER BY step ${direction} LIMIT ?`).all(modelId, query.limit + 1) as CheckpointRow[];
+      rows = this.db
+        .prepare(`SELECT * FROM checkpoints WHERE model_id = ? ORDER BY step ${direction} LIMIT ?`)
+        .all(modelId, query.limit + 1) as CheckpointRow[];
     } else {
-      const cursor = this.db.prepare('SELECT step FROM checkpoints WHERE model_id = ? AND id = ?').get(modelId, query.after) as { step: number } | undefined;
+      const cursor = this.db
+        .prepare('SELECT step FROM checkpoints WHERE model_id = ? AND id = ?')
+        .get(modelId, query.after) as { step: number } | undefined;
       if (cursor === undefined) return undefined;
       rows = this.db
-        .prepare(`SELECT * FROM checkpoints WHERE model_id = ? AND step ${comparison} ? ORDER BY step ${direction} LIMIT ?`)
+        .prepare(
+          `SELECT * FROM checkpoints WHERE model_id = ? AND step ${comparison} ? ORDER BY step ${direction} LIMIT ?`,
+        )
         .all(modelId, cursor.step, query.limit + 1) as CheckpointRow[];
     }
     return { items: rows.slice(0, query.limit).map(toCheckpoint), hasMore: rows.length > query.limit };
@@ -236,11 +257,20 @@ export class Store {
   // ---- logs ----
 
   /** Stores logged groups (one row each) and the step's metrics, atomically. */
-  insertLog(entry: { modelId: string; split: string; step: number; groups: readonly unknown[]; metrics: Record<string, number> }): void {
+  insertLog(entry: {
+    modelId: string;
+    split: string;
+    step: number;
+    groups: readonly unknown[];
+    metrics: Record<string, number>;
+  }): void {
     this.db.transaction(() => {
       const createdAt = now();
-      const insertGroup = this.db.prepare('INSERT INTO trajectory_groups (model_id, split, step, data, created_at) VALUES (?, ?, ?, ?, ?)');
-      for (const group of entry.groups) insertGroup.run(entry.modelId, entry.split, entry.step, JSON.stringify(group), createdAt);
+      const insertGroup = this.db.prepare(
+        'INSERT INTO trajectory_groups (model_id, split, step, data, created_at) VALUES (?, ?, ?, ?, ?)',
+      );
+      for (const group of entry.groups)
+        insertGroup.run(entry.modelId, entry.split, entry.step, JSON.stringify(group), createdAt);
       this.db
         .prepare('INSERT INTO step_metrics (model_id, split, step, metrics, created_at) VALUES (?, ?, ?, ?, ?)')
         .run(entry.modelId, entry.split, entry.step, JSON.stringify(entry.metrics), createdAt);
@@ -249,13 +279,23 @@ export class Store {
 
   /** Logged metrics rows of a model, oldest first. */
   listStepMetrics(modelId: string): { split: string; step: number; metrics: Record<string, number> }[] {
-    const rows = this.db.prepare('SELECT split, step, metrics FROM step_metrics WHERE model_id = ? ORDER BY sequence').all(modelId) as { split: string; step: number; metrics: string }[];
-    return rows.map((row) => ({ split: row.split, step: row.step, metrics: JSON.parse(row.metrics) as Record<string, number> }));
+    const rows = this.db
+      .prepare('SELECT split, step, metrics FROM step_metrics WHERE model_id = ? ORDER BY sequence')
+      .all(modelId) as { split: string; step: number; metrics: string }[];
+    return rows.map((row) => ({
+      split: row.split,
+      step: row.step,
+      metrics: JSON.parse(row.metrics) as Record<string, number>,
+    }));
   }
 
   /** How many trajectory groups were logged for a model. */
   countTrajectoryGroups(modelId: string): number {
-    return (this.db.prepare('SELECT COUNT(*) AS count FROM trajectory_groups WHERE model_id = ?').get(modelId) as { count: number }).count;
+    return (
+      this.db.prepare('SELECT COUNT(*) AS count FROM trajectory_groups WHERE model_id = ?').get(modelId) as {
+        count: number;
+      }
+    ).count;
   }
 
   // ---- jobs ----
@@ -296,14 +336,18 @@ export class Store {
   /** Jobs in the given states, oldest first. */
   jobsWithStatus(statuses: readonly TrainingJobStatus[]): JobRecord[] {
     const marks = statuses.map(() => '?').join(', ');
-    return this.db.prepare(`SELECT * FROM jobs WHERE status IN (${marks}) ORDER BY created_at`).all(...statuses) as JobRecord[];
+    return this.db
+      .prepare(`SELECT * FROM jobs WHERE status IN (${marks}) ORDER BY created_at`)
+      .all(...statuses) as JobRecord[];
   }
 
   /** PENDING -> RUNNING; false when the job is gone or not pending any more. */
   markJobRunning(id: string, outputPath: string): boolean {
     const time = now();
     const result = this.db
-      .prepare("UPDATE jobs SET status = 'RUNNING', progress = 0, output_path = ?, training_start = ?, updated_at = ? WHERE id = ? AND status = 'PENDING'")
+      .prepare(
+        "UPDATE jobs SET status = 'RUNNING', progress = 0, output_path = ?, training_start = ?, updated_at = ? WHERE id = ? AND status = 'PENDING'",
+      )
       .run(outputPath, time, time, id);
     return result.changes === 1;
   }
@@ -319,11 +363,18 @@ export class Store {
       const time = now();
       if (type === 'training_started') {
         const numSequences = typeof data['num_sequences'] === 'number' ? data['num_sequences'] : null;
-        this.db.prepare('UPDATE jobs SET num_sequences = ?, updated_at = ? WHERE id = ?').run(numSequences, time, jobId);
+        this.db
+          .prepare('UPDATE jobs SET num_sequences = ?, updated_at = ? WHERE id = ?')
+          .run(numSequences, time, jobId);
       } else {
         const stepsDone = job.steps_done + 1;
-        const progress = job.num_sequences !== null && job.num_sequences > 0 ? Math.min(1, stepsDone / job.num_sequences) : job.progress;
-        this.db.prepare('UPDATE jobs SET steps_done = ?, progress = ?, updated_at = ? WHERE id = ?').run(stepsDone, progress, time, jobId);
+        const progress =
+          job.num_sequences !== null && job.num_sequences > 0
+            ? Math.min(1, stepsDone / job.num_sequences)
+            : job.progress;
+        this.db
+          .prepare('UPDATE jobs SET steps_done = ?, progress = ?, updated_at = ? WHERE id = ?')
+          .run(stepsDone, progress, time, jobId);
       }
       this.insertEvent(jobId, type, data, time);
     })();
@@ -346,7 +397,9 @@ export class Store {
       this.db
         .prepare('INSERT INTO checkpoints (id, model_id, step, metrics, path, created_at) VALUES (?, ?, ?, ?, ?, ?)')
         .run(randomUUID(), model.id, checkpoint.step, JSON.stringify(checkpoint.metrics), checkpoint.path, time);
-      this.db.prepare('UPDATE models SET latest_step = MAX(latest_step, ?) WHERE id = ?').run(checkpoint.step, model.id);
+      this.db
+        .prepare('UPDATE models SET latest_step = MAX(latest_step, ?) WHERE id = ?')
+        .run(checkpoint.step, model.id);
       this.db
         .prepare("UPDATE jobs SET status = 'COMPLETED', progress = 1, training_end = ?, updated_at = ? WHERE id = ?")
         .run(time, time, jobId);
@@ -376,19 +429,25 @@ export class Store {
   listEvents(jobId: string, query: { after?: string | undefined; limit: number }): StorePage<EventRecord> | undefined {
     let from = 0;
     if (query.after !== undefined) {
-      const cursor = this.db.prepare('SELECT sequence FROM job_events WHERE job_id = ? AND id = ?').get(jobId, query.after) as { sequence: number } | undefined;
+      const cursor = this.db
+        .prepare('SELECT sequence FROM job_events WHERE job_id = ? AND id = ?')
+        .get(jobId, query.after) as { sequence: number } | undefined;
       if (cursor === undefined) return undefined;
       from = cursor.sequence;
     }
     const rows = this.db
       .prepare('SELECT id, type, data FROM job_events WHERE job_id = ? AND sequence > ? ORDER BY sequence LIMIT ?')
       .all(jobId, from, query.limit + 1) as { id: string; type: TrainingJobEventType; data: string }[];
-    const items = rows.slice(0, query.limit).map((row) => ({ id: row.id, type: row.type, data: JSON.parse(row.data) as Record<string, unknown> }));
+    const items = rows
+      .slice(0, query.limit)
+      .map((row) => ({ id: row.id, type: row.type, data: JSON.parse(row.data) as Record<string, unknown> }));
     return { items, hasMore: rows.length > query.limit };
   }
 
   private insertEvent(jobId: string, type: TrainingJobEventType, data: Record<string, unknown>, time: string): void {
-    this.db.prepare('INSERT INTO job_events (id, job_id, type, data, created_at) VALUES (?, ?, ?, ?, ?)').run(randomUUID(), jobId, type, JSON.stringify(data), time);
+    this.db
+      .prepare('INSERT INTO job_events (id, job_id, type, data, created_at) VALUES (?, ?, ?, ?, ?)')
+      .run(randomUUID(), jobId, type, JSON.stringify(data), time);
   }
 }
 
@@ -399,7 +458,9 @@ function toCheckpoint(row: CheckpointRow): CheckpointRecord {
 function migrate(db: Database.Database): void {
   const version = db.pragma('user_version', { simple: true }) as number;
   if (version > MIGRATIONS.length) {
-    throw new Error(`The store's schema version is ${version}, newer than this policyloop knows (${MIGRATIONS.length}); upgrade policyloop or use another data directory.`);
+    throw new Error(
+      `The store's schema version is ${version}, newer than this policyloop knows (${MIGRATIONS.length}); upgrade policyloop or use another data directory.`,
+    );
   }
   for (let index = version; index < MIGRATIONS.length; index += 1) {
     const migration = MIGRATIONS[index] as string;

@@ -21,13 +21,25 @@ export function checkTrainingDataUrl(url: string): void {
   try {
     parsed = new URL(url);
   } catch {
-    throw validationFailure(loc, `Expected an absolute URL (file://, data:, http:// or https://), got ${JSON.stringify(url.slice(0, 200))}`, 'url_parsing');
+    throw validationFailure(
+      loc,
+      `Expected an absolute URL (file://, data:, http:// or https://), got ${JSON.stringify(url.slice(0, 200))}`,
+      'url_parsing',
+    );
   }
   if (!TRAINING_DATA_SCHEMES.includes(parsed.protocol)) {
-    throw validationFailure(loc, `Unsupported URL scheme \`${parsed.protocol.replace(/:$/, '')}\`: the local service reads training data from file://, data:, http:// and https:// URLs`, 'url_scheme');
+    throw validationFailure(
+      loc,
+      `Unsupported URL scheme \`${parsed.protocol.replace(/:$/, '')}\`: the local service reads training data from file://, data:, http:// and https:// URLs`,
+      'url_scheme',
+    );
   }
   if (parsed.protocol === 'file:' && parsed.hostname !== '' && parsed.hostname !== 'localhost') {
-    throw validationFailure(loc, `Expected a file:// URL of a local path (file:///path/to/rows.jsonl), got one on host ${JSON.stringify(parsed.hostname)}`, 'url_parsing');
+    throw validationFailure(
+      loc,
+      `Expected a file:// URL of a local path (file:///path/to/rows.jsonl), got one on host ${JSON.stringify(parsed.hostname)}`,
+      'url_parsing',
+    );
   }
 }
 
@@ -65,13 +77,17 @@ export async function loadTrainingData(url: string, options: LoadTrainingDataOpt
     } catch (error) {
       // Only the position: V8's message quotes the line, which may be a file the client should not read.
       const position = /position (\d+)/.exec(error instanceof Error ? error.message : '')?.[1];
-      throw new Error(`Training data line ${lineNumber} is not valid JSON${position === undefined ? '' : ` (at character ${Number(position) + 1})`}`);
+      throw new Error(
+        `Training data line ${lineNumber} is not valid JSON${position === undefined ? '' : ` (at character ${Number(position) + 1})`}`,
+      );
     }
     const parsed = SFTRow.safeParse(value);
     if (!parsed.success) {
       const issue = parsed.error.issues[0];
       const where = issue === undefined || issue.path.length === 0 ? '' : ` at ${issue.path.map(String).join('.')}`;
-      throw new Error(`Training data line ${lineNumber} is not a {"messages": [...], "tools"?: [...]} row${where}: ${issue?.message ?? 'invalid'}`);
+      throw new Error(
+        `Training data line ${lineNumber} is not a {"messages": [...], "tools"?: [...]} row${where}: ${issue?.message ?? 'invalid'}`,
+      );
     }
     rows.push(parsed.data);
   }
@@ -100,7 +116,12 @@ async function readUrlText(url: string, options: LoadTrainingDataOptions): Promi
       try {
         response = await fetch(parsed, { signal: AbortSignal.any(signals) });
       } catch (error) {
-        const reason = error instanceof Error && error.name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : error instanceof Error ? error.message : String(error);
+        const reason =
+          error instanceof Error && error.name === 'TimeoutError'
+            ? `no answer within ${timeoutMs} ms`
+            : error instanceof Error
+              ? error.message
+              : String(error);
         throw new Error(`Cannot download training data from ${parsed.origin}${parsed.pathname}: ${reason}`);
       }
       const where = `${parsed.origin}${parsed.pathname}`;
@@ -116,7 +137,8 @@ async function readUrlText(url: string, options: LoadTrainingDataOptions): Promi
       try {
         return await readLimited(response.body, maxBytes, `Training data at ${where}`);
       } catch (error) {
-        if (error instanceof Error && error.name === 'TimeoutError') throw new Error(`Cannot download training data from ${where}: not complete within ${timeoutMs} ms`);
+        if (error instanceof Error && error.name === 'TimeoutError')
+          throw new Error(`Cannot download training data from ${where}: not complete within ${timeoutMs} ms`);
         throw error;
       }
     }
@@ -132,7 +154,9 @@ async function readUrlText(url: string, options: LoadTrainingDataOptions): Promi
 async function readLocalFile(path: string, maxBytes: number, signal: AbortSignal | undefined): Promise<string> {
   const cannot = (error: unknown): Error => {
     const code = (error as NodeJS.ErrnoException).code;
-    return new Error(`Cannot read training data file ${path}: ${code === 'ENOENT' ? 'no such file' : error instanceof Error ? error.message : String(error)}`);
+    return new Error(
+      `Cannot read training data file ${path}: ${code === 'ENOENT' ? 'no such file' : error instanceof Error ? error.message : String(error)}`,
+    );
   };
   let stats;
   try {
@@ -141,7 +165,8 @@ async function readLocalFile(path: string, maxBytes: number, signal: AbortSignal
     throw cannot(error);
   }
   if (!stats.isFile()) throw new Error(`Cannot read training data file ${path}: not a regular file`);
-  if (stats.size > maxBytes) throw new Error(`Training data file ${path} is ${stats.size} bytes, over the limit of ${maxBytes} bytes`);
+  if (stats.size > maxBytes)
+    throw new Error(`Training data file ${path} is ${stats.size} bytes, over the limit of ${maxBytes} bytes`);
   let handle;
   try {
     // O_NONBLOCK: should the path have become a FIFO since the check, opening it must not wait for a writer.

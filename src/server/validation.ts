@@ -17,7 +17,11 @@ export type ValidationSource = 'body' | 'query' | 'path';
  * Parses `value` with `schema`; throws a {@link RequestValidationError} whose issues are
  * located under `source` when it does not fit.
  */
-export function parseOrThrow<Schema extends z.ZodType>(schema: Schema, value: unknown, source: ValidationSource): z.output<Schema> {
+export function parseOrThrow<Schema extends z.ZodType>(
+  schema: Schema,
+  value: unknown,
+  source: ValidationSource,
+): z.output<Schema> {
   const result = schema.safeParse(value, { reportInput: true });
   if (result.success) return result.data;
   throw new RequestValidationError(toValidationErrors(result.error.issues, [source]));
@@ -38,7 +42,8 @@ function collect(issue: Issue, prefix: readonly PathKey[], into: ValidationError
       if (issue.errors.length === 0) {
         // A discriminated union whose tag matched no option: point at the tag itself.
         const discriminator = (issue as { discriminator?: string }).discriminator;
-        const tagLoc = discriminator !== undefined && path[path.length - 1] !== discriminator ? [...loc, discriminator] : loc;
+        const tagLoc =
+          discriminator !== undefined && path[path.length - 1] !== discriminator ? [...loc, discriminator] : loc;
         into.push({ loc: tagLoc, msg: issue.message, type: 'union_tag_invalid' });
         return;
       }
@@ -52,23 +57,46 @@ function collect(issue: Issue, prefix: readonly PathKey[], into: ValidationError
       return;
     }
     case 'unrecognized_keys':
-      for (const key of issue.keys) into.push({ loc: [...loc, key], msg: 'Extra inputs are not permitted', type: 'extra_forbidden' });
+      for (const key of issue.keys)
+        into.push({ loc: [...loc, key], msg: 'Extra inputs are not permitted', type: 'extra_forbidden' });
       return;
     case 'invalid_type':
       if (isMissing(issue)) into.push({ loc, msg: 'Field required', type: 'missing' });
       else into.push({ loc, msg: issue.message, type: typeName(issue.expected) });
       return;
     case 'too_small':
-      into.push({ loc, msg: issue.message, type: issue.origin === 'array' || issue.origin === 'string' ? 'too_short' : issue.inclusive ? 'greater_than_equal' : 'greater_than' });
+      into.push({
+        loc,
+        msg: issue.message,
+        type:
+          issue.origin === 'array' || issue.origin === 'string'
+            ? 'too_short'
+            : issue.inclusive
+              ? 'greater_than_equal'
+              : 'greater_than',
+      });
       return;
     case 'too_big':
-      into.push({ loc, msg: issue.message, type: issue.origin === 'array' || issue.origin === 'string' ? 'too_long' : issue.inclusive ? 'less_than_equal' : 'less_than' });
+      into.push({
+        loc,
+        msg: issue.message,
+        type:
+          issue.origin === 'array' || issue.origin === 'string'
+            ? 'too_long'
+            : issue.inclusive
+              ? 'less_than_equal'
+              : 'less_than',
+      });
       return;
     case 'invalid_value':
       into.push({ loc, msg: issue.message, type: issue.values.length === 1 ? 'literal_error' : 'enum' });
       return;
     case 'invalid_format':
-      into.push({ loc, msg: issue.message, type: issue.format === 'guid' || issue.format === 'uuid' ? 'uuid_parsing' : `${issue.format}_parsing` });
+      into.push({
+        loc,
+        msg: issue.message,
+        type: issue.format === 'guid' || issue.format === 'uuid' ? 'uuid_parsing' : `${issue.format}_parsing`,
+      });
       return;
     default:
       into.push({ loc, msg: issue.message, type: 'value_error' });
@@ -103,7 +131,10 @@ function issueDepth(issue: Issue, input: unknown): number {
   if (issue.errors.length === 0) {
     const discriminator = (issue as { discriminator?: unknown }).discriminator;
     if (typeof discriminator !== 'string') return 0;
-    const holder = issue.path.length > 0 && issue.path[issue.path.length - 1] === discriminator ? issue.path.slice(0, -1) : issue.path;
+    const holder =
+      issue.path.length > 0 && issue.path[issue.path.length - 1] === discriminator
+        ? issue.path.slice(0, -1)
+        : issue.path;
     const value = valueAt(input, holder);
     return value !== null && typeof value === 'object' && Object.hasOwn(value, discriminator) ? TAG_PRESENT_DEPTH : 0;
   }
@@ -124,7 +155,9 @@ function unionMessage(branches: readonly (readonly Issue[])[]): string {
   for (const branch of branches) {
     for (const issue of branch) if (issue.code === 'invalid_type') expected.add(issue.expected);
   }
-  return expected.size > 0 ? `Input should be one of: ${[...expected].join(', ')}` : 'Input matches none of the allowed forms';
+  return expected.size > 0
+    ? `Input should be one of: ${[...expected].join(', ')}`
+    : 'Input matches none of the allowed forms';
 }
 
 function typeName(expected: string): string {

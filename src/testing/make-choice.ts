@@ -36,7 +36,12 @@ function pseudoTokens(text: string): string[] {
 function tokenLogprobs(text: string, logprobs: MakeChoiceOptions['logprobs']): ChatCompletionTokenLogprob[] | null {
   if (logprobs === false) return null;
   if (logprobs === undefined || logprobs === true) {
-    return pseudoTokens(text).map((token) => ({ token, logprob: -0.1, bytes: [...Buffer.from(token)], top_logprobs: [] }));
+    return pseudoTokens(text).map((token) => ({
+      token,
+      logprob: -0.1,
+      bytes: [...Buffer.from(token)],
+      top_logprobs: [],
+    }));
   }
   if (logprobs.length > 0 && typeof logprobs[0] === 'number') {
     const tokens = pseudoTokens(text);
@@ -65,7 +70,9 @@ export function makeChoice(text: string | null, options: MakeChoiceOptions = {})
     },
   }));
   // Logprobs cover the tool calls too, as a model writes them as text.
-  const callTexts = toolCalls.map((call) => JSON.stringify({ name: call.function.name, arguments: call.function.arguments }));
+  const callTexts = toolCalls.map((call) =>
+    JSON.stringify({ name: call.function.name, arguments: call.function.arguments }),
+  );
   const sampledText = (text ?? '') + callTexts.join('');
   const content = tokenLogprobs(sampledText, options.logprobs);
   const choice: Choice = {

@@ -44,5 +44,8 @@ export function makeGroup(
   trajectories: readonly (MakeTrajectoryOptions | Trajectory)[],
   fields: Omit<TrajectoryGroupInput, 'trajectories'> = {},
 ): TrajectoryGroup {
-  return TrajectoryGroup.parse({ ...fields, trajectories: trajectories.map((trajectory) => makeTrajectory(trajectory)) });
+  return TrajectoryGroup.parse({
+    ...fields,
+    trajectories: trajectories.map((trajectory) => makeTrajectory(trajectory)),
+  });
 }

@@ -59,7 +59,12 @@ type ScriptedValue = Exclude<ScriptedResponse, Error | ((request: ScriptedReques
 
 function completionOf(response: ScriptedValue, model: string, options: MakeChoiceOptions): Record<string, unknown> {
   completionCounter += 1;
-  const base = { id: `chatcmpl-scripted-${completionCounter}`, object: 'chat.completion', created: Math.floor(Date.now() / 1000), model };
+  const base = {
+    id: `chatcmpl-scripted-${completionCounter}`,
+    object: 'chat.completion',
+    created: Math.floor(Date.now() / 1000),
+    model,
+  };
   if (typeof response === 'string') return { ...base, choices: [makeChoice(response, options)] };
   if ('choices' in response) return { ...base, ...structuredClone(response) };
   return { ...base, choices: [structuredClone(response)] };
@@ -75,7 +80,10 @@ async function* chunksOf(completion: Record<string, unknown>): AsyncGenerator<Re
       delta['tool_calls'] = choice.message.tool_calls.map((call, index) => ({ index, ...call }));
     }
     const chunk = { id, object: 'chat.completion.chunk', created, model };
-    yield { ...chunk, choices: [{ index: choice.index, delta, finish_reason: null, logprobs: choice.logprobs ?? null }] };
+    yield {
+      ...chunk,
+      choices: [{ index: choice.index, delta, finish_reason: null, logprobs: choice.logprobs ?? null }],
+    };
     yield { ...chunk, choices: [{ index: choice.index, delta: {}, finish_reason: choice.finish_reason }] };
   }
 }
@@ -88,10 +96,16 @@ async function* chunksOf(completion: Record<string, unknown>): AsyncGenerator<Re
  * const client = scriptedChatClient(['4', (request) => `you said ${request.body.messages.length} messages`]);
  * const judge = relativeJudge({ client: scriptedChatClient(['{"scores": [...]}']), model: 'judge' });
  */
-export function scriptedChatClient(responses: readonly ScriptedResponse[], options: ScriptedChatClientOptions = {}): ScriptedChatClient {
+export function scriptedChatClient(
+  responses: readonly ScriptedResponse[],
+  options: ScriptedChatClientOptions = {},
+): ScriptedChatClient {
   const requests: ScriptedRequest[] = [];
   let next = 0;
-  const create = async (body: ChatCompletionCreateBody, requestOptions?: ChatCompletionRequestOptions): Promise<unknown> => {
+  const create = async (
+    body: ChatCompletionCreateBody,
+    requestOptions?: ChatCompletionRequestOptions,
+  ): Promise<unknown> => {
     const signal = requestOptions?.signal ?? undefined;
     if (signal?.aborted === true) throw abortReason(signal);
     const request: ScriptedRequest = {

@@ -54,7 +54,8 @@ export async function startTestService(options: StartTestServiceOptions = {}): P
     const response = await fetch(`${handle.baseURL}/preview/base-models`, { signal: AbortSignal.timeout(30_000) });
     const models = (await response.json()) as unknown;
     const baseModel = Array.isArray(models) && typeof models[0] === 'string' ? models[0] : undefined;
-    if (baseModel === undefined) throw new Error(`Expected GET /v1/preview/base-models to list a model, got ${JSON.stringify(models)}`);
+    if (baseModel === undefined)
+      throw new Error(`Expected GET /v1/preview/base-models to list a model, got ${JSON.stringify(models)}`);
     return { baseURL: handle.baseURL, apiKey: handle.apiKey, baseModel, dataDir, close };
   } catch (error) {
     await close();

@@ -61,7 +61,7 @@ export class MissingLogprobsError extends PolicyloopError {
         `${location.groupIndex} has none at ${where}` +
         (count > 1 ? ` (${count} Choices lack them in all)` : '') +
         '. Request completions with `logprobs: true` (model.openai() does by default), ' +
-        'or pass `allowTrainingWithoutLogprobs: true` to let the service use the current policy\'s logprobs.',
+        "or pass `allowTrainingWithoutLogprobs: true` to let the service use the current policy's logprobs.",
     );
     this.location = location;
     this.count = count;

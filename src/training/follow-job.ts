@@ -82,7 +82,9 @@ export async function followTrainingJob(
   const timeoutController = new AbortController();
   const timer = setTimeout(() => timeoutController.abort(new TrainingTimeoutError(jobId, timeout)), timeout);
   const signal =
-    options.signal === undefined ? timeoutController.signal : AbortSignal.any([options.signal, timeoutController.signal]);
+    options.signal === undefined
+      ? timeoutController.signal
+      : AbortSignal.any([options.signal, timeoutController.signal]);
 
   const events: ReceivedTrainingJobEvent[] = [];
   const sums = new Map<string, { sum: number; count: number }>();
@@ -128,7 +130,9 @@ export async function followTrainingJob(
           throw new TrainingJobFailedError(
             job,
             event,
-            typeof message === 'string' && message !== '' ? message : (job.error_message ?? 'no message from the service'),
+            typeof message === 'string' && message !== ''
+              ? message
+              : (job.error_message ?? 'no message from the service'),
           );
         }
       }
@@ -146,7 +150,11 @@ export async function followTrainingJob(
 }
 
 /** The job as the service reports it; `{id}` alone when it cannot be read (the failure wins). */
-async function retrieveQuietly(client: TrainingClient, jobId: string, signal: AbortSignal): Promise<TrainingJobResponse> {
+async function retrieveQuietly(
+  client: TrainingClient,
+  jobId: string,
+  signal: AbortSignal,
+): Promise<TrainingJobResponse> {
   try {
     return await client.jobs.retrieve(jobId, { signal });
   } catch {

@@ -9,6 +9,7 @@ import { PolicyloopError } from '../internal/errors.js';
 export function modelInferenceName(model: { entity: string; project: string; name: string }, step?: number): string {
   const base = `wandb-artifact:///${model.entity}/${model.project}/${model.name}`;
   if (step === undefined) return base;
-  if (!Number.isInteger(step) || step < 0) throw new PolicyloopError(`Expected \`step\` to be an integer >= 0, got ${step}`);
+  if (!Number.isInteger(step) || step < 0)
+    throw new PolicyloopError(`Expected \`step\` to be an integer >= 0, got ${step}`);
   return `${base}:step${step}`;
 }

@@ -195,7 +195,13 @@ async function developmentKey(): Promise<string> {
 }
 
 /** The local service's optional dependencies, as `npm install` names them. */
-const LOCAL_SERVICE_PACKAGES = ['hono', '@hono/node-server', 'better-sqlite3', '@tensorflow/tfjs-core', '@tensorflow/tfjs-backend-wasm'];
+const LOCAL_SERVICE_PACKAGES = [
+  'hono',
+  '@hono/node-server',
+  'better-sqlite3',
+  '@tensorflow/tfjs-core',
+  '@tensorflow/tfjs-backend-wasm',
+];
 
 /**
  * Loads `policyloop/server` on demand (hono, SQLite and the engine are optional dependencies,

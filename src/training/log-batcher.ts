@@ -245,7 +245,12 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
 
   /** Counts so far. */
   stats(): LogBatcherStats {
-    return { ...this.counts, bufferedGroups: this.heldGroups, bufferedBytes: this.heldBytes, spoolPath: this.spoolPath };
+    return {
+      ...this.counts,
+      bufferedGroups: this.heldGroups,
+      bufferedBytes: this.heldBytes,
+      spoolPath: this.spoolPath,
+    };
   }
 
   /**
@@ -400,9 +405,12 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
       (this.emit as (name: K, event: unknown) => boolean)(name, event);
     } catch (error) {
       this.failures.push(
-        new PolicyloopError(`A \`${name}\` listener of the LogBatcher threw: ${error instanceof Error ? error.message : String(error)}`, {
-          cause: error,
-        }),
+        new PolicyloopError(
+          `A \`${name}\` listener of the LogBatcher threw: ${error instanceof Error ? error.message : String(error)}`,
+          {
+            cause: error,
+          },
+        ),
       );
     }
   }
@@ -414,7 +422,8 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
   }
 
   private waitForSpace(signal: AbortSignal | undefined): Promise<void> {
-    if (this.closing) return Promise.reject(new PolicyloopError('This LogBatcher closed while `add` waited for space.'));
+    if (this.closing)
+      return Promise.reject(new PolicyloopError('This LogBatcher closed while `add` waited for space.'));
     return raceSignal(new Promise<void>((resolve) => this.spaceWaiters.push(resolve)), signal);
   }
 

@@ -3,7 +3,11 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { PolicyloopError } from '../internal/errors.js';
 import { isChoice, SFTRow, Trajectory } from '../schema/index.js';
-import type { ChatCompletionAssistantMessageParam, ChatCompletionMessageParam, TrajectoryInput } from '../schema/index.js';
+import type {
+  ChatCompletionAssistantMessageParam,
+  ChatCompletionMessageParam,
+  TrajectoryInput,
+} from '../schema/index.js';
 
 /**
  * Turns a trajectory into an SFT row: messages stay, each `Choice` becomes the assistant message
@@ -46,7 +50,9 @@ export function toSFTRows(items: readonly (TrajectoryInput | SFTRow)[]): SFTRow[
       const parsed = SFTRow.safeParse(item);
       if (!parsed.success) {
         const issue = parsed.error.issues[0]?.message ?? 'invalid';
-        throw new PolicyloopError(`Expected SFT row ${index} to be {messages, tools?}: ${issue}`, { cause: parsed.error });
+        throw new PolicyloopError(`Expected SFT row ${index} to be {messages, tools?}: ${issue}`, {
+          cause: parsed.error,
+        });
       }
       rows.push(parsed.data);
       continue;

@@ -305,7 +305,11 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
    */
   async getStep(options: WaitOptions = {}): Promise<number> {
     const { connection, model } = this.registered();
-    const page = await connection.client.checkpoints.list(model.id, { limit: 1, order: 'desc' }, { signal: options.signal });
+    const page = await connection.client.checkpoints.list(
+      model.id,
+      { limit: 1, order: 'desc' },
+      { signal: options.signal },
+    );
     return page.data[0]?.step ?? 0;
   }
 
@@ -494,13 +498,21 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
   async pruneCheckpoints(options: RetentionOptions & WaitOptions = {}): Promise<PruneResult> {
     const { connection, model, files } = this.registered();
     const steps: number[] = [];
-    const checkpoints = connection.client.checkpoints.list(model.id, { limit: 100, order: 'asc' }, { signal: options.signal });
+    const checkpoints = connection.client.checkpoints.list(
+      model.id,
+      { limit: 100, order: 'asc' },
+      { signal: options.signal },
+    );
     for await (const checkpoint of checkpoints) steps.push(checkpoint.step);
     const metric = options.keepBestBy === undefined ? 'val/reward' : options.keepBestBy;
     const values = metric === null ? new Map<number, number>() : metricByStep(await readHistory(files.history), metric);
     const plan = planRetention(steps, values, options);
     if (plan.remove.length === 0) return { kept: plan.keep, deleted: [], bestStep: plan.bestStep, notFoundSteps: [] };
-    const result = await connection.client.checkpoints.delete(model.id, { steps: plan.remove }, { signal: options.signal });
+    const result = await connection.client.checkpoints.delete(
+      model.id,
+      { steps: plan.remove },
+      { signal: options.signal },
+    );
     const notFound = new Set(result.not_found_steps);
     return {
       kept: plan.keep,
@@ -585,7 +597,11 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
         options.onProgress?.(progress);
       },
     });
-    const page = await connection.client.checkpoints.list(model.id, { limit: 1, order: 'desc' }, { signal: options.signal });
+    const page = await connection.client.checkpoints.list(
+      model.id,
+      { limit: 1, order: 'desc' },
+      { signal: options.signal },
+    );
     const checkpoint = page.data[0];
     const step = checkpoint?.step ?? 0;
     const metrics = { ...followed.metrics, ...checkpoint?.metrics };

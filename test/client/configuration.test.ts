@@ -66,18 +66,17 @@ describe('base URLs', () => {
   });
 
   it('with or without /v1 and trailing slashes, paths land under /v1', async () => {
-    for (const base of [
-      'http://svc',
-      'http://svc/',
-      'http://svc/v1',
-      'http://svc/v1/',
-    ]) {
+    for (const base of ['http://svc', 'http://svc/', 'http://svc/v1', 'http://svc/v1/']) {
       const fake = fakeFetch(json([]));
       await new TrainingClient({ apiKey: 'k', baseURL: base, fetch: fake.fetch }).baseModels.list();
       expect(fake.requests[0]?.url.href).toBe('http://svc/v1/preview/base-models');
     }
     const fake = fakeFetch(json({}));
-    await new TrainingClient({ apiKey: 'k', baseURL: 'https://forge.coreweave.com/api/training/v1', fetch: fake.fetch }).health();
+    await new TrainingClient({
+      apiKey: 'k',
+      baseURL: 'https://forge.coreweave.com/api/training/v1',
+      fetch: fake.fetch,
+    }).health();
     expect(fake.requests[0]?.url.href).toBe('https://forge.coreweave.com/api/training/v1/health');
   });
 
@@ -100,7 +99,9 @@ describe('other options', () => {
   it('a timeout longer than a timer can hold fails at construction instead of firing at once', () => {
     // setTimeout fires after 1 ms (with a console warning) for delays above 2^31 - 1 ms.
     expect(new TrainingClient({ apiKey: 'k', timeout: 2_147_483_647 }).timeout).toBe(2_147_483_647);
-    expect(() => new TrainingClient({ apiKey: 'k', timeout: 2_147_483_648 })).toThrow(/at most 2147483647.*got 2147483648/);
+    expect(() => new TrainingClient({ apiKey: 'k', timeout: 2_147_483_648 })).toThrow(
+      /at most 2147483647.*got 2147483648/,
+    );
     expect(() => new TrainingClient({ apiKey: 'k', timeout: Number.POSITIVE_INFINITY })).toThrow(InvalidArgumentError);
   });
 

@@ -16,11 +16,17 @@ const files = directories.flatMap((directory) =>
 
 /** Names declared at `line` that must be documented: top-level exports and public class/interface members. */
 function declaredName(line: string, insideExport: boolean): string | undefined {
-  const exported = /^export (?:declare )?(?:abstract )?(?:async )?(?:const|let|function\*?|class|type|interface|enum) (\w+)/.exec(line);
+  const exported =
+    /^export (?:declare )?(?:abstract )?(?:async )?(?:const|let|function\*?|class|type|interface|enum) (\w+)/.exec(
+      line,
+    );
   if (exported?.[1]) return exported[1];
   if (!insideExport) return undefined;
   // Members two spaces in: fields, getters, methods, constructors; private (`#x`, `private`) ones are exempt.
-  const member = /^ {2}(?:static )?(?:readonly )?(?:async )?(?:get |set )?\*?(\[Symbol\.[\w.]+\]|[A-Za-z_$][\w$]*)\??[(<:]/.exec(line);
+  const member =
+    /^ {2}(?:static )?(?:readonly )?(?:async )?(?:get |set )?\*?(\[Symbol\.[\w.]+\]|[A-Za-z_$][\w$]*)\??[(<:]/.exec(
+      line,
+    );
   if (member?.[1] === undefined || /^ {2}(?:private |protected )/.test(line)) return undefined;
   return member[1];
 }
@@ -36,11 +42,13 @@ describe('documentation', () => {
     let previous = '';
     let owner: string | undefined;
     for (const line of lines) {
-      if (/^export (?:declare )?(?:abstract )?(?:class|interface) /.test(line)) owner = /(?:class|interface) (\w+)/.exec(line)?.[1];
+      if (/^export (?:declare )?(?:abstract )?(?:class|interface) /.test(line))
+        owner = /(?:class|interface) (\w+)/.exec(line)?.[1];
       else if (/^\S/.test(line) && !line.startsWith('}')) owner = undefined;
       const name = declaredName(line, owner !== undefined);
       const documented = previous.endsWith('*/') || previous.startsWith('@');
-      if (name !== undefined && !documented) undocumented.push(owner !== undefined && !line.startsWith('export') ? `${owner}.${name}` : name);
+      if (name !== undefined && !documented)
+        undocumented.push(owner !== undefined && !line.startsWith('export') ? `${owner}.${name}` : name);
       if (line.trim() !== '' && !line.trim().startsWith('//')) previous = line.trim();
     }
     expect(undocumented).toEqual([]);

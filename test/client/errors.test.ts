@@ -21,7 +21,12 @@ import { JOB_ID, MODEL_ID, uuid } from './fixtures.js';
 
 function setup(...replies: Reply[]) {
   const fake = fakeFetch(...replies);
-  const client = new TrainingClient({ apiKey: 'sk-secret-key', baseURL: 'http://svc/v1', fetch: fake.fetch, maxRetries: 0 });
+  const client = new TrainingClient({
+    apiKey: 'sk-secret-key',
+    baseURL: 'http://svc/v1',
+    fetch: fake.fetch,
+    maxRetries: 0,
+  });
   return { client, ...fake };
 }
 
@@ -83,7 +88,9 @@ describe('status mapping', () => {
     expect(APIError.generate(429, { error: 'quota exceeded' }).message).toBe('429 quota exceeded');
     expect(APIError.generate(500, { message: 'boom' }).message).toBe('500 boom');
     // The contract's detail wins when both are there (our local service sends both).
-    expect(APIError.generate(404, { detail: 'Job not found', error: { message: 'other' } }).message).toBe('404 Job not found');
+    expect(APIError.generate(404, { detail: 'Job not found', error: { message: 'other' } }).message).toBe(
+      '404 Job not found',
+    );
   });
 
   it('a non-JSON error body is kept as text and becomes the message', async () => {
@@ -136,7 +143,12 @@ describe('the API key never shows', () => {
 
 describe('system check', () => {
   it('a 503 rejects with InternalServerError whose body holds the checks', async () => {
-    const checks = { api: true, database: false, cpu_queue: { success: true }, gpu_queue: { success: false, error: 'down' } };
+    const checks = {
+      api: true,
+      database: false,
+      cpu_queue: { success: true },
+      gpu_queue: { success: false, error: 'down' },
+    };
     const { client } = setup(json(checks, 503));
     const error = await rejection(client.systemCheck());
     expect(error).toBeInstanceOf(InternalServerError);
@@ -148,7 +160,10 @@ describe('response validation', () => {
   it('a response that breaks the contract names the field and keeps the raw body', async () => {
     const raw = JSON.stringify({
       object: 'list',
-      data: [{ id: uuid(1), step: 1, metrics: {} }, { id: uuid(2), step: 'two', metrics: {} }],
+      data: [
+        { id: uuid(1), step: 1, metrics: {} },
+        { id: uuid(2), step: 'two', metrics: {} },
+      ],
       first_id: uuid(1),
       last_id: uuid(2),
       has_more: false,
@@ -179,11 +194,15 @@ describe('response validation', () => {
   });
 
   it('names each operation as the contract writes it (method and path template)', async () => {
-    const contract = JSON.parse(readFileSync(new URL('../schema/contract/openapi.latest.json', import.meta.url), 'utf8')) as {
+    const contract = JSON.parse(
+      readFileSync(new URL('../schema/contract/openapi.latest.json', import.meta.url), 'utf8'),
+    ) as {
       paths: Record<string, Record<string, unknown>>;
     };
     const documented = new Set(
-      Object.entries(contract.paths).flatMap(([path, methods]) => Object.keys(methods).map((method) => `${method.toUpperCase()} ${path}`)),
+      Object.entries(contract.paths).flatMap(([path, methods]) =>
+        Object.keys(methods).map((method) => `${method.toUpperCase()} ${path}`),
+      ),
     );
     const calls: Array<(client: TrainingClient) => PromiseLike<unknown>> = [
       (client) => client.systemCheck(),

@@ -28,7 +28,10 @@ export async function resolve(specifier, context, nextResolve) {
  * Imports `entry` (a path under `src/`) in a fresh node with the heavy packages blocked, runs
  * `then` (a module body with `entry` bound to the namespace) and returns the child's output.
  */
-function importWithoutHeavyModules(entry: string, then = ''): { status: number | null; stdout: string; stderr: string } {
+function importWithoutHeavyModules(
+  entry: string,
+  then = '',
+): { status: number | null; stdout: string; stderr: string } {
   const script = `
 import { register, createRequire } from 'node:module';
 register('data:text/javascript,' + encodeURIComponent(${JSON.stringify(blockHeavyModules)}));

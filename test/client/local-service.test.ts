@@ -68,7 +68,9 @@ describe('client against the local service', () => {
 
   it('maps the service errors: 401 for a wrong key, 404 for a missing job, 422 with issues', async () => {
     const stranger = new TrainingClient({ baseURL: server.baseURL, apiKey: 'wrong-key', maxRetries: 0 });
-    await expect(stranger.models.delete('00000000-0000-4000-8000-000000000000')).rejects.toBeInstanceOf(AuthenticationError);
+    await expect(stranger.models.delete('00000000-0000-4000-8000-000000000000')).rejects.toBeInstanceOf(
+      AuthenticationError,
+    );
     await expect(client.jobs.retrieve('00000000-0000-4000-8000-000000000000')).rejects.toBeInstanceOf(NotFoundError);
     const error = await client.jobs.retrieve('not-a-uuid').catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(UnprocessableEntityError);
@@ -78,7 +80,12 @@ describe('client against the local service', () => {
   it('runs an RL job and follows its events across pages to one terminal event', async () => {
     const [baseModel] = await client.baseModels.list();
     if (baseModel === undefined) throw new Error('no base model');
-    const model = await client.models.create({ project: 'client-test', name: 'rl', base_model: baseModel, return_existing: true });
+    const model = await client.models.create({
+      project: 'client-test',
+      name: 'rl',
+      base_model: baseModel,
+      return_existing: true,
+    });
     const choice = (content: string) => ({
       finish_reason: 'stop' as const,
       index: 0,
@@ -99,7 +106,11 @@ describe('client against the local service', () => {
     });
     let after: string | undefined;
     const types: string[] = [];
-    for (let polls = 0; polls < 240 && !types.some((type) => type === 'training_ended' || type === 'training_failed'); polls += 1) {
+    for (
+      let polls = 0;
+      polls < 240 && !types.some((type) => type === 'training_ended' || type === 'training_failed');
+      polls += 1
+    ) {
       // limit 1 forces one page per event, so following `after` across pages is exercised.
       for await (const event of client.jobs.events(job.id, { after, limit: 1 })) {
         types.push(event.type);
@@ -115,6 +126,9 @@ describe('client against the local service', () => {
     // The finished job added the first checkpoint: step 1, visible before the terminal event.
     const newest = await client.checkpoints.list(model.id, { limit: 1, order: 'desc' });
     expect(newest.data[0]?.step).toBe(1);
-    await expect(client.checkpoints.delete(model.id, { steps: [1] })).resolves.toEqual({ deleted_count: 1, not_found_steps: [] });
+    await expect(client.checkpoints.delete(model.id, { steps: [1] })).resolves.toEqual({
+      deleted_count: 1,
+      not_found_steps: [],
+    });
   });
 });

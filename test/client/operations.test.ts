@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { APIUserAbortError, InvalidArgumentError, TrainingClient, VERSION, type RequestOptions } from '../../src/client/index.js';
+import {
+  APIUserAbortError,
+  InvalidArgumentError,
+  TrainingClient,
+  VERSION,
+  type RequestOptions,
+} from '../../src/client/index.js';
 import { fakeFetch, json, type Reply } from './fake-fetch.js';
 import { fullJob, group, JOB_ID, MODEL_ID, modelResponse, uuid } from './fixtures.js';
 
@@ -97,7 +103,13 @@ describe('every operation sends the contract request and returns the parsed resp
   });
 
   it('checkpoints.list: GET .../checkpoints with after, limit and order in the query', async () => {
-    const page = { object: 'list', data: [{ id: uuid(9), step: 4, metrics: { reward: 0.5 } }], first_id: uuid(9), last_id: uuid(9), has_more: false };
+    const page = {
+      object: 'list',
+      data: [{ id: uuid(9), step: 4, metrics: { reward: 0.5 } }],
+      first_id: uuid(9),
+      last_id: uuid(9),
+      has_more: false,
+    };
     const { client, requests } = setup(json(page));
     const first = await client.checkpoints.list(MODEL_ID, { after: uuid(1), limit: 1, order: 'desc' });
     expect(first.data).toEqual(page.data);
@@ -259,7 +271,9 @@ describe('bad arguments fail before any request, with the zod issues as data', (
 
   it('a model id that is not a UUID in an RL job, an empty path id, a limit out of range', async () => {
     const { client, calls } = setup(json({}));
-    await expect(client.jobs.createRL({ model_id: 'nope', trajectory_groups: [] })).rejects.toThrow(InvalidArgumentError);
+    await expect(client.jobs.createRL({ model_id: 'nope', trajectory_groups: [] })).rejects.toThrow(
+      InvalidArgumentError,
+    );
     await expect(client.models.delete('')).rejects.toThrow(/modelId/);
     await expect(client.checkpoints.list(MODEL_ID, { limit: 500 })).rejects.toThrow(/limit/);
     await expect(client.jobs.events(JOB_ID, { limt: 5 } as never)).rejects.toThrow(InvalidArgumentError);
@@ -281,7 +295,12 @@ async function captured(run: () => Promise<unknown>): Promise<unknown> {
 describe('every operation: per-call options, and paths under the hosted services’ /v1', () => {
   const emptyPage = { object: 'list', data: [], first_id: '', last_id: '', has_more: false };
   /** Each operation, the answer it expects, and its method and path relative to the base URL. */
-  const operations: Array<{ call: (client: TrainingClient, options?: RequestOptions) => PromiseLike<unknown>; answer: unknown; method: string; path: string }> = [
+  const operations: Array<{
+    call: (client: TrainingClient, options?: RequestOptions) => PromiseLike<unknown>;
+    answer: unknown;
+    method: string;
+    path: string;
+  }> = [
     { call: (client, options) => client.health(options), answer: {}, method: 'GET', path: '/health' },
     {
       call: (client, options) => client.systemCheck(options),
@@ -289,7 +308,12 @@ describe('every operation: per-call options, and paths under the hosted services
       method: 'GET',
       path: '/system-check',
     },
-    { call: (client, options) => client.baseModels.list(options), answer: [], method: 'GET', path: '/preview/base-models' },
+    {
+      call: (client, options) => client.baseModels.list(options),
+      answer: [],
+      method: 'GET',
+      path: '/preview/base-models',
+    },
     {
       call: (client, options) => client.models.create({ project: 'p', name: 'n', base_model: 'b' }, options),
       answer: modelResponse,
@@ -327,12 +351,18 @@ describe('every operation: per-call options, and paths under the hosted services
       path: '/preview/training-jobs',
     },
     {
-      call: (client, options) => client.jobs.createSFT({ model_id: MODEL_ID, training_data_url: 'wandb-artifact:///e/p/data:v0' }, options),
+      call: (client, options) =>
+        client.jobs.createSFT({ model_id: MODEL_ID, training_data_url: 'wandb-artifact:///e/p/data:v0' }, options),
       answer: { id: JOB_ID },
       method: 'POST',
       path: '/preview/sft-training-jobs',
     },
-    { call: (client, options) => client.jobs.retrieve(JOB_ID, options), answer: fullJob, method: 'GET', path: `/preview/training-jobs/${JOB_ID}` },
+    {
+      call: (client, options) => client.jobs.retrieve(JOB_ID, options),
+      answer: fullJob,
+      method: 'GET',
+      path: `/preview/training-jobs/${JOB_ID}`,
+    },
     {
       call: (client, options) => client.jobs.events(JOB_ID, { after: uuid(1) }, options),
       answer: emptyPage,
@@ -345,7 +375,8 @@ describe('every operation: per-call options, and paths under the hosted services
     const all = [
       ...operations,
       {
-        call: (client: TrainingClient, options?: RequestOptions) => client.inference.models.list({ ...options, project: 't/p' }),
+        call: (client: TrainingClient, options?: RequestOptions) =>
+          client.inference.models.list({ ...options, project: 't/p' }),
         answer: { object: 'list', data: [] },
         method: 'GET',
         path: '/models',

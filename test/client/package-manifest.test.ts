@@ -45,7 +45,8 @@ function satisfies(version: string, range: string): boolean {
       .split(/\s+/)
       .every((comparator) => {
         const match = /^(>=|<=|>|<|=|\^)?(\d+(?:\.\d+){0,2})$/.exec(comparator);
-        if (!match?.[2]) throw new Error(`Unsupported range comparator ${JSON.stringify(comparator)} in ${JSON.stringify(range)}`);
+        if (!match?.[2])
+          throw new Error(`Unsupported range comparator ${JSON.stringify(comparator)} in ${JSON.stringify(range)}`);
         const bound = parseVersion(match[2]);
         const order = compare(wanted, bound);
         switch (match[1]) {
@@ -79,7 +80,7 @@ describe('package.json', () => {
     const entries = Object.keys(manifest.exports ?? {}).filter((entry) => entry !== './package.json');
     expect(entries.sort()).toEqual(['.', './server', './testing']);
     for (const entry of entries) {
-      const target = (manifest.exports ?? {})[entry] as { types?: string; import?: string };
+      const target = manifest.exports?.[entry] as { types?: string; import?: string };
       expect(target.types, entry).toMatch(/^\.\/dist\/.*\.d\.ts$/);
       expect(target.import, entry).toMatch(/^\.\/dist\/.*\.js$/);
       // Conditions are matched in order: `types` must come before `import`.
@@ -98,7 +99,13 @@ describe('package.json', () => {
 
   it('needs only zod, p-queue and eventemitter3 at run time; the local service’s parts are optional', () => {
     expect(Object.keys(manifest.dependencies ?? {}).sort()).toEqual(['eventemitter3', 'p-queue', 'zod']);
-    const heavy = ['hono', '@hono/node-server', 'better-sqlite3', '@tensorflow/tfjs-core', '@tensorflow/tfjs-backend-wasm'];
+    const heavy = [
+      'hono',
+      '@hono/node-server',
+      'better-sqlite3',
+      '@tensorflow/tfjs-core',
+      '@tensorflow/tfjs-backend-wasm',
+    ];
     for (const name of heavy) {
       expect(manifest.optionalDependencies, name).toHaveProperty([name]);
       expect(manifest.dependencies ?? {}, name).not.toHaveProperty([name]);
@@ -107,7 +114,8 @@ describe('package.json', () => {
 
   it('takes openai 6 or 7 as a peer', () => {
     const range = manifest.peerDependencies?.['openai'] ?? '';
-    for (const version of ['6.0.0', '6.30.0', '7.0.0', '7.99.0']) expect(satisfies(version, range), `${version} in ${range}`).toBe(true);
+    for (const version of ['6.0.0', '6.30.0', '7.0.0', '7.99.0'])
+      expect(satisfies(version, range), `${version} in ${range}`).toBe(true);
     for (const version of ['5.23.0', '8.0.0']) expect(satisfies(version, range), `${version} in ${range}`).toBe(false);
   });
 
@@ -121,7 +129,9 @@ describe('package.json', () => {
 
 describe('tsconfig.json', () => {
   it('is strict, with the house flags, and resolves modules as Node ESM', () => {
-    const config = JSON.parse(readFileSync(new URL('tsconfig.json', root), 'utf8')) as { compilerOptions: Record<string, unknown> };
+    const config = JSON.parse(readFileSync(new URL('tsconfig.json', root), 'utf8')) as {
+      compilerOptions: Record<string, unknown>;
+    };
     expect(config.compilerOptions).toMatchObject({
       strict: true,
       noUncheckedIndexedAccess: true,

@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { APIUserAbortError, NotFoundError, Page, PagePromise, PolicyloopError, TrainingClient } from '../../src/client/index.js';
+import {
+  APIUserAbortError,
+  NotFoundError,
+  Page,
+  PagePromise,
+  PolicyloopError,
+  TrainingClient,
+} from '../../src/client/index.js';
 import { fakeFetch, json, type RecordedRequest } from './fake-fetch.js';
 import { JOB_ID, MODEL_ID, uuid } from './fixtures.js';
 
@@ -123,7 +130,13 @@ describe('cursor pages', () => {
 
   it('a failing page rejects the iteration with the API error', async () => {
     const service = fakeFetch(
-      json({ object: 'list', data: [{ id: uuid(1), type: 'gradient_step', data: {} }], first_id: uuid(1), last_id: uuid(1), has_more: true }),
+      json({
+        object: 'list',
+        data: [{ id: uuid(1), type: 'gradient_step', data: {} }],
+        first_id: uuid(1),
+        last_id: uuid(1),
+        has_more: true,
+      }),
       json({ detail: 'job vanished' }, 404),
     );
     const seen: unknown[] = [];
@@ -136,7 +149,13 @@ describe('cursor pages', () => {
 
   it('a service that answers has_more with the cursor it was given stops the iteration with a clear error', async () => {
     // A broken service: every page says has_more and names the same last item.
-    const stuck = { object: 'list', data: [{ id: uuid(1), type: 'gradient_step', data: {} }], first_id: uuid(1), last_id: uuid(1), has_more: true };
+    const stuck = {
+      object: 'list',
+      data: [{ id: uuid(1), type: 'gradient_step', data: {} }],
+      first_id: uuid(1),
+      last_id: uuid(1),
+      has_more: true,
+    };
     // (The third answer is there so that, without the guard, the test fails instead of looping.)
     const service = fakeFetch(json(stuck), json(stuck), json({ detail: 'asked a third time' }, 404));
     const seen: string[] = [];
@@ -150,7 +169,13 @@ describe('cursor pages', () => {
   });
 
   it('a first page fetched with after= that hands the same cursor back is caught too', async () => {
-    const stuck = { object: 'list', data: [{ id: uuid(4), step: 4, metrics: {} }], first_id: uuid(4), last_id: uuid(4), has_more: true };
+    const stuck = {
+      object: 'list',
+      data: [{ id: uuid(4), step: 4, metrics: {} }],
+      first_id: uuid(4),
+      last_id: uuid(4),
+      has_more: true,
+    };
     const service = fakeFetch(json(stuck));
     const first = await client(service.fetch).checkpoints.list(MODEL_ID, { after: uuid(4) });
     await expect(first.getNextPage()).rejects.toThrow(PolicyloopError);

@@ -104,7 +104,7 @@ describe('which requests are retried', () => {
     const outcome = settle(client.jobs.retrieve(JOB_ID));
     await vi.runAllTimersAsync();
     expect(await outcome).toBeInstanceOf(NotFoundError);
-    expect((await outcome as Error).message).toBe('404 no such job');
+    expect(((await outcome) as Error).message).toBe('404 no such job');
     expect(calls()).toBe(1);
   });
 
@@ -148,7 +148,12 @@ describe('which requests are retried', () => {
   });
 
   it('a POST with an idempotency key is retried, sending the same key each time', async () => {
-    const { client, requests, calls } = setup({ maxRetries: 2 }, unavailable(), json({ detail: 'slow down' }, 429), json({ id: JOB_ID }));
+    const { client, requests, calls } = setup(
+      { maxRetries: 2 },
+      unavailable(),
+      json({ detail: 'slow down' }, 429),
+      json({ id: JOB_ID }),
+    );
     const outcome = settle(
       client.jobs.createRL({ model_id: MODEL_ID, trajectory_groups: [] }, { idempotencyKey: 'job-42' }),
     );
@@ -209,7 +214,11 @@ describe('server hints', () => {
   });
 
   it('a hint longer than a minute falls back to the backoff', async () => {
-    const { client, calls } = setup({ maxRetries: 1 }, json({ detail: 'slow' }, 429, { 'retry-after': '3600' }), json({}));
+    const { client, calls } = setup(
+      { maxRetries: 1 },
+      json({ detail: 'slow' }, 429, { 'retry-after': '3600' }),
+      json({}),
+    );
     const outcome = settle(client.health());
     await vi.advanceTimersByTimeAsync(500);
     expect(calls()).toBe(2);
@@ -241,7 +250,13 @@ describe('abort and timeout', () => {
 
   it('an attempt that outlives its timeout fails with APIConnectionTimeoutError and is retried', async () => {
     const fake = hangingFetch();
-    const client = new TrainingClient({ apiKey: 'k', baseURL: 'http://svc', fetch: fake.fetch, timeout: 1_000, maxRetries: 1 });
+    const client = new TrainingClient({
+      apiKey: 'k',
+      baseURL: 'http://svc',
+      fetch: fake.fetch,
+      timeout: 1_000,
+      maxRetries: 1,
+    });
     const outcome = settle(client.jobs.retrieve(JOB_ID));
     await vi.advanceTimersByTimeAsync(999);
     expect(fake.calls()).toBe(1);
@@ -268,7 +283,13 @@ describe('abort and timeout', () => {
 
   it('a user abort during a request is APIUserAbortError, not a timeout, and is not retried', async () => {
     const fake = hangingFetch();
-    const client = new TrainingClient({ apiKey: 'k', baseURL: 'http://svc', fetch: fake.fetch, timeout: 1_000, maxRetries: 3 });
+    const client = new TrainingClient({
+      apiKey: 'k',
+      baseURL: 'http://svc',
+      fetch: fake.fetch,
+      timeout: 1_000,
+      maxRetries: 3,
+    });
     const controller = new AbortController();
     const outcome = settle(client.health({ signal: controller.signal }));
     await vi.advanceTimersByTimeAsync(10);
@@ -296,9 +317,12 @@ describe('abort and timeout', () => {
 
   it('a body that never finishes is cut by the timeout too', async () => {
     const stalled = () =>
-      new Response(new ReadableStream({ start: (controller) => controller.enqueue(new TextEncoder().encode('{"id"')) }), {
-        status: 200,
-      });
+      new Response(
+        new ReadableStream({ start: (controller) => controller.enqueue(new TextEncoder().encode('{"id"')) }),
+        {
+          status: 200,
+        },
+      );
     const { client } = setup({ timeout: 1_000, maxRetries: 0 }, stalled);
     const outcome = settle(client.jobs.retrieve(JOB_ID));
     await vi.advanceTimersByTimeAsync(1_000);

@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { EngineInputError, decodeTokens, formatToolCallText, parseToolCalls, renderPrompt } from '../../src/engine/index.js';
+import {
+  EngineInputError,
+  decodeTokens,
+  formatToolCallText,
+  parseToolCalls,
+  renderPrompt,
+} from '../../src/engine/index.js';
 import { encodeText } from '../../src/engine/index.js';
 import { formatToolCall } from '../../src/engine/tool-calls.js';
 import { buildChoice } from '../../src/engine/completion.js';
@@ -11,9 +17,19 @@ describe('chat template', () => {
     const text = decodeTokens(
       renderPrompt([
         { role: 'developer', content: 'dev' },
-        { role: 'system', content: [{ type: 'text', text: 'sys' }, { type: 'text', text: 'tem' }] },
+        {
+          role: 'system',
+          content: [
+            { type: 'text', text: 'sys' },
+            { type: 'text', text: 'tem' },
+          ],
+        },
         { role: 'user', content: 'hi' },
-        { role: 'assistant', content: 'calling', tool_calls: [{ id: 'c1', type: 'function', function: { name: 'add', arguments: '{"a":1}' } }] },
+        {
+          role: 'assistant',
+          content: 'calling',
+          tool_calls: [{ id: 'c1', type: 'function', function: { name: 'add', arguments: '{"a":1}' } }],
+        },
         { role: 'tool', content: '2', tool_call_id: 'c1' },
         { role: 'function', name: 'add', content: '3' },
       ]),
@@ -43,28 +59,42 @@ describe('chat template', () => {
   it('renders custom and legacy function calls of assistant messages, and refusal parts as text', () => {
     const text = decodeTokens(
       renderPrompt([
-        { role: 'assistant', content: [{ type: 'refusal', refusal: 'no' }], tool_calls: [{ id: 'c', type: 'custom', custom: { name: 'shell', input: 'ls' } }] },
+        {
+          role: 'assistant',
+          content: [{ type: 'refusal', refusal: 'no' }],
+          tool_calls: [{ id: 'c', type: 'custom', custom: { name: 'shell', input: 'ls' } }],
+        },
         { role: 'assistant', content: null, function_call: { name: 'add', arguments: 'not json' } },
       ]),
     );
-    expect(text).toBe('<|assistant|>no<|tool_call|>{"name":"shell","input":"ls"}<|/tool_call|><|end|><|assistant|><|tool_call|>{"name":"add","arguments":"not json"}<|/tool_call|><|end|><|assistant|>');
+    expect(text).toBe(
+      '<|assistant|>no<|tool_call|>{"name":"shell","input":"ls"}<|/tool_call|><|end|><|assistant|><|tool_call|>{"name":"add","arguments":"not json"}<|/tool_call|><|end|><|assistant|>',
+    );
   });
 
   it('refuses non-text content parts with an input error', () => {
-    expect(() => renderPrompt([{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'http://x' } }] }])).toThrow(EngineInputError);
+    expect(() =>
+      renderPrompt([{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'http://x' } }] }]),
+    ).toThrow(EngineInputError);
   });
 });
 
 describe('tool-call text form', () => {
   it('parses function calls with surrounding text', () => {
-    const tokens = [...encodeText('Let me add. '), ...formatToolCall({ type: 'function', name: 'add', arguments: '{"a":1,"b":2}' })];
+    const tokens = [
+      ...encodeText('Let me add. '),
+      ...formatToolCall({ type: 'function', name: 'add', arguments: '{"a":1,"b":2}' }),
+    ];
     const parsed = parseToolCalls(tokens);
     expect(parsed.content).toBe('Let me add.');
     expect(parsed.toolCalls).toEqual([{ type: 'function', name: 'add', arguments: '{"a":1,"b":2}' }]);
   });
 
-  it('parses several calls, and custom calls by input or by the request\'s custom tool names', () => {
-    const tokens = [...formatToolCall({ type: 'custom', name: 'shell', input: 'ls -la' }), ...formatToolCall({ type: 'function', name: 'grep', arguments: '{"q":"x"}' })];
+  it("parses several calls, and custom calls by input or by the request's custom tool names", () => {
+    const tokens = [
+      ...formatToolCall({ type: 'custom', name: 'shell', input: 'ls -la' }),
+      ...formatToolCall({ type: 'function', name: 'grep', arguments: '{"q":"x"}' }),
+    ];
     const parsed = parseToolCalls(tokens, new Set(['grep']));
     expect(parsed.content).toBeNull();
     expect(parsed.toolCalls).toEqual([
@@ -77,7 +107,10 @@ describe('tool-call text form', () => {
     const open = formatToolCall({ type: 'function', name: 'a', arguments: '{}' })[0] as number;
     const close = formatToolCall({ type: 'function', name: 'a', arguments: '{}' }).at(-1) as number;
     const broken = [open, ...encodeText('{"name": "add", "arguments": {'), close];
-    expect(parseToolCalls(broken)).toEqual({ content: '<|tool_call|>{"name": "add", "arguments": {<|/tool_call|>', toolCalls: [] });
+    expect(parseToolCalls(broken)).toEqual({
+      content: '<|tool_call|>{"name": "add", "arguments": {<|/tool_call|>',
+      toolCalls: [],
+    });
     const unfinished = [open, ...encodeText('{"name":"add"}')];
     expect(parseToolCalls(unfinished).toolCalls).toEqual([]);
     expect(parseToolCalls(encodeText('just text')).content).toBe('just text');
@@ -86,7 +119,9 @@ describe('tool-call text form', () => {
   });
 
   it('formats the documented text form', () => {
-    expect(formatToolCallText({ type: 'function', name: 'get_weather', arguments: '{"city":"Paris"}' })).toBe('<|tool_call|>{"name":"get_weather","arguments":{"city":"Paris"}}<|/tool_call|>');
+    expect(formatToolCallText({ type: 'function', name: 'get_weather', arguments: '{"city":"Paris"}' })).toBe(
+      '<|tool_call|>{"name":"get_weather","arguments":{"city":"Paris"}}<|/tool_call|>',
+    );
   });
 });
 
@@ -100,7 +135,13 @@ describe('choices built from sampled tokens', () => {
     sampledCount: tokens.length,
   });
   let ids = 0;
-  const options = { logprobs: true, tokensAsIds: false, parseTools: true, customToolNames: new Set(['shell']), makeId: () => `call_${(ids += 1)}` };
+  const options = {
+    logprobs: true,
+    tokensAsIds: false,
+    parseTools: true,
+    customToolNames: new Set(['shell']),
+    makeId: () => `call_${(ids += 1)}`,
+  };
 
   it('turns function and custom calls into OpenAI tool_calls with finish_reason tool_calls', () => {
     const tokens = [
@@ -120,7 +161,9 @@ describe('choices built from sampled tokens', () => {
       { id: expect.stringMatching(/^call_/), type: 'custom', custom: { name: 'shell', input: '{"cmd":"pwd"}' } },
     ]);
     // The logprobs still cover every sampled token, markers and <|end|> included.
-    expect(choice.logprobs?.content?.map((entry) => entry.token).join('')).toBe(decodeTokens(tokens).replace(/[^\x20-\x7e]/g, ''));
+    expect(choice.logprobs?.content?.map((entry) => entry.token).join('')).toBe(
+      decodeTokens(tokens).replace(/[^\x20-\x7e]/g, ''),
+    );
   });
 
   it('keeps the text form as content when tools are not parsed (no tools, or tool_choice "none") or a block is broken', () => {

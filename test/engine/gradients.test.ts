@@ -12,7 +12,16 @@ import { forwardLogits } from '../../src/engine/transformer.js';
 import { initialWeights, parameterSpecs } from '../../src/engine/weights.js';
 import type { HostWeights } from '../../src/engine/weights.js';
 
-const config: ModelConfig = { id: 'test/grad', vocabularySize: 11, contextLength: 6, modelDimension: 8, layerCount: 2, headCount: 2, feedForwardDimension: 12, seed: 5 };
+const config: ModelConfig = {
+  id: 'test/grad',
+  vocabularySize: 11,
+  contextLength: 6,
+  modelDimension: 8,
+  layerCount: 2,
+  headCount: 2,
+  feedForwardDimension: 12,
+  seed: 5,
+};
 const batch = 2;
 const length = 5;
 const random = new SeededRandom(9);
@@ -43,11 +52,24 @@ function lossOf(weights: HostWeights, loss: Loss): { value: number; gradients: M
     return tf.tensor(tensor.data, [...tensor.shape]);
   });
   const { value, grads } = tf.valueAndGrads((...inputs: Tensor[]) => {
-    const logits = forwardLogits(tf, config, Object.fromEntries(names.map((name, index) => [name, inputs[index] as Tensor])), tokens, batch, length);
-    const tokenLogprobs = tf.sum(tf.mul(tf.logSoftmax(logits), tf.oneHot(tf.tensor1d(targets, 'int32'), config.vocabularySize)), -1) as Tensor1D;
+    const logits = forwardLogits(
+      tf,
+      config,
+      Object.fromEntries(names.map((name, index) => [name, inputs[index] as Tensor])),
+      tokens,
+      batch,
+      length,
+    );
+    const tokenLogprobs = tf.sum(
+      tf.mul(tf.logSoftmax(logits), tf.oneHot(tf.tensor1d(targets, 'int32'), config.vocabularySize)),
+      -1,
+    ) as Tensor1D;
     return loss(tokenLogprobs) as Scalar;
   })(parameters);
-  const result = { value: value.dataSync()[0] as number, gradients: new Map(names.map((name, index) => [name, (grads[index] as Tensor).dataSync() as Float32Array])) };
+  const result = {
+    value: value.dataSync()[0] as number,
+    gradients: new Map(names.map((name, index) => [name, (grads[index] as Tensor).dataSync() as Float32Array])),
+  };
   for (const tensor of [value, ...grads, ...parameters]) tensor.dispose();
   return result;
 }
@@ -58,7 +80,9 @@ describe('gradients', () => {
       const loss = makeLoss();
       const weights = initialWeights(config);
       // Larger output weights than the near-uniform init, so that every path carries gradient.
-      for (const [name, tensor] of weights) if (name === 'output' || name.endsWith('attention.output') || name.endsWith('mlp.down')) tensor.data.forEach((value, index) => (tensor.data[index] = value * 20));
+      for (const [name, tensor] of weights)
+        if (name === 'output' || name.endsWith('attention.output') || name.endsWith('mlp.down'))
+          tensor.data.forEach((value, index) => (tensor.data[index] = value * 20));
       const before = tf.memory().numTensors;
       const { gradients } = lossOf(weights, loss);
       const pick = new SeededRandom(3);
@@ -77,7 +101,10 @@ describe('gradients', () => {
           data[index] = saved;
           const numeric = (plus - minus) / (2 * step);
           const analytic = gradient[index] as number;
-          expect(Math.abs(numeric - analytic), `${spec.name}[${index}]: finite difference ${numeric}, gradient ${analytic}`).toBeLessThan(2e-3 + 0.05 * Math.abs(numeric));
+          expect(
+            Math.abs(numeric - analytic),
+            `${spec.name}[${index}]: finite difference ${numeric}, gradient ${analytic}`,
+          ).toBeLessThan(2e-3 + 0.05 * Math.abs(numeric));
           checked += 1;
         }
       }

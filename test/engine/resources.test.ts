@@ -33,7 +33,14 @@ const outputPath = (): string => path.join(directory, `checkpoint-${(counter += 
 
 async function rlJob(engine: Engine): Promise<EngineTrainingJob> {
   const result = await engine.chatCompletion(base, ask('abcd', { n: 4, max_tokens: 12, logprobs: true, seed: 3 }));
-  const trajectoryGroups = [{ trajectories: result.choices.map((choice, index) => ({ messages_and_choices: [{ role: 'user', content: 'abcd' }, choice], reward: index })) }] as unknown as TrajectoryGroup[];
+  const trajectoryGroups = [
+    {
+      trajectories: result.choices.map((choice, index) => ({
+        messages_and_choices: [{ role: 'user', content: 'abcd' }, choice],
+        reward: index,
+      })),
+    },
+  ] as unknown as TrajectoryGroup[];
   return { kind: 'rl', policy: base, outputPath: outputPath(), step: 1, trajectoryGroups, config: null };
 }
 
@@ -42,7 +49,12 @@ const sftJob = (rowCount = 6): EngineTrainingJob => ({
   policy: base,
   outputPath: outputPath(),
   step: 1,
-  rows: Array.from({ length: rowCount }, (_, index) => ({ messages: [{ role: 'user', content: `q${index}` }, { role: 'assistant', content: `a${index}` }] })),
+  rows: Array.from({ length: rowCount }, (_, index) => ({
+    messages: [
+      { role: 'user', content: `q${index}` },
+      { role: 'assistant', content: `a${index}` },
+    ],
+  })),
   config: { batch_size: 2, assistant_turns: 'all' },
 });
 
@@ -68,7 +80,18 @@ describe('engine resources (training on the calling thread, so its tensors are c
     for (let round = 0; round < 5; round += 1) {
       const controller = new AbortController();
       const requests = Array.from({ length: 10 }, (_, index) =>
-        engine.chatCompletion(base, ask(`w${round}${index}`, { max_tokens: 40, n: 1 + (index % 3), logprobs: true, top_logprobs: 2, stop: ['e'], seed: index }), index === 9 ? { signal: controller.signal } : {}),
+        engine.chatCompletion(
+          base,
+          ask(`w${round}${index}`, {
+            max_tokens: 40,
+            n: 1 + (index % 3),
+            logprobs: true,
+            top_logprobs: 2,
+            stop: ['e'],
+            seed: index,
+          }),
+          index === 9 ? { signal: controller.signal } : {},
+        ),
       );
       setTimeout(() => controller.abort(), 5);
       await Promise.allSettled(requests);
@@ -101,7 +124,8 @@ describe('batching and the training thread', () => {
     const engine = await createEngine({ workers: false });
     try {
       await engine.chatCompletion(base, ask('warm', { max_tokens: 1 }));
-      const request = (seed: number): ChatCompletionRequestBody => ask(`prompt ${seed}`, { max_tokens: 8, seed, logprobs: true });
+      const request = (seed: number): ChatCompletionRequestBody =>
+        ask(`prompt ${seed}`, { max_tokens: 8, seed, logprobs: true });
       const alone = await tf.profile(async () => {
         await engine.chatCompletion(base, request(1));
       });
@@ -138,12 +162,18 @@ describe('batching and the training thread', () => {
     let started: () => void = () => undefined;
     const training = new Promise<void>((resolve) => (started = resolve));
     const job = engine.train(sftJob(400), { onEvent: () => started() });
-    const jobOutcome = job.then(() => 'resolved', (error: unknown) => error);
+    const jobOutcome = job.then(
+      () => 'resolved',
+      (error: unknown) => error,
+    );
     await training;
     // Mid-generation when close() comes (before it, the message differs but the weights must be
     // freed either way, and not under a running batch). Greedy: the seeded base model then always
     // writes all 240 tokens (at temperature 1 it may stop after ~20 and finish before close()).
-    const inFlight = engine.chatCompletion(base, ask('long', { max_tokens: 240, temperature: 0 })).then(() => 'resolved', (error: unknown) => error);
+    const inFlight = engine.chatCompletion(base, ask('long', { max_tokens: 240, temperature: 0 })).then(
+      () => 'resolved',
+      (error: unknown) => error,
+    );
     await new Promise((resolve) => setTimeout(resolve, 30));
     await engine.close();
     expect(await jobOutcome).toEqual(new Error('The engine was closed while the training job ran.'));

@@ -38,7 +38,10 @@ async function call<T>(method: string, route: string, body?: unknown): Promise<T
 async function waitForJob(jobId: string): Promise<string> {
   let after = '';
   for (let attempt = 0; attempt < 600; attempt += 1) {
-    const page = await call<{ data: { id: string; type: string; data: Record<string, unknown> }[] }>('GET', `/v1/preview/training-jobs/${jobId}/events?limit=100${after ? `&after=${after}` : ''}`);
+    const page = await call<{ data: { id: string; type: string; data: Record<string, unknown> }[] }>(
+      'GET',
+      `/v1/preview/training-jobs/${jobId}/events?limit=100${after ? `&after=${after}` : ''}`,
+    );
     for (const event of page.data) {
       after = event.id;
       if (event.type === 'training_ended') return 'ended';
@@ -51,14 +54,25 @@ async function waitForJob(jobId: string): Promise<string> {
 
 describe('RL through the local service', () => {
   it('raises the mean reward of a fresh base model by at least 0.3', async () => {
-    const model = await call<{ id: string; entity: string; project: string; name: string }>('POST', '/v1/preview/models', { project: 'engine-test', name: 'capitals', base_model: 'policyloop/tiny-chat' });
+    const model = await call<{ id: string; entity: string; project: string; name: string }>(
+      'POST',
+      '/v1/preview/models',
+      { project: 'engine-test', name: 'capitals', base_model: 'policyloop/tiny-chat' },
+    );
     const inferenceName = `wandb-artifact:///${model.entity}/${model.project}/${model.name}`;
     const means: number[] = [];
     for (let step = 1; step <= 16; step += 1) {
       const prompts = makeScenarios(step, 8).map((scenario) => scenario.word);
       const results = await Promise.all(
         prompts.map((content) =>
-          call<{ choices: Choice[] }>('POST', '/v1/chat/completions', { model: inferenceName, messages: [{ role: 'user', content }], n: 8, max_tokens: 6, temperature: 1, logprobs: true }),
+          call<{ choices: Choice[] }>('POST', '/v1/chat/completions', {
+            model: inferenceName,
+            messages: [{ role: 'user', content }],
+            n: 8,
+            max_tokens: 6,
+            temperature: 1,
+            logprobs: true,
+          }),
         ),
       );
       let total = 0;
@@ -70,7 +84,11 @@ describe('RL through the local service', () => {
         }),
       }));
       means.push(total / 64);
-      const job = await call<{ id: string }>('POST', '/v1/preview/training-jobs', { model_id: model.id, trajectory_groups: trajectoryGroups, experimental_config: { learning_rate: null } });
+      const job = await call<{ id: string }>('POST', '/v1/preview/training-jobs', {
+        model_id: model.id,
+        trajectory_groups: trajectoryGroups,
+        experimental_config: { learning_rate: null },
+      });
       await waitForJob(job.id);
     }
     const first = (means[0]! + means[1]!) / 2;

@@ -1,10 +1,27 @@
 import { describe, expect, it } from 'vitest';
 import { SeededRandom } from '../../src/engine/random.js';
-import { END_TOKEN_ID, SPECIAL_TOKENS, VOCABULARY_SIZE, decodeTokens, encodeText, recoverTokenId, tokenBytes, tokenString } from '../../src/engine/index.js';
+import {
+  END_TOKEN_ID,
+  SPECIAL_TOKENS,
+  VOCABULARY_SIZE,
+  decodeTokens,
+  encodeText,
+  recoverTokenId,
+  tokenBytes,
+  tokenString,
+} from '../../src/engine/index.js';
 
 describe('byte-level tokenizer', () => {
   it('round-trips any UTF-8 text exactly', () => {
-    const samples = ['', 'hello world', 'Grüße, 世界! 🎉👩‍👩‍👧', 'tabs\tand\nnewlines\r\n', '\u0000\u007f', 'x'.repeat(1000), '<|end|> typed by a user'];
+    const samples = [
+      '',
+      'hello world',
+      'Grüße, 世界! 🎉👩‍👩‍👧',
+      'tabs\tand\nnewlines\r\n',
+      '\u0000\u007f',
+      'x'.repeat(1000),
+      '<|end|> typed by a user',
+    ];
     for (const text of samples) expect(decodeTokens(encodeText(text))).toBe(text);
   });
 
@@ -12,7 +29,13 @@ describe('byte-level tokenizer', () => {
     const random = new SeededRandom(2024);
     // Code point ranges by UTF-8 length: ASCII (controls included), 2-byte, 3-byte (BMP, around
     // the surrogate gap), 4-byte (astral: emoji, CJK extension B, the last code point).
-    const ranges: [number, number][] = [[0x00, 0x7f], [0x80, 0x7ff], [0x800, 0xd7ff], [0xe000, 0xffff], [0x10000, 0x10ffff]];
+    const ranges: [number, number][] = [
+      [0x00, 0x7f],
+      [0x80, 0x7ff],
+      [0x800, 0xd7ff],
+      [0xe000, 0xffff],
+      [0x10000, 0x10ffff],
+    ];
     const lengths = new Set<number>();
     for (let sample = 0; sample < 500; sample += 1) {
       const codePoints = Array.from({ length: Math.floor(random.next() * 40) }, () => {

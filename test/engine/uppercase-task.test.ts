@@ -1,12 +1,21 @@
 /** The demo task of `examples/tasks/uppercase.ts`: scenarios and the two verifiable rewards. */
 import { describe, expect, it } from 'vitest';
-import { WORD_LENGTH, capitalsReward, makeScenarios, reward, scenarioOf, sftRows } from '../../examples/tasks/uppercase.js';
+import {
+  WORD_LENGTH,
+  capitalsReward,
+  makeScenarios,
+  reward,
+  scenarioOf,
+  sftRows,
+} from '../../examples/tasks/uppercase.js';
 
 describe('uppercase task', () => {
   it('makes deterministic scenarios of lowercase words, different for another seed', () => {
     const scenarios = makeScenarios(1, 50);
     expect(makeScenarios(1, 50)).toEqual(scenarios);
-    expect(makeScenarios(2, 50).map((scenario) => scenario.word)).not.toEqual(scenarios.map((scenario) => scenario.word));
+    expect(makeScenarios(2, 50).map((scenario) => scenario.word)).not.toEqual(
+      scenarios.map((scenario) => scenario.word),
+    );
     for (const scenario of scenarios) {
       expect(scenario.word).toMatch(new RegExp(`^[a-z]{${WORD_LENGTH}}$`));
       expect(scenario.answer).toBe(scenario.word.toUpperCase());
@@ -34,6 +43,13 @@ describe('uppercase task', () => {
   });
 
   it('builds SFT rows with the answer as the assistant turn', () => {
-    expect(sftRows([scenarioOf('cat')])).toEqual([{ messages: [{ role: 'user', content: 'cat' }, { role: 'assistant', content: 'CAT' }] }]);
+    expect(sftRows([scenarioOf('cat')])).toEqual([
+      {
+        messages: [
+          { role: 'user', content: 'cat' },
+          { role: 'assistant', content: 'CAT' },
+        ],
+      },
+    ]);
   });
 });

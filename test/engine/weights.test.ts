@@ -6,14 +6,28 @@ import { METADATA_FILE, SMALL_CHAT, TINY_CHAT, WEIGHTS_FILE, parameterCount } fr
 import { AdamW } from '../../src/engine/optimizer.js';
 import { decodeSafetensors, encodeSafetensors } from '../../src/engine/safetensors.js';
 import type { HostTensor } from '../../src/engine/safetensors.js';
-import { initialWeights, parameterSpecs, readCheckpointMetadata, readCheckpointWeights, readOptimizerState, writeCheckpoint } from '../../src/engine/weights.js';
+import {
+  initialWeights,
+  parameterSpecs,
+  readCheckpointMetadata,
+  readCheckpointWeights,
+  readOptimizerState,
+  writeCheckpoint,
+} from '../../src/engine/weights.js';
 import type { CheckpointMetadata, HostWeights } from '../../src/engine/weights.js';
 
 /** Parses a safetensors file by hand, independently of the engine's reader. */
-function parseByHand(bytes: Buffer): { header: Record<string, { dtype: string; shape: number[]; data_offsets: [number, number] }>; metadata: unknown; dataStart: number; values: (name: string) => number[] } {
+function parseByHand(bytes: Buffer): {
+  header: Record<string, { dtype: string; shape: number[]; data_offsets: [number, number] }>;
+  metadata: unknown;
+  dataStart: number;
+  values: (name: string) => number[];
+} {
   const headerLength = Number(bytes.readBigUInt64LE(0));
   type Entry = { dtype: string; shape: number[]; data_offsets: [number, number] };
-  const { __metadata__: metadata, ...header } = JSON.parse(bytes.subarray(8, 8 + headerLength).toString('utf8')) as Record<string, Entry>;
+  const { __metadata__: metadata, ...header } = JSON.parse(
+    bytes.subarray(8, 8 + headerLength).toString('utf8'),
+  ) as Record<string, Entry>;
   const dataStart = 8 + headerLength;
   const values = (name: string): number[] => {
     const [begin, end] = (header[name] as Entry).data_offsets;
@@ -32,10 +46,14 @@ describe('base models', () => {
     expect([...first.keys()]).toEqual(parameterSpecs(TINY_CHAT).map((spec) => spec.name));
     for (const [name, tensor] of first) {
       expect(second.get(name)?.shape).toEqual(tensor.shape);
-      expect(Buffer.from((second.get(name) as HostTensor).data.buffer).equals(Buffer.from(tensor.data.buffer))).toBe(true);
+      expect(Buffer.from((second.get(name) as HostTensor).data.buffer).equals(Buffer.from(tensor.data.buffer))).toBe(
+        true,
+      );
     }
     const embedding = first.get('token_embedding') as HostTensor;
-    expect(Array.from(embedding.data.slice(0, 4))).not.toEqual(Array.from((reseeded.get('token_embedding') as HostTensor).data.slice(0, 4)));
+    expect(Array.from(embedding.data.slice(0, 4))).not.toEqual(
+      Array.from((reseeded.get('token_embedding') as HostTensor).data.slice(0, 4)),
+    );
     // Random, not constant: the normal init has roughly the spec's standard deviation (0.1).
     const std = Math.sqrt(embedding.data.reduce((sum, value) => sum + value * value, 0) / embedding.data.length);
     expect(std).toBeGreaterThan(0.09);
@@ -76,7 +94,9 @@ describe('safetensors', () => {
     const good = encodeSafetensors(tensors);
     expect(() => decodeSafetensors(good.subarray(0, 4))).toThrow(/at least 8 bytes, got 4/);
     expect(() => decodeSafetensors(good.subarray(0, 20))).toThrow(/header length \d+ exceeds the file size 20/);
-    expect(() => decodeSafetensors(good.subarray(0, good.length - 4))).toThrow(/data_offsets \[4,28\], outside the 24 data bytes/);
+    expect(() => decodeSafetensors(good.subarray(0, good.length - 4))).toThrow(
+      /data_offsets \[4,28\], outside the 24 data bytes/,
+    );
     const notJson = new Uint8Array(16);
     new DataView(notJson.buffer).setBigUint64(0, 8n, true);
     notJson.set(new TextEncoder().encode('{{{{{{{{'), 8);
@@ -93,13 +113,26 @@ describe('safetensors', () => {
       const optimizer = new AdamW(weights, null);
       const gradients = new Map([...weights].map(([name, tensor]) => [name, tensor.data.map((value) => value * 0.5)]));
       optimizer.step(gradients, 1e-3);
-      const metadata: CheckpointMetadata = { format: 'policyloop-checkpoint', base_model: TINY_CHAT.id, step: 7, kind: 'rl', training_config: { learning_rate: null }, optimizer_steps: 1, metrics: { loss: 0.5 }, created_at: '2026-01-01T00:00:00.000Z' };
+      const metadata: CheckpointMetadata = {
+        format: 'policyloop-checkpoint',
+        base_model: TINY_CHAT.id,
+        step: 7,
+        kind: 'rl',
+        training_config: { learning_rate: null },
+        optimizer_steps: 1,
+        metrics: { loss: 0.5 },
+        created_at: '2026-01-01T00:00:00.000Z',
+      };
       await writeCheckpoint(directory, weights, optimizer.state(), metadata);
       const bytes = await readFile(path.join(directory, WEIGHTS_FILE));
       const byHand = parseByHand(bytes);
       expect(byHand.metadata).toEqual({ format: 'pt', base_model: TINY_CHAT.id, step: '7' });
-      expect(byHand.values('final_norm.scale')).toEqual(Array.from((weights.get('final_norm.scale') as HostTensor).data));
-      expect(byHand.values('layers.1.mlp.down').slice(0, 16)).toEqual(Array.from((weights.get('layers.1.mlp.down') as HostTensor).data.slice(0, 16)));
+      expect(byHand.values('final_norm.scale')).toEqual(
+        Array.from((weights.get('final_norm.scale') as HostTensor).data),
+      );
+      expect(byHand.values('layers.1.mlp.down').slice(0, 16)).toEqual(
+        Array.from((weights.get('layers.1.mlp.down') as HostTensor).data.slice(0, 16)),
+      );
       expect(await readCheckpointWeights(TINY_CHAT, directory)).toEqual(weights);
       const state = await readOptimizerState(TINY_CHAT, directory);
       expect(state?.step).toBe(1);
@@ -107,7 +140,9 @@ describe('safetensors', () => {
       expect(await readCheckpointMetadata(directory)).toEqual(metadata);
       expect(JSON.parse(await readFile(path.join(directory, METADATA_FILE), 'utf8'))).toEqual(metadata);
       // A checkpoint of another base model's shape is refused, naming the tensor.
-      await expect(readCheckpointWeights(SMALL_CHAT, directory)).rejects.toThrow(/token_embedding has shape \[266, 64\], expected \[266, 128\]/);
+      await expect(readCheckpointWeights(SMALL_CHAT, directory)).rejects.toThrow(
+        /token_embedding has shape \[266, 64\], expected \[266, 128\]/,
+      );
     } finally {
       await rm(directory, { recursive: true, force: true });
     }
@@ -124,7 +159,13 @@ describe('AdamW', () => {
   it('moves each weight by the learning rate against the sign of its gradient on the first step, with decoupled decay on matrices only', () => {
     const weights = make();
     const optimizer = new AdamW(weights, null);
-    const norm = optimizer.step(new Map([['layer.weight', Float32Array.from([0.3, -0.1])], ['layer.bias', Float32Array.from([-0.2, 0.4])]]), 0.1);
+    const norm = optimizer.step(
+      new Map([
+        ['layer.weight', Float32Array.from([0.3, -0.1])],
+        ['layer.bias', Float32Array.from([-0.2, 0.4])],
+      ]),
+      0.1,
+    );
     expect(norm).toBeCloseTo(Math.sqrt(0.09 + 0.01 + 0.04 + 0.16), 6);
     // Bias-corrected m / sqrt(v) is sign(g) on step 1; decay multiplies matrices by 1 - lr * 0.01.
     const weight = Array.from(weights.get('layer.weight')?.data ?? []);
@@ -143,17 +184,28 @@ describe('AdamW', () => {
     const largeOptimizer = new AdamW(large, null);
     const direction = [0.6, -0.8, 0, 0];
     const gradients = (scale: number): Map<string, Float32Array> =>
-      new Map([['layer.weight', Float32Array.from(direction.slice(0, 2).map((value) => value * scale))], ['layer.bias', Float32Array.from(direction.slice(2).map((value) => value * scale))]]);
+      new Map([
+        ['layer.weight', Float32Array.from(direction.slice(0, 2).map((value) => value * scale))],
+        ['layer.bias', Float32Array.from(direction.slice(2).map((value) => value * scale))],
+      ]);
     smallOptimizer.step(gradients(1), 0.1);
     expect(largeOptimizer.step(gradients(50), 0.1)).toBeCloseTo(50, 4);
     // A second step, so that the moments' history matters: clipped, both saw the same unit gradients.
     smallOptimizer.step(gradients(1), 0.1);
     expect(largeOptimizer.step(gradients(3), 0.1)).toBeCloseTo(3, 5);
     const expected = Array.from(small.get('layer.weight')?.data ?? []);
-    Array.from(large.get('layer.weight')?.data ?? []).forEach((value, index) => expect(value).toBeCloseTo(expected[index] ?? Number.NaN, 6));
+    Array.from(large.get('layer.weight')?.data ?? []).forEach((value, index) =>
+      expect(value).toBeCloseTo(expected[index] ?? Number.NaN, 6),
+    );
     // Unclipped, the same gradients would have moved the weights differently.
     const unclipped = make();
-    const unclippedOptimizer = new AdamW(unclipped, null, { beta1: 0.9, beta2: 0.99, epsilon: 1e-8, weightDecay: 0.01, maxGradNorm: Infinity });
+    const unclippedOptimizer = new AdamW(unclipped, null, {
+      beta1: 0.9,
+      beta2: 0.99,
+      epsilon: 1e-8,
+      weightDecay: 0.01,
+      maxGradNorm: Infinity,
+    });
     unclippedOptimizer.step(gradients(50), 0.1);
     unclippedOptimizer.step(gradients(3), 0.1);
     expect(Math.abs((unclipped.get('layer.weight')?.data[0] ?? 0) - (expected[0] ?? 0))).toBeGreaterThan(1e-4);
@@ -162,7 +214,10 @@ describe('AdamW', () => {
   it('continues from a saved state (the moments carry over)', () => {
     const weights = make();
     const optimizer = new AdamW(weights, null);
-    const gradient = new Map([['layer.weight', Float32Array.from([1, 1])], ['layer.bias', Float32Array.from([1, 1])]]);
+    const gradient = new Map([
+      ['layer.weight', Float32Array.from([1, 1])],
+      ['layer.bias', Float32Array.from([1, 1])],
+    ]);
     optimizer.step(gradient, 0.01);
     const resumed = new AdamW(weights, optimizer.state());
     resumed.step(gradient, 0.01);

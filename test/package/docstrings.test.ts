@@ -13,7 +13,14 @@ const entries = ['src/index.ts', 'src/server/index.ts', 'src/testing/index.ts'];
 function undocumented(): string[] {
   const program = ts.createProgram(
     entries.map((entry) => path.join(root, entry)),
-    { module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext, target: ts.ScriptTarget.ES2022, strict: true, skipLibCheck: true, noEmit: true },
+    {
+      module: ts.ModuleKind.NodeNext,
+      moduleResolution: ts.ModuleResolutionKind.NodeNext,
+      target: ts.ScriptTarget.ES2022,
+      strict: true,
+      skipLibCheck: true,
+      noEmit: true,
+    },
   );
   const checker = program.getTypeChecker();
   const missing = new Set<string>();
@@ -34,7 +41,10 @@ function undocumented(): string[] {
       if (!(symbol.flags & ts.SymbolFlags.Class) || !ts.isClassDeclaration(declaration)) continue;
       for (const member of declaration.members) {
         const modifiers = ts.canHaveModifiers(member) ? (ts.getModifiers(member) ?? []) : [];
-        const hidden = modifiers.some((modifier) => modifier.kind === ts.SyntaxKind.PrivateKeyword || modifier.kind === ts.SyntaxKind.ProtectedKeyword);
+        const hidden = modifiers.some(
+          (modifier) =>
+            modifier.kind === ts.SyntaxKind.PrivateKeyword || modifier.kind === ts.SyntaxKind.ProtectedKeyword,
+        );
         const name = member.name;
         if (hidden || !name || ts.isPrivateIdentifier(name) || ts.isConstructorDeclaration(member)) continue;
         if (modifiers.some((modifier) => modifier.kind === ts.SyntaxKind.OverrideKeyword)) continue;

@@ -30,7 +30,9 @@ describe('reading trajectories', () => {
     });
     expect(finalAssistantText(trajectory)).toBe('second');
     expect(assistantTexts(trajectory)).toEqual(['first', 'second']);
-    expect(toolCallsOf(trajectory)).toEqual([{ id: 'call_1', name: 'lookup', arguments: { id: 7 }, rawArguments: '{"id":7}' }]);
+    expect(toolCallsOf(trajectory)).toEqual([
+      { id: 'call_1', name: 'lookup', arguments: { id: 7 }, rawArguments: '{"id":7}' },
+    ]);
     expect(finalAssistantText(makeTrajectory({ user: 'only a question' }))).toBe('');
   });
 });
@@ -73,7 +75,9 @@ describe('toolCalledWith', () => {
   const called = makeTrajectory({
     messages_and_choices: [
       { role: 'user', content: 'weather?' },
-      makeChoice(null, { toolCalls: [{ name: 'get_weather', arguments: { city: 'Paris', units: 'C', days: [1, 2] } }] }),
+      makeChoice(null, {
+        toolCalls: [{ name: 'get_weather', arguments: { city: 'Paris', units: 'C', days: [1, 2] } }],
+      }),
     ],
   });
 
@@ -87,7 +91,10 @@ describe('toolCalledWith', () => {
   });
 
   it('accepts a test of the arguments against the scenario', () => {
-    const reward = toolCalledWith<{ city: string }>('get_weather', (args, scenario) => (args as { city?: string }).city === scenario.city);
+    const reward = toolCalledWith<{ city: string }>(
+      'get_weather',
+      (args, scenario) => (args as { city?: string }).city === scenario.city,
+    );
     expect(reward(called, { city: 'Paris' })).toBe(1);
     expect(reward(called, { city: 'Rome' })).toBe(0);
   });
@@ -103,11 +110,17 @@ describe('lengthPenalty', () => {
 
   it('counts generated tokens from logprobs, and fails clearly without them', () => {
     const penalty = lengthPenalty({ target: 2, unit: 'tokens' });
-    expect(penalty(makeTrajectory({ answer: makeChoice('a b c d', { logprobs: [-1, -1, -1, -1] }) }), undefined)).toBe(-1);
-    expect(() => penalty(makeTrajectory({ answer: makeChoice('a b', { logprobs: false }) }), undefined)).toThrow('request `logprobs: true`');
+    expect(penalty(makeTrajectory({ answer: makeChoice('a b c d', { logprobs: [-1, -1, -1, -1] }) }), undefined)).toBe(
+      -1,
+    );
+    expect(() => penalty(makeTrajectory({ answer: makeChoice('a b', { logprobs: false }) }), undefined)).toThrow(
+      'request `logprobs: true`',
+    );
   });
 
   it('rejects a target that is not positive', () => {
-    expect(() => lengthPenalty({ target: 0 })).toThrow('Expected `target` of lengthPenalty to be a positive number, got 0');
+    expect(() => lengthPenalty({ target: 0 })).toThrow(
+      'Expected `target` of lengthPenalty to be a positive number, got 0',
+    );
   });
 });

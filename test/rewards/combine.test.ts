@@ -33,27 +33,37 @@ describe('combineRewards', () => {
     });
     const error = await Promise.resolve(reward(makeTrajectory(), undefined)).catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(RewardFunctionError);
-    expect(error).toMatchObject({ rewardName: 'parse', message: 'Reward function `parse` threw: index out of range', cause });
+    expect(error).toMatchObject({
+      rewardName: 'parse',
+      message: 'Reward function `parse` threw: index out of range',
+      cause,
+    });
   });
 
   it('rejects a value that is not a finite number', async () => {
     const reward = combineRewards({ broken: () => Number.NaN });
-    await expect(reward(makeTrajectory(), undefined)).rejects.toThrow('Reward function `broken` returned NaN; expected a finite number');
-    await expect(evaluateReward(() => 'yes' as unknown as number, makeTrajectory(), undefined, 'judgey')).rejects.toThrow(
-      'Reward function `judgey` returned the string "yes"; expected a finite number',
+    await expect(reward(makeTrajectory(), undefined)).rejects.toThrow(
+      'Reward function `broken` returned NaN; expected a finite number',
     );
+    await expect(
+      evaluateReward(() => 'yes' as unknown as number, makeTrajectory(), undefined, 'judgey'),
+    ).rejects.toThrow('Reward function `judgey` returned the string "yes"; expected a finite number');
   });
 
   it('uses the function name when a single reward throws', async () => {
     function containsAnswer(): number {
       throw new Error('boom');
     }
-    await expect(evaluateReward(containsAnswer, makeTrajectory(), undefined)).rejects.toMatchObject({ rewardName: 'containsAnswer' });
+    await expect(evaluateReward(containsAnswer, makeTrajectory(), undefined)).rejects.toMatchObject({
+      rewardName: 'containsAnswer',
+    });
   });
 
   it('fails at construction on a bad weight, before any rollout', () => {
     expect(() => combineRewards({ a: { fn: () => 1, weight: Number.NaN } })).toThrow(PolicyloopError);
-    expect(() => combineRewards({ a: { fn: () => 1, weight: Number.NaN } })).toThrow('Expected the weight of reward `a` to be a finite number, got NaN');
+    expect(() => combineRewards({ a: { fn: () => 1, weight: Number.NaN } })).toThrow(
+      'Expected the weight of reward `a` to be a finite number, got NaN',
+    );
     expect(() => combineRewards({})).toThrow('Expected at least one named reward');
   });
 });

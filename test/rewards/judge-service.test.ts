@@ -30,7 +30,12 @@ const group = () =>
 /** A prompt short enough for the tiny model's 256-token context. */
 const compactPrompt = (conversations: readonly (readonly { content?: unknown }[])[]) => [
   { role: 'system' as const, content: 'Score each answer 0..1 as JSON {"scores":[...]}.' },
-  { role: 'user' as const, content: conversations.map((messages, index) => `${index + 1}: ${String(messages[messages.length - 1]?.content)}`).join('\n') },
+  {
+    role: 'user' as const,
+    content: conversations
+      .map((messages, index) => `${index + 1}: ${String(messages[messages.length - 1]?.content)}`)
+      .join('\n'),
+  },
 ];
 
 describe('relativeJudge with the local model', () => {
@@ -43,7 +48,12 @@ describe('relativeJudge with the local model', () => {
   });
 
   it('raises a visible JudgeError carrying the raw answer when the judge answers noise', async () => {
-    const judge = relativeJudge({ client, model: service.baseModel, buildMessages: compactPrompt, requestParams: { max_tokens: 24 } });
+    const judge = relativeJudge({
+      client,
+      model: service.baseModel,
+      buildMessages: compactPrompt,
+      requestParams: { max_tokens: 24 },
+    });
     const scored = group();
     const error = await judge(scored).catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(JudgeError);
@@ -53,8 +63,15 @@ describe('relativeJudge with the local model', () => {
   });
 
   it('fails the gather with the JudgeError instead of dropping the group', async () => {
-    const judge = relativeJudge({ client, model: service.baseModel, buildMessages: compactPrompt, requestParams: { max_tokens: 16 } });
-    await expect(gatherTrajectoryGroups(['q'], async () => ({ reward: 1 }), { groupSize: 2, scoreGroup: judge })).rejects.toBeInstanceOf(JudgeError);
+    const judge = relativeJudge({
+      client,
+      model: service.baseModel,
+      buildMessages: compactPrompt,
+      requestParams: { max_tokens: 16 },
+    });
+    await expect(
+      gatherTrajectoryGroups(['q'], async () => ({ reward: 1 }), { groupSize: 2, scoreGroup: judge }),
+    ).rejects.toBeInstanceOf(JudgeError);
   });
 
   it('scores through the parse fallback when one is given', async () => {
@@ -65,7 +82,13 @@ describe('relativeJudge with the local model', () => {
         explanation: `fallback over ${content.length} characters`,
         score: index === 0 ? Math.min(1, content.length / 100) : 0,
       }));
-    const judge = relativeJudge({ client, model: service.baseModel, buildMessages: compactPrompt, requestParams: { max_tokens: 16 }, parse });
+    const judge = relativeJudge({
+      client,
+      model: service.baseModel,
+      buildMessages: compactPrompt,
+      requestParams: { max_tokens: 16 },
+      parse,
+    });
     const scored = await judge(group());
     expect(scored.trajectories[1]?.reward).toBe(0);
     expect(scored.trajectories.map((trajectory) => trajectory.metrics['independent_reward'])).toEqual([1, 0]);
@@ -95,7 +118,8 @@ describe('relativeJudge with the local model', () => {
     for (let polls = 0; ; polls += 1) {
       const status = await client.get<{ status: string }>(`/preview/training-jobs/${job.id}`);
       if (status.status === 'COMPLETED') break;
-      if (status.status === 'FAILED' || polls > 600) throw new Error(`SFT job did not complete: ${JSON.stringify(status)}`);
+      if (status.status === 'FAILED' || polls > 600)
+        throw new Error(`SFT job did not complete: ${JSON.stringify(status)}`);
       await new Promise((resolve) => setTimeout(resolve, 250));
     }
 
@@ -108,14 +132,20 @@ describe('relativeJudge with the local model', () => {
     const groups = await gatherTrajectoryGroups(
       ['What is 2+2?'],
       // Hand-built answers ('4' right, '5' wrong) stand for what an agent would have produced.
-      async (_question, { index }) => ({ messages_and_choices: group().trajectories[index]?.messages_and_choices ?? [], reward: index === 0 ? 1 : 0 }),
+      async (_question, { index }) => ({
+        messages_and_choices: group().trajectories[index]?.messages_and_choices ?? [],
+        reward: index === 0 ? 1 : 0,
+      }),
       { groupSize: 2, scoreGroup: judge },
     );
     const [scored] = groups;
     expect(scored?.trajectories.map((trajectory) => trajectory.reward)).toEqual([0.9, 0.1]);
     expect(scored?.trajectories.map((trajectory) => trajectory.metrics['independent_reward'])).toEqual([1, 0]);
     expect(scored?.trajectories.map((trajectory) => trajectory.metrics['judge_score'])).toEqual([0.9, 0.1]);
-    expect(scored?.trajectories.map((trajectory) => trajectory.logs.at(-1))).toEqual(['judge: right sum', 'judge: wrong sum']);
+    expect(scored?.trajectories.map((trajectory) => trajectory.logs.at(-1))).toEqual([
+      'judge: right sum',
+      'judge: wrong sum',
+    ]);
   });
 
   it('wraps an HTTP error of the judge request (unknown model) in JudgeError', async () => {

@@ -4,7 +4,9 @@ import { JudgeError, relativeJudge, type JudgeScore } from '../../src/rewards/in
 import { makeGroup, scriptedChatClient } from '../../src/testing/index.js';
 
 const scores = (...values: [number, string][]) =>
-  JSON.stringify({ scores: values.map(([score, explanation], index) => ({ trajectory_id: String(index + 1), explanation, score })) });
+  JSON.stringify({
+    scores: values.map(([score, explanation], index) => ({ trajectory_id: String(index + 1), explanation, score })),
+  });
 
 function sampleGroup() {
   return makeGroup([
@@ -16,8 +18,12 @@ function sampleGroup() {
 
 describe('relativeJudge', () => {
   it('replaces rewards with the judge scores, keeps the previous reward as a metric and logs the explanation', async () => {
-    const client = scriptedChatClient([scores([0.9, 'correct and brief'], [0.1, 'wrong'], [0.7, 'correct but hedged'])]);
-    const group = await relativeJudge({ client, model: 'judge-model', rubric: 'Correct answers first.' })(sampleGroup());
+    const client = scriptedChatClient([
+      scores([0.9, 'correct and brief'], [0.1, 'wrong'], [0.7, 'correct but hedged']),
+    ]);
+    const group = await relativeJudge({ client, model: 'judge-model', rubric: 'Correct answers first.' })(
+      sampleGroup(),
+    );
     expect(group.trajectories.map((trajectory) => trajectory.reward)).toEqual([0.9, 0.1, 0.7]);
     expect(group.trajectories.map((trajectory) => trajectory.metrics['independent_reward'])).toEqual([1, 0, 0.5]);
     expect(group.trajectories.map((trajectory) => trajectory.metrics['judge_score'])).toEqual([0.9, 0.1, 0.7]);
@@ -26,10 +32,12 @@ describe('relativeJudge', () => {
 
   it('sends the shared context once, every trajectory once, the rubric and the model', async () => {
     const client = scriptedChatClient([scores([1, 'a'], [0, 'b'], [0.5, 'c'])]);
-    await relativeJudge({ client, model: 'judge-model', rubric: 'RUBRIC-TEXT', requestParams: { temperature: 0 } })(sampleGroup());
+    await relativeJudge({ client, model: 'judge-model', rubric: 'RUBRIC-TEXT', requestParams: { temperature: 0 } })(
+      sampleGroup(),
+    );
     const body = client.requests[0]?.body;
     expect(body).toMatchObject({ model: 'judge-model', temperature: 0 });
-    const [system, user] = body?.messages as { content: string }[];
+    const [system, user] = (body?.messages ?? []) as { content: string }[];
     expect(system?.content).toContain('RUBRIC-TEXT');
     expect(user?.content.match(/What is 2\+2\?/g)).toHaveLength(1);
     expect(user?.content).toContain('<trajectory id="3">');
@@ -56,14 +64,19 @@ describe('relativeJudge', () => {
 
   it('scores identical trajectories with one judged copy', async () => {
     const client = scriptedChatClient([scores([0.6, 'fine'])]);
-    const group = makeGroup([{ user: 'q', answer: 'a' }, { user: 'q', answer: 'a' }]);
+    const group = makeGroup([
+      { user: 'q', answer: 'a' },
+      { user: 'q', answer: 'a' },
+    ]);
     await relativeJudge({ client, model: 'j' })(group);
     expect(group.trajectories.map((trajectory) => trajectory.reward)).toEqual([0.6, 0.6]);
   });
 
   it('raises JudgeError with the raw answer on bad JSON, and leaves the group unchanged', async () => {
     const group = sampleGroup();
-    const error = await relativeJudge({ client: scriptedChatClient(['I like the first one best.']), model: 'j' })(group).catch((caught: unknown) => caught);
+    const error = await relativeJudge({ client: scriptedChatClient(['I like the first one best.']), model: 'j' })(
+      group,
+    ).catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(JudgeError);
     expect(error).toMatchObject({ reason: 'parse', raw: 'I like the first one best.', expectedScores: 3 });
     expect(group.trajectories.map((trajectory) => trajectory.reward)).toEqual([1, 0, 0.5]);
@@ -71,18 +84,24 @@ describe('relativeJudge', () => {
   });
 
   it('raises JudgeError on a wrong number of scores and on scores outside 0..1', async () => {
-    await expect(relativeJudge({ client: scriptedChatClient([scores([1, 'a'], [0, 'b'])]), model: 'j' })(sampleGroup())).rejects.toMatchObject({
+    await expect(
+      relativeJudge({ client: scriptedChatClient([scores([1, 'a'], [0, 'b'])]), model: 'j' })(sampleGroup()),
+    ).rejects.toMatchObject({
       reason: 'count',
       message: 'Expected 3 scores from the judge, got 2',
     });
-    await expect(relativeJudge({ client: scriptedChatClient([scores([1, 'a'], [7, 'b'], [0, 'c'])]), model: 'j' })(sampleGroup())).rejects.toMatchObject({
+    await expect(
+      relativeJudge({ client: scriptedChatClient([scores([1, 'a'], [7, 'b'], [0, 'c'])]), model: 'j' })(sampleGroup()),
+    ).rejects.toMatchObject({
       reason: 'range',
     });
   });
 
   it('wraps a failed request in JudgeError with the HTTP error as cause', async () => {
     const httpError = Object.assign(new Error('503 Service Unavailable'), { status: 503 });
-    const error = await relativeJudge({ client: scriptedChatClient([httpError]), model: 'j' })(sampleGroup()).catch((caught: unknown) => caught);
+    const error = await relativeJudge({ client: scriptedChatClient([httpError]), model: 'j' })(sampleGroup()).catch(
+      (caught: unknown) => caught,
+    );
     expect(error).toBeInstanceOf(JudgeError);
     expect(error).toMatchObject({ reason: 'request', cause: httpError });
     expect((error as Error).message).toContain('503 Service Unavailable');
@@ -93,18 +112,30 @@ describe('relativeJudge', () => {
       content
         .split(',')
         .slice(0, count)
-        .map((part, index) => ({ trajectory_id: String(index + 1), explanation: 'parsed from text', score: Number(part) }));
-    const group = await relativeJudge({ client: scriptedChatClient(['0.8,0.2,0.5']), model: 'j', parse })(sampleGroup());
+        .map((part, index) => ({
+          trajectory_id: String(index + 1),
+          explanation: 'parsed from text',
+          score: Number(part),
+        }));
+    const group = await relativeJudge({ client: scriptedChatClient(['0.8,0.2,0.5']), model: 'j', parse })(
+      sampleGroup(),
+    );
     expect(group.trajectories.map((trajectory) => trajectory.reward)).toEqual([0.8, 0.2, 0.5]);
-    await expect(relativeJudge({ client: scriptedChatClient(['0.8,0.2']), model: 'j', parse })(sampleGroup())).rejects.toMatchObject({ reason: 'count' });
+    await expect(
+      relativeJudge({ client: scriptedChatClient(['0.8,0.2']), model: 'j', parse })(sampleGroup()),
+    ).rejects.toMatchObject({ reason: 'count' });
     const throwing = () => {
       throw new Error('no numbers');
     };
-    await expect(relativeJudge({ client: scriptedChatClient(['??']), model: 'j', parse: throwing })(sampleGroup())).rejects.toThrow('`parse` fallback failed (no numbers)');
+    await expect(
+      relativeJudge({ client: scriptedChatClient(['??']), model: 'j', parse: throwing })(sampleGroup()),
+    ).rejects.toThrow('`parse` fallback failed (no numbers)');
   });
 
   it('as a gather scoreGroup: a judge failure rejects the gather instead of dropping the group', async () => {
     const judge = relativeJudge({ client: scriptedChatClient(['not json']), model: 'j' });
-    await expect(gatherTrajectoryGroups(['q'], async () => ({ reward: 1 }), { groupSize: 2, scoreGroup: judge })).rejects.toBeInstanceOf(JudgeError);
+    await expect(
+      gatherTrajectoryGroups(['q'], async () => ({ reward: 1 }), { groupSize: 2, scoreGroup: judge }),
+    ).rejects.toBeInstanceOf(JudgeError);
   });
 });

@@ -4,7 +4,12 @@
  */
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { captureCompletions, gatherTrajectoryGroups, recordTrajectory, type RolloutFn } from '../../src/rollout/index.js';
+import {
+  captureCompletions,
+  gatherTrajectoryGroups,
+  recordTrajectory,
+  type RolloutFn,
+} from '../../src/rollout/index.js';
 import { isChoice, Trajectory, type Choice } from '../../src/schema/index.js';
 import { startTestService, type TestService } from '../../src/testing/index.js';
 
@@ -23,7 +28,10 @@ function shape(trajectory: Trajectory): string[] {
 }
 
 function hasLogprobs(choice: Choice): boolean {
-  return (choice.logprobs?.content?.length ?? 0) > 0 && choice.logprobs?.content?.every((token) => Number.isFinite(token.logprob)) === true;
+  return (
+    (choice.logprobs?.content?.length ?? 0) > 0 &&
+    choice.logprobs?.content?.every((token) => Number.isFinite(token.logprob)) === true
+  );
 }
 
 async function api(path: string, body: unknown): Promise<Record<string, unknown>> {
@@ -69,7 +77,12 @@ describe('capture against the local service', () => {
       }
     }
     // What was captured is what the service accepts for logging (the wire contract).
-    const model = await api('/preview/models', { project: 'capture', name: 'multi-turn', base_model: service.baseModel, return_existing: true });
+    const model = await api('/preview/models', {
+      project: 'capture',
+      name: 'multi-turn',
+      base_model: service.baseModel,
+      return_existing: true,
+    });
     await api(`/preview/models/${String(model['id'])}/log`, { split: 'train', trajectory_groups: groups });
   });
 
@@ -77,7 +90,12 @@ describe('capture against the local service', () => {
     const client = captureCompletions(new OpenAI({ baseURL: service.baseURL, apiKey: service.apiKey, maxRetries: 0 }));
     const { result, trajectory } = await recordTrajectory(async () => {
       const { data, response } = await client.chat.completions
-        .create({ model: service.baseModel, messages: [{ role: 'user', content: 'hi' }], logprobs: true, max_tokens: 4 })
+        .create({
+          model: service.baseModel,
+          messages: [{ role: 'user', content: 'hi' }],
+          logprobs: true,
+          max_tokens: 4,
+        })
         .withResponse();
       return { status: response.status, content: data.choices[0]?.message.content };
     });
@@ -114,20 +132,41 @@ describe('capture against the local service', () => {
 
   it('records parallel tool calls, the tool results sent back and the final answer of a tool-calling model', async () => {
     const tools: OpenAI.ChatCompletionFunctionTool[] = [
-      { type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } },
+      {
+        type: 'function',
+        function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } },
+      },
     ];
     // Teach the tiny model one tool-calling conversation (it samples noise before training).
     const calls = [
       { id: 'a', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } },
       { id: 'b', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } },
     ];
-    const callRow = { messages: [{ role: 'user', content: 'weather?' }, { role: 'assistant', content: null, tool_calls: calls }], tools };
-    const answerRow = {
-      messages: [...callRow.messages, { role: 'tool', tool_call_id: 'a', content: '21' }, { role: 'tool', tool_call_id: 'b', content: '9' }, { role: 'assistant', content: 'Paris' }],
+    const callRow = {
+      messages: [
+        { role: 'user', content: 'weather?' },
+        { role: 'assistant', content: null, tool_calls: calls },
+      ],
       tools,
     };
-    const lines = Array.from({ length: 160 }, (_unused, index) => JSON.stringify(index % 2 === 0 ? callRow : answerRow)).join('\n');
-    const model = await api('/preview/models', { project: 'capture', name: 'tools', base_model: service.baseModel, return_existing: true });
+    const answerRow = {
+      messages: [
+        ...callRow.messages,
+        { role: 'tool', tool_call_id: 'a', content: '21' },
+        { role: 'tool', tool_call_id: 'b', content: '9' },
+        { role: 'assistant', content: 'Paris' },
+      ],
+      tools,
+    };
+    const lines = Array.from({ length: 160 }, (_unused, index) =>
+      JSON.stringify(index % 2 === 0 ? callRow : answerRow),
+    ).join('\n');
+    const model = await api('/preview/models', {
+      project: 'capture',
+      name: 'tools',
+      base_model: service.baseModel,
+      return_existing: true,
+    });
     const job = await api('/preview/sft-training-jobs', {
       model_id: model['id'],
       training_data_url: `data:application/jsonl;base64,${Buffer.from(lines).toString('base64')}`,
@@ -136,7 +175,8 @@ describe('capture against the local service', () => {
     for (let polls = 0; ; polls += 1) {
       const status = await api(`/preview/training-jobs/${String(job['id'])}`, undefined);
       if (status['status'] === 'COMPLETED') break;
-      if (status['status'] === 'FAILED' || polls > 600) throw new Error(`SFT job did not complete: ${JSON.stringify(status)}`);
+      if (status['status'] === 'FAILED' || polls > 600)
+        throw new Error(`SFT job did not complete: ${JSON.stringify(status)}`);
       await new Promise((resolve) => setTimeout(resolve, 250));
     }
 
@@ -164,14 +204,13 @@ describe('capture against the local service', () => {
     expect(shape(trajectory)).toEqual(['user', 'choice', 'tool', 'tool', 'choice']);
     const callChoice = trajectory.messages_and_choices[1] as Choice;
     expect(callChoice.finish_reason).toBe('tool_calls');
-    expect(callChoice.message.tool_calls?.map((call) => (call.type === 'function' ? call.function.arguments : ''))).toEqual([
-      '{"city":"Paris"}',
-      '{"city":"Oslo"}',
-    ]);
+    expect(
+      callChoice.message.tool_calls?.map((call) => (call.type === 'function' ? call.function.arguments : '')),
+    ).toEqual(['{"city":"Paris"}', '{"city":"Oslo"}']);
     const toolMessages = trajectory.messages_and_choices.slice(2, 4);
-    expect(toolMessages.map((item) => (isChoice(item) || item.role !== 'tool' ? undefined : item.tool_call_id))).toEqual(
-      callChoice.message.tool_calls?.map((call) => call.id),
-    );
+    expect(
+      toolMessages.map((item) => (isChoice(item) || item.role !== 'tool' ? undefined : item.tool_call_id)),
+    ).toEqual(callChoice.message.tool_calls?.map((call) => call.id));
     expect(trajectory.tools).toEqual(tools);
     expect(trajectory.messages_and_choices.filter(isChoice).every(hasLogprobs)).toBe(true);
   });

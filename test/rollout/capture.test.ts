@@ -24,7 +24,9 @@ describe('captureCompletions', () => {
       await client.chat.completions.create({ model: 'm', messages });
     });
     const parsed = Trajectory.parse(trajectory);
-    const shape = parsed.messages_and_choices.map((item) => (isChoice(item) ? `choice:${item.message.content}` : `${item.role}:${String(item.content)}`));
+    const shape = parsed.messages_and_choices.map((item) =>
+      isChoice(item) ? `choice:${item.message.content}` : `${item.role}:${String(item.content)}`,
+    );
     expect(shape).toEqual([
       'system:Answer briefly.',
       'user:Capital of France?',
@@ -39,7 +41,10 @@ describe('captureCompletions', () => {
 
   it('records parallel tool calls, the tool results sent back as tool messages, and the tools offered', async () => {
     const tools = [
-      { type: 'function' as const, function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } },
+      {
+        type: 'function' as const,
+        function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } },
+      },
     ];
     const client = captureCompletions(
       scriptedChatClient([
@@ -66,7 +71,13 @@ describe('captureCompletions', () => {
     });
     const parsed = Trajectory.parse(trajectory);
     const items = parsed.messages_and_choices;
-    expect(items.map((item) => (isChoice(item) ? 'choice' : item.role))).toEqual(['user', 'choice', 'tool', 'tool', 'choice']);
+    expect(items.map((item) => (isChoice(item) ? 'choice' : item.role))).toEqual([
+      'user',
+      'choice',
+      'tool',
+      'tool',
+      'choice',
+    ]);
     const call = items[1] as Choice;
     expect(call.message.tool_calls?.map((toolCall) => toolCall.id)).toEqual(['call_a', 'call_b']);
     expect(items[2]).toMatchObject({ role: 'tool', tool_call_id: 'call_a', content: '21C' });
@@ -79,15 +90,28 @@ describe('captureCompletions', () => {
     const { trajectory } = await recordTrajectory(async () => {
       const main: Message[] = [{ role: 'user', content: 'task' }];
       const plan = await client.chat.completions.create({ model: 'm', messages: main });
-      await client.chat.completions.create({ model: 'm', messages: [{ role: 'system', content: 'You are a searcher.' }, { role: 'user', content: 'search' }] });
+      await client.chat.completions.create({
+        model: 'm',
+        messages: [
+          { role: 'system', content: 'You are a searcher.' },
+          { role: 'user', content: 'search' },
+        ],
+      });
       main.push(sdkEcho(plan), { role: 'user', content: 'result: found it' });
       await client.chat.completions.create({ model: 'm', messages: main });
     });
     const parsed = Trajectory.parse(trajectory);
-    expect(parsed.messages_and_choices.filter(isChoice).map((choice) => choice.message.content)).toEqual(['plan: search', 'done']);
+    expect(parsed.messages_and_choices.filter(isChoice).map((choice) => choice.message.content)).toEqual([
+      'plan: search',
+      'done',
+    ]);
     expect(parsed.additional_histories).toHaveLength(1);
     const history = parsed.additional_histories[0];
-    expect(history?.messages_and_choices.map((item) => (isChoice(item) ? item.message.content : item.role))).toEqual(['system', 'user', 'found it']);
+    expect(history?.messages_and_choices.map((item) => (isChoice(item) ? item.message.content : item.role))).toEqual([
+      'system',
+      'user',
+      'found it',
+    ]);
   });
 
   it('keeps concurrent rollouts that share one client in their own trajectories', async () => {
@@ -106,7 +130,9 @@ describe('captureCompletions', () => {
       });
     const [a, b] = await Promise.all([run('a'), run('b')]);
     const contents = (trajectory: unknown) =>
-      Trajectory.parse(trajectory).messages_and_choices.map((item) => (isChoice(item) ? item.message.content : item.content));
+      Trajectory.parse(trajectory).messages_and_choices.map((item) =>
+        isChoice(item) ? item.message.content : item.content,
+      );
     expect(contents(a.trajectory)).toEqual(['a', 'reply to a', 'a', 'reply to a']);
     expect(contents(b.trajectory)).toEqual(['b', 'reply to b', 'b', 'reply to b']);
   });
@@ -122,31 +148,48 @@ describe('captureCompletions', () => {
 
   it('outside a rollout passes calls through and records nothing', async () => {
     const client = captureCompletions(scriptedChatClient(['hello']));
-    const response = (await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi' }] })) as { choices: Choice[] };
+    const response = (await client.chat.completions.create({
+      model: 'm',
+      messages: [{ role: 'user', content: 'hi' }],
+    })) as { choices: Choice[] };
     expect(response.choices[0]?.message.content).toBe('hello');
   });
 
   it('gives requests the rollout signal when they carry none', async () => {
     const scripted = scriptedChatClient(['a']);
     const client = captureCompletions(scripted);
-    await recordTrajectory(() => client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }), {
-      signal: new AbortController().signal,
-    });
+    await recordTrajectory(
+      () => client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }),
+      {
+        signal: new AbortController().signal,
+      },
+    );
     expect(scripted.requests[0]?.hasSignal).toBe(true);
   });
 
   it('records a streamed completion once it has been read to the end', async () => {
     const client = captureCompletions(
-      scriptedChatClient([makeChoice('streamed answer'), makeChoice(null, { toolCalls: [{ name: 'f', arguments: { x: 1 } }] })]),
+      scriptedChatClient([
+        makeChoice('streamed answer'),
+        makeChoice(null, { toolCalls: [{ name: 'f', arguments: { x: 1 } }] }),
+      ]),
     );
     const { trajectory } = await recordTrajectory(async () => {
-      const stream = (await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'go' }], stream: true })) as AsyncIterable<unknown>;
+      const stream = (await client.chat.completions.create({
+        model: 'm',
+        messages: [{ role: 'user', content: 'go' }],
+        stream: true,
+      })) as AsyncIterable<unknown>;
       for await (const _chunk of stream) {
         // read to the end
       }
       const second = (await client.chat.completions.create({
         model: 'm',
-        messages: [{ role: 'user', content: 'go' }, { role: 'assistant', content: 'streamed answer' }, { role: 'user', content: 'again' }],
+        messages: [
+          { role: 'user', content: 'go' },
+          { role: 'assistant', content: 'streamed answer' },
+          { role: 'user', content: 'again' },
+        ],
         stream: true,
       })) as AsyncIterable<unknown>;
       for await (const _chunk of second) {
@@ -157,7 +200,10 @@ describe('captureCompletions', () => {
     expect(choices).toHaveLength(2);
     expect(choices[0]?.message.content).toBe('streamed answer');
     expect(choices[0]?.logprobs?.content?.map((token) => token.token).join('')).toBe('streamed answer');
-    expect(choices[1]?.message.tool_calls?.[0]).toMatchObject({ type: 'function', function: { name: 'f', arguments: '{"x":1}' } });
+    expect(choices[1]?.message.tool_calls?.[0]).toMatchObject({
+      type: 'function',
+      function: { name: 'f', arguments: '{"x":1}' },
+    });
     expect(choices[1]?.finish_reason).toBe('tool_calls');
   });
 
@@ -174,7 +220,9 @@ describe('captureCompletions', () => {
     const scripted = scriptedChatClient(['one']);
     const inner = captureCompletions(scripted, { defaults: { logprobs: true } });
     const twice = captureCompletions(inner, { defaults: () => ({ temperature: 0.5 }) });
-    const { trajectory } = await recordTrajectory(() => twice.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }));
+    const { trajectory } = await recordTrajectory(() =>
+      twice.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }),
+    );
     expect(Trajectory.parse(trajectory).messages_and_choices).toHaveLength(2);
     expect(Trajectory.parse(trajectory).additional_histories).toEqual([]);
     expect(scripted.requests[0]?.body).toMatchObject({ logprobs: true, temperature: 0.5 });
@@ -184,13 +232,24 @@ describe('captureCompletions', () => {
     const client = captureCompletions(scriptedChatClient(['plan: add', 'sum is 4']));
     const { trajectory } = await recordTrajectory(async (recorder) => {
       await captureInto(recorder.addHistory(), () =>
-        client.chat.completions.create({ model: 'm', messages: [{ role: 'system', content: 'You plan.' }, { role: 'user', content: '2+2' }] }),
+        client.chat.completions.create({
+          model: 'm',
+          messages: [
+            { role: 'system', content: 'You plan.' },
+            { role: 'user', content: '2+2' },
+          ],
+        }),
       );
-      await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'plan: add. Solve 2+2' }] });
+      await client.chat.completions.create({
+        model: 'm',
+        messages: [{ role: 'user', content: 'plan: add. Solve 2+2' }],
+      });
     });
     const parsed = Trajectory.parse(trajectory);
     expect(parsed.messages_and_choices.filter(isChoice).map((choice) => choice.message.content)).toEqual(['sum is 4']);
-    expect(parsed.additional_histories[0]?.messages_and_choices.filter(isChoice).map((choice) => choice.message.content)).toEqual(['plan: add']);
+    expect(
+      parsed.additional_histories[0]?.messages_and_choices.filter(isChoice).map((choice) => choice.message.content),
+    ).toEqual(['plan: add']);
     expect(() => captureInto(new TrajectoryRecorder(), () => 1)).toThrow('captureInto was called outside a rollout');
   });
 });

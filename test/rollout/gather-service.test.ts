@@ -28,7 +28,12 @@ beforeAll(async () => {
   openai = captureCompletions(new OpenAI({ baseURL: service.baseURL, apiKey: service.apiKey, maxRetries: 0 }), {
     defaults: { logprobs: true, max_tokens: 12 },
   });
-  model = await training.models.create({ project: 'gather', name: 'agent', base_model: service.baseModel, return_existing: true });
+  model = await training.models.create({
+    project: 'gather',
+    name: 'agent',
+    base_model: service.baseModel,
+    return_existing: true,
+  });
 });
 
 afterAll(async () => {
@@ -71,7 +76,10 @@ describe('gathering against the local service', () => {
       expect(tokens).toBe(choicesOf(trajectory)[0]?.logprobs?.content?.length);
       const expected = 0.5 * 1 + (tokens <= 4 ? 0 : -Math.min(1, (tokens - 4) / 4));
       expect(trajectory.reward).toBeCloseTo(expected, 12);
-      expect(trajectory.messages_and_choices.map((item) => (isChoice(item) ? 'choice' : item.role))).toEqual(['user', 'choice']);
+      expect(trajectory.messages_and_choices.map((item) => (isChoice(item) ? 'choice' : item.role))).toEqual([
+        'user',
+        'choice',
+      ]);
     }
     await training.models.log(model.id, { split: 'train', trajectory_groups: groups });
   });
@@ -85,7 +93,11 @@ describe('gathering against the local service', () => {
         try {
           // Long generations, so that these are still running when the budget is exceeded.
           for (let turn = 0; turn < 50; turn += 1) {
-            await openai.chat.completions.create({ model: service.baseModel, messages: [{ role: 'user', content: question }], max_tokens: 200 });
+            await openai.chat.completions.create({
+              model: service.baseModel,
+              messages: [{ role: 'user', content: question }],
+              max_tokens: 200,
+            });
           }
         } catch (caught) {
           if (context.signal.aborted) aborted += 1;
@@ -95,7 +107,10 @@ describe('gathering against the local service', () => {
       { concurrency: 4, maxExceptions: 0.25 },
     ).catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(ExceptionBudgetExceededError);
-    expect((error as ExceptionBudgetExceededError).exceptions.map((exception) => exception.message).sort()).toEqual(['failed a', 'failed b']);
+    expect((error as ExceptionBudgetExceededError).exceptions.map((exception) => exception.message).sort()).toEqual([
+      'failed a',
+      'failed b',
+    ]);
     await new Promise((resolve) => setTimeout(resolve, 200));
     expect(aborted).toBe(2);
   });
@@ -109,7 +124,11 @@ describe('gathering against the local service', () => {
         started += 1;
         if (started === 2) setTimeout(() => controller.abort(new Error('stopped by user')), 20);
         for (let turn = 0; turn < 50; turn += 1) {
-          await openai.chat.completions.create({ model: service.baseModel, messages: [{ role: 'user', content: question }], max_tokens: 200 });
+          await openai.chat.completions.create({
+            model: service.baseModel,
+            messages: [{ role: 'user', content: question }],
+            max_tokens: 200,
+          });
         }
       },
       { signal: controller.signal },
@@ -125,7 +144,12 @@ describe('gathering against the local service', () => {
       expect(trajectory.final_policy_version).toBe(before);
     }
     // One short SFT job: the model's step (= policy version) moves on by one.
-    const row = JSON.stringify({ messages: [{ role: 'user', content: 'hi' }, { role: 'assistant', content: 'hello' }] });
+    const row = JSON.stringify({
+      messages: [
+        { role: 'user', content: 'hi' },
+        { role: 'assistant', content: 'hello' },
+      ],
+    });
     const job = await training.jobs.createSFT({
       model_id: model.id,
       training_data_url: `data:application/jsonl;base64,${Buffer.from(`${row}\n${row}`).toString('base64')}`,
@@ -133,7 +157,8 @@ describe('gathering against the local service', () => {
     for (let polls = 0; ; polls += 1) {
       const status = await training.jobs.retrieve(job.id);
       if (status.status === 'COMPLETED') break;
-      if (status.status === 'FAILED' || polls > 600) throw new Error(`SFT job did not complete: ${JSON.stringify(status)}`);
+      if (status.status === 'FAILED' || polls > 600)
+        throw new Error(`SFT job did not complete: ${JSON.stringify(status)}`);
       await new Promise((resolve) => setTimeout(resolve, 200));
     }
     const after = await currentStep();

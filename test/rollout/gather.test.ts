@@ -93,7 +93,9 @@ describe('gatherTrajectoryGroups', () => {
       { groupSize: 2, maxExceptions: 1 },
     );
     expect(groups.map((group) => group.trajectories.length)).toEqual([2, 1, 2]);
-    expect(groups[1]?.exceptions).toEqual([{ type: 'TypeError', message: 'tool exploded', traceback: expect.stringContaining('tool exploded') }]);
+    expect(groups[1]?.exceptions).toEqual([
+      { type: 'TypeError', message: 'tool exploded', traceback: expect.stringContaining('tool exploded') },
+    ]);
     expect(groups[0]?.exceptions).toEqual([]);
   });
 
@@ -164,9 +166,13 @@ describe('gatherTrajectoryGroups', () => {
     const controller = new AbortController();
     controller.abort();
     await expect(
-      gatherTrajectoryGroups(questions, async () => {
-        ran = true;
-      }, { signal: controller.signal }),
+      gatherTrajectoryGroups(
+        questions,
+        async () => {
+          ran = true;
+        },
+        { signal: controller.signal },
+      ),
     ).rejects.toMatchObject({ name: 'AbortError' });
     expect(ran).toBe(false);
   });
@@ -228,11 +234,16 @@ describe('gatherTrajectoryGroups', () => {
     expect(error).toBeInstanceOf(ExceptionBudgetExceededError);
     expect(attempts).toBe(1);
     expect(error.errors[0]).toBeInstanceOf(RewardFunctionError);
-    expect(error.exceptions[0]).toMatchObject({ type: 'RewardFunctionError', message: 'Reward function `parsesAnswer` threw: no answer' });
+    expect(error.exceptions[0]).toMatchObject({
+      type: 'RewardFunctionError',
+      message: 'Reward function `parsesAnswer` threw: no answer',
+    });
   });
 
   it('counts an invalid returned trajectory as a failed rollout with the path of the problem', async () => {
-    const groups = await gatherTrajectoryGroups(['x'], async () => ({ reward: 'high' as unknown as number }), { maxExceptions: 1 });
+    const groups = await gatherTrajectoryGroups(['x'], async () => ({ reward: 'high' as unknown as number }), {
+      maxExceptions: 1,
+    });
     expect(groups[0]?.exceptions?.[0]?.type).toBe(InvalidTrajectoryError.name);
     expect(groups[0]?.exceptions?.[0]?.message).toContain('reward');
   });
@@ -255,17 +266,35 @@ describe('gatherTrajectoryGroups', () => {
     const log: string[] = [];
     const progress: GatherProgressEvent[] = [];
     events.on('rollout:start', ({ groupIndex, index }) => log.push(`start ${groupIndex}.${index}`));
-    events.on('rollout:end', ({ groupIndex, index, trajectory }) => log.push(`end ${groupIndex}.${index} ${trajectory.reward}`));
+    events.on('rollout:end', ({ groupIndex, index, trajectory }) =>
+      log.push(`end ${groupIndex}.${index} ${trajectory.reward}`),
+    );
     events.on('group:end', ({ groupIndex, group }) => log.push(`group ${groupIndex} ${group.trajectories.length}`));
     events.on('progress', (event) => progress.push(event));
-    await gatherTrajectoryGroups([0, 1], async (scenario) => ({ reward: scenario }), { groupSize: 2, concurrency: 1, events });
+    await gatherTrajectoryGroups([0, 1], async (scenario) => ({ reward: scenario }), {
+      groupSize: 2,
+      concurrency: 1,
+      events,
+    });
     // With concurrency 1 the rollouts run in order; a group ends after its own rollouts.
     expect(log.filter((line) => !line.startsWith('group'))).toEqual([
-      'start 0.0', 'end 0.0 0', 'start 0.1', 'end 0.1 0', 'start 1.0', 'end 1.0 1', 'start 1.1', 'end 1.1 1',
+      'start 0.0',
+      'end 0.0 0',
+      'start 0.1',
+      'end 0.1 0',
+      'start 1.0',
+      'end 1.0 1',
+      'start 1.1',
+      'end 1.1 1',
     ]);
     expect(log.indexOf('group 0 2')).toBeGreaterThan(log.indexOf('end 0.1 0'));
     expect(log.indexOf('group 1 2')).toBe(log.length - 1);
-    expect(progress.map((event) => [event.done, event.total])).toEqual([[1, 4], [2, 4], [3, 4], [4, 4]]);
+    expect(progress.map((event) => [event.done, event.total])).toEqual([
+      [1, 4],
+      [2, 4],
+      [3, 4],
+      [4, 4],
+    ]);
     expect(progress[3]?.rewardMean).toBe(0.5);
   });
 
@@ -287,7 +316,10 @@ describe('gatherTrajectoryGroups', () => {
       }),
     ).rejects.toThrow('judge down');
     await expect(
-      gatherTrajectoryGroups([1], async () => undefined, { timeout: 20, scoreGroup: () => new Promise<void>(() => undefined) }),
+      gatherTrajectoryGroups([1], async () => undefined, {
+        timeout: 20,
+        scoreGroup: () => new Promise<void>(() => undefined),
+      }),
     ).rejects.toThrow('scoreGroup of group 0 did not finish within its timeout of 20 ms');
   });
 
@@ -296,7 +328,9 @@ describe('gatherTrajectoryGroups', () => {
     const rollout = async () => {
       ran = true;
     };
-    await expect(gatherTrajectoryGroups([1], rollout, { groupSize: 0 })).rejects.toThrow('Expected `groupSize` to be an integer >= 1, got 0');
+    await expect(gatherTrajectoryGroups([1], rollout, { groupSize: 0 })).rejects.toThrow(
+      'Expected `groupSize` to be an integer >= 1, got 0',
+    );
     await expect(gatherTrajectoryGroups([1], rollout, { maxExceptions: -1 })).rejects.toBeInstanceOf(PolicyloopError);
     expect(ran).toBe(false);
   });
@@ -335,7 +369,9 @@ describe('gatherTrajectoryGroups', () => {
       return { metrics: { returned: 2 }, metadata: { source: 'hand' } };
     });
     const trajectory = groups[0]?.trajectories[0];
-    expect(trajectory?.messages_and_choices.map((item) => (isChoice(item) ? item.message.content : item.content))).toEqual(['plan this', 'step 1']);
+    expect(
+      trajectory?.messages_and_choices.map((item) => (isChoice(item) ? item.message.content : item.content)),
+    ).toEqual(['plan this', 'step 1']);
     expect(trajectory?.additional_histories[0]?.messages_and_choices).toHaveLength(2);
     expect(trajectory?.metrics).toEqual({ recorded: 1, returned: 2 });
     expect(trajectory?.metadata).toEqual({ source: 'hand' });

@@ -3,8 +3,12 @@ import { attachProgressBar, formatProgress, GatherEmitter, gatherTrajectoryGroup
 
 describe('progress bar', () => {
   it('shows done/total, the running reward mean and failures', () => {
-    expect(formatProgress({ done: 3, total: 12, failed: 0, rewardMean: 0.5 })).toBe('gather [######------------------]  3/12  reward 0.500');
-    expect(formatProgress({ done: 0, total: 4, failed: 0, rewardMean: Number.NaN })).toBe('gather [------------------------] 0/4  reward -');
+    expect(formatProgress({ done: 3, total: 12, failed: 0, rewardMean: 0.5 })).toBe(
+      'gather [######------------------]  3/12  reward 0.500',
+    );
+    expect(formatProgress({ done: 0, total: 4, failed: 0, rewardMean: Number.NaN })).toBe(
+      'gather [------------------------] 0/4  reward -',
+    );
     expect(formatProgress({ done: 4, total: 4, failed: 1, rewardMean: 1 })).toContain('failed 1');
   });
 

@@ -4,7 +4,9 @@ import { makeGroup } from '../../src/testing/index.js';
 
 describe('dropStaleGroups', () => {
   const groupAt = (...versions: (number | null)[]) =>
-    makeGroup(versions.map((version) => ({ answer: 'x', initial_policy_version: version, final_policy_version: version })));
+    makeGroup(
+      versions.map((version) => ({ answer: 'x', initial_policy_version: version, final_policy_version: version })),
+    );
 
   it('drops groups whose oldest trajectory is more than maxStaleness steps behind, keeping order', () => {
     const groups = [groupAt(5, 5), groupAt(3, 5), groupAt(4), groupAt(2)];

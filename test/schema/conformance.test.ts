@@ -9,7 +9,15 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import * as schemaModule from '../../src/schema/index.js';
 import { corpus, type CorpusCase, type SchemaName } from './corpus/index.js';
-import { contractDirectory, documentNames, documents, knownFormats, targetOf, validatorOf, type DocumentName } from './contract-documents.js';
+import {
+  contractDirectory,
+  documentNames,
+  documents,
+  knownFormats,
+  targetOf,
+  validatorOf,
+  type DocumentName,
+} from './contract-documents.js';
 
 /** Instances of a schema on which zod and one document disagree on purpose, and why. */
 interface DeliberateDifference {
@@ -29,13 +37,21 @@ const deliberateDifferences: DeliberateDifference[] = [
   {
     schema: 'SFTTrainingConfig',
     document: OLD,
-    ids: ['SFTTrainingConfig/unknown-key', 'SFTTrainingConfig/metric-logging-unknown-key', 'SFTTrainingConfig/assistant-turns-first'],
+    ids: [
+      'SFTTrainingConfig/unknown-key',
+      'SFTTrainingConfig/metric-logging-unknown-key',
+      'SFTTrainingConfig/assistant-turns-first',
+    ],
     reason: 'latest closes the SFT config and declares assistant_turns; the older leaves it open',
   },
   {
     schema: 'SFTMetricLoggingConfig',
     document: OLD,
-    ids: ['SFTMetricLoggingConfig/unknown-key', 'SFTMetricLoggingConfig/step-zero', 'SFTMetricLoggingConfig/enabled-string'],
+    ids: [
+      'SFTMetricLoggingConfig/unknown-key',
+      'SFTMetricLoggingConfig/step-zero',
+      'SFTMetricLoggingConfig/enabled-string',
+    ],
     reason: 'the older document types metric_logging as any object; latest closes and types it',
   },
   {
@@ -54,7 +70,8 @@ const deliberateDifferences: DeliberateDifference[] = [
     schema: 'TrajectoryGroup',
     document: OLD,
     ids: ['TrajectoryGroup/metrics-string', 'TrajectoryGroup/exception-missing-message'],
-    reason: 'the older document does not declare exceptions/metadata/metrics/logs (any value passes as an extra key); latest types them',
+    reason:
+      'the older document does not declare exceptions/metadata/metrics/logs (any value passes as an extra key); latest types them',
   },
   {
     schema: 'TrajectoryGroup',
@@ -85,13 +102,15 @@ const deliberateDifferences: DeliberateDifference[] = [
     schema: 'Trajectory',
     document: OLD,
     ids: ['Trajectory/start-time-naive'],
-    reason: "zod's datetime accepts an ISO time without offset (Python's datetime.now()); ajv-formats' date-time requires one",
+    reason:
+      "zod's datetime accepts an ISO time without offset (Python's datetime.now()); ajv-formats' date-time requires one",
   },
   {
     schema: 'Trajectory',
     document: LATEST,
     ids: ['Trajectory/start-time-naive'],
-    reason: "zod's datetime accepts an ISO time without offset (Python's datetime.now()); ajv-formats' date-time requires one",
+    reason:
+      "zod's datetime accepts an ISO time without offset (Python's datetime.now()); ajv-formats' date-time requires one",
   },
   {
     schema: 'Uuid',
@@ -147,7 +166,8 @@ describe('conformance corpus', () => {
       if (!target) continue;
       const validate = validatorOf(document, target.pointer);
       const documentAccepts = validate(testCase.value);
-      const disagree = target.relation === 'same' ? documentAccepts !== result.success : result.success && !documentAccepts;
+      const disagree =
+        target.relation === 'same' ? documentAccepts !== result.success : result.success && !documentAccepts;
       const difference = differenceOf(testCase, document);
       const detail = `${document} ${documentAccepts ? 'accepts' : `rejects (${JSON.stringify(validate.errors?.slice(0, 3))})`}, zod ${
         result.success ? 'accepts' : 'rejects'
@@ -172,7 +192,9 @@ describe('contract documents', () => {
   const shared = new URL('../../../shared/api/', import.meta.url);
   it.skipIf(!existsSync(shared))('the vendored copies equal the shared contract', () => {
     for (const name of documentNames) {
-      expect(readFileSync(new URL(name, contractDirectory), 'utf8'), name).toBe(readFileSync(new URL(name, shared), 'utf8'));
+      expect(readFileSync(new URL(name, contractDirectory), 'utf8'), name).toBe(
+        readFileSync(new URL(name, shared), 'utf8'),
+      );
     }
   });
 });

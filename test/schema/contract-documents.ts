@@ -30,7 +30,10 @@ export interface JsonSchema {
 
 /** The parsed documents. */
 export const documents = Object.fromEntries(
-  documentNames.map((name) => [name, JSON.parse(readFileSync(new URL(name, contractDirectory), 'utf8')) as OpenApiDocument]),
+  documentNames.map((name) => [
+    name,
+    JSON.parse(readFileSync(new URL(name, contractDirectory), 'utf8')) as OpenApiDocument,
+  ]),
 ) as Record<DocumentName, OpenApiDocument>;
 
 // ajv-formats is CommonJS: under NodeNext the default import is `module.exports`, whose
@@ -67,16 +70,23 @@ const explicitTargets: Partial<Record<SchemaName, Partial<Record<DocumentName, T
   CheckpointPage: bothSame(component('PaginatedResponse_CheckpointResponse_')),
   TrainingJobEventPage: bothSame(component('PaginatedResponse_TrainingJobEventResponse_')),
   History: { 'openapi.json': same(component('History')), 'openapi.latest.json': same(component('LegacyHistory')) },
-  LegacyHistory: { 'openapi.json': same(component('History')), 'openapi.latest.json': same(component('LegacyHistory')) },
+  LegacyHistory: {
+    'openapi.json': same(component('History')),
+    'openapi.latest.json': same(component('LegacyHistory')),
+  },
   TokenLogprob: bothSame(component('ChatCompletionTokenLogprob')),
   TrajectoryException: { 'openapi.json': null, 'openapi.latest.json': same(component('PydanticException')) },
   MessageOrChoice: bothSame(`${component('Trajectory')}/properties/messages_and_choices/items`),
   Metrics: bothSame(`${component('Trajectory')}/properties/metrics`),
-  ChatCompletionContentPart: bothSame(`${component('ChatCompletionUserMessageParam')}/properties/content/anyOf/1/items`),
+  ChatCompletionContentPart: bothSame(
+    `${component('ChatCompletionUserMessageParam')}/properties/content/anyOf/1/items`,
+  ),
   ChatCompletionMessageToolCall: bothSame(`${component('ChatCompletionMessage')}/properties/tool_calls/anyOf/0/items`),
   // The document has no union of the six message params of its own: any of them.
   ChatCompletionMessageParam: bothSame(
-    ['Developer', 'System', 'User', 'Assistant', 'Tool', 'Function'].map((role) => component(`ChatCompletion${role}MessageParam`)),
+    ['Developer', 'System', 'User', 'Assistant', 'Tool', 'Function'].map((role) =>
+      component(`ChatCompletion${role}MessageParam`),
+    ),
   ),
   FinishReason: bothSame(`${component('Choice')}/properties/finish_reason`),
   Uuid: bothSame(`${component('ModelResponse')}/properties/id`),
@@ -94,7 +104,9 @@ const explicitTargets: Partial<Record<SchemaName, Partial<Record<DocumentName, T
   },
   BaseModelList: {
     'openapi.json': null,
-    'openapi.latest.json': same('#/paths/~1v1~1preview~1base-models/get/responses/200/content/application~1json/schema'),
+    'openapi.latest.json': same(
+      '#/paths/~1v1~1preview~1base-models/get/responses/200/content/application~1json/schema',
+    ),
   },
   ChatCompletionRequestBody: bothSame(component('ChatCompletionRequest'), 'narrower'),
   ChatCompletionResponseBody: bothSame(component('ChatCompletionResponse'), 'narrower'),

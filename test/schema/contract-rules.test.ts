@@ -49,7 +49,13 @@ describe('defaults', () => {
     expect(ModelCreate.parse({ project: 'p', name: 'n', base_model: 'b' }).return_existing).toBe(false);
     expect(SFTTrainingConfig.parse({})).toEqual({ assistant_turns: 'all' });
     expect(SFTTrainingConfig.parse({ metric_logging: {} }).metric_logging).toEqual({ enabled: false });
-    expect(CheckpointPage.parse({ data: [], has_more: false })).toEqual({ object: 'list', data: [], first_id: '', last_id: '', has_more: false });
+    expect(CheckpointPage.parse({ data: [], has_more: false })).toEqual({
+      object: 'list',
+      data: [],
+      first_id: '',
+      last_id: '',
+      has_more: false,
+    });
     expect(PageQuery.parse({})).toEqual({ limit: 20 });
     expect(CheckpointListQuery.parse({ limit: '5' })).toEqual({ limit: 5, order: 'asc' });
   });
@@ -81,14 +87,22 @@ describe('constant tags', () => {
 
   it('tells choices from messages in messages_and_choices', () => {
     const items: MessageOrChoice[] = Trajectory.parse(artTrajectory).messages_and_choices;
-    expect(items.map((item) => (isChoice(item) ? 'choice' : item.role))).toEqual(['system', 'user', 'choice', 'tool', 'tool', 'choice']);
+    expect(items.map((item) => (isChoice(item) ? 'choice' : item.role))).toEqual([
+      'system',
+      'user',
+      'choice',
+      'tool',
+      'tool',
+      'choice',
+    ]);
   });
 
   it('knows which event types are terminal', () => {
-    expect(['training_started', 'gradient_step', 'training_ended', 'training_failed'].filter((type) => isTerminalEventType(type as never))).toEqual([
-      'training_ended',
-      'training_failed',
-    ]);
+    expect(
+      ['training_started', 'gradient_step', 'training_ended', 'training_failed'].filter((type) =>
+        isTerminalEventType(type as never),
+      ),
+    ).toEqual(['training_ended', 'training_failed']);
   });
 });
 
@@ -97,7 +111,9 @@ describe('open and closed objects', () => {
     const parsed = Choice.parse(textChoice);
     expect(parsed).toHaveProperty('stop_reason', null);
     expect(parsed.message).toHaveProperty('reasoning_content', null);
-    expect(ChatCompletionMessage.parse({ role: 'assistant', content: 'x', provider_specific: { a: 1 } })).toHaveProperty('provider_specific', { a: 1 });
+    expect(
+      ChatCompletionMessage.parse({ role: 'assistant', content: 'x', provider_specific: { a: 1 } }),
+    ).toHaveProperty('provider_specific', { a: 1 });
   });
 
   it('keeps unknown keys of a trajectory and drops those of other request bodies', () => {
@@ -106,12 +122,19 @@ describe('open and closed objects', () => {
   });
 
   it('rejects unknown keys in the closed SFT bodies', () => {
-    const result = CreateSFTTrainingJob.safeParse({ model_id: MODEL_ID, training_data_url: 'file:///a', config: { epochs: 3 } });
+    const result = CreateSFTTrainingJob.safeParse({
+      model_id: MODEL_ID,
+      training_data_url: 'file:///a',
+      config: { epochs: 3 },
+    });
     expect(result.error?.issues[0]).toMatchObject({ code: 'unrecognized_keys', keys: ['epochs'], path: ['config'] });
   });
 
   it('drops an echoed response message’s tool_calls: null from a chat request', () => {
-    const parsed = ChatCompletionRequestBody.parse({ model: 'm', messages: [{ role: 'assistant', content: 'x', tool_calls: null }] });
+    const parsed = ChatCompletionRequestBody.parse({
+      model: 'm',
+      messages: [{ role: 'assistant', content: 'x', tool_calls: null }],
+    });
     expect(parsed.messages[0]).toEqual({ role: 'assistant', content: 'x' });
   });
 });
@@ -119,7 +142,8 @@ describe('open and closed objects', () => {
 describe('metrics', () => {
   it('accept numbers, integers and booleans only', () => {
     expect(Metrics.parse({ a: 1, b: 0.5, c: true, d: -3 })).toEqual({ a: 1, b: 0.5, c: true, d: -3 });
-    for (const bad of ['x', null, [1], { nested: 1 }]) expect(Metrics.safeParse({ a: bad }).success, JSON.stringify(bad)).toBe(false);
+    for (const bad of ['x', null, [1], { nested: 1 }])
+      expect(Metrics.safeParse({ a: bad }).success, JSON.stringify(bad)).toBe(false);
   });
 
   it('apply to trajectories and groups; checkpoints and gradient steps take numbers only', () => {
@@ -140,7 +164,9 @@ describe('metrics', () => {
 describe('responses', () => {
   it('a training job parses in the short and the full form', () => {
     expect(TrainingJobResponse.parse({ id: JOB_ID })).toEqual({ id: JOB_ID });
-    expect(TrainingJobResponse.parse({ id: JOB_ID, model_id: MODEL_ID, status: 'COMPLETED', progress: 1, future_field: 1 })).toHaveProperty('future_field', 1);
+    expect(
+      TrainingJobResponse.parse({ id: JOB_ID, model_id: MODEL_ID, status: 'COMPLETED', progress: 1, future_field: 1 }),
+    ).toHaveProperty('future_field', 1);
   });
 
   it('an events page parses with its events in order', () => {
@@ -162,10 +188,12 @@ describe('inferred types', () => {
     expectTypeOf(trajectory.initial_policy_version).toEqualTypeOf<number | null | undefined>();
     expectTypeOf(trajectory.metrics).toEqualTypeOf<Record<string, number | boolean>>();
     expectTypeOf(TrajectoryGroup.parse(artGroup).trajectories).toEqualTypeOf<Trajectory[]>();
-    expectTypeOf(Choice.parse(toolCallChoice).finish_reason).toEqualTypeOf<'stop' | 'length' | 'tool_calls' | 'content_filter' | 'function_call'>();
-    expectTypeOf(ChatCompletionRequestBody.parse({ model: 'm', messages: [{ role: 'user', content: 'x' }] }).messages).toEqualTypeOf<
-      ChatCompletionMessageParam[]
+    expectTypeOf(Choice.parse(toolCallChoice).finish_reason).toEqualTypeOf<
+      'stop' | 'length' | 'tool_calls' | 'content_filter' | 'function_call'
     >();
+    expectTypeOf(
+      ChatCompletionRequestBody.parse({ model: 'm', messages: [{ role: 'user', content: 'x' }] }).messages,
+    ).toEqualTypeOf<ChatCompletionMessageParam[]>();
     expectTypeOf(TrainingJobResponse.parse({ id: JOB_ID }).status).toEqualTypeOf<
       'PENDING' | 'RUNNING' | 'COMPLETED' | 'FAILED' | 'CANCELLED' | undefined
     >();

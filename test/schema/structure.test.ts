@@ -13,19 +13,35 @@ import * as messages from '../../src/schema/messages.js';
 import * as page from '../../src/schema/page.js';
 import * as trajectory from '../../src/schema/trajectory.js';
 import { corpus, type SchemaName } from './corpus/index.js';
-import { componentOf, documentNames, documents, targetOf, validatorOf, type DocumentName } from './contract-documents.js';
+import {
+  componentOf,
+  documentNames,
+  documents,
+  targetOf,
+  validatorOf,
+  type DocumentName,
+} from './contract-documents.js';
 
 /** The zod schemas of the modules this test owns (metrics.ts has none). */
-const ownSchemas = (Object.entries({ ...messages, ...choice, ...trajectory, ...page, ...api, ...chat }) as Array<[string, unknown]>).filter(
-  (entry): entry is [SchemaName, z.ZodType] => entry[1] instanceof z.ZodType,
-);
+const ownSchemas = (
+  Object.entries({ ...messages, ...choice, ...trajectory, ...page, ...api, ...chat }) as Array<[string, unknown]>
+).filter((entry): entry is [SchemaName, z.ZodType] => entry[1] instanceof z.ZodType);
 
 /** Required-ness that differs on purpose (see `docs/schema.md`). */
 const requiredDifferences: Array<{ schema: SchemaName; document: DocumentName; fields: string[]; reason: string }> = [
   {
     schema: 'TrainingJobResponse',
     document: 'openapi.latest.json',
-    fields: ['model_id', 'status', 'progress', 'error_message', 'training_start', 'training_end', 'created_at', 'updated_at'],
+    fields: [
+      'model_id',
+      'status',
+      'progress',
+      'error_message',
+      'training_start',
+      'training_end',
+      'created_at',
+      'updated_at',
+    ],
     reason: 'a client must also accept the older {id}; TrainingJobDetails is the strict full form',
   },
   {
@@ -49,8 +65,10 @@ const undeclaredKeys: Partial<Record<SchemaName, string[]>> = {
 
 /** Components that no zod schema targets directly, and why that is fine. */
 const componentsCoveredIndirectly: Record<string, string> = {
-  openai__types__chat__chat_completion_assistant_message_param__FunctionCall: 'the `function_call` of ChatCompletionAssistantMessageParam',
-  openai__types__chat__chat_completion_message_custom_tool_call_param__Custom: 'the `custom` of ChatCompletionMessageCustomToolCallParam',
+  openai__types__chat__chat_completion_assistant_message_param__FunctionCall:
+    'the `function_call` of ChatCompletionAssistantMessageParam',
+  openai__types__chat__chat_completion_message_custom_tool_call_param__Custom:
+    'the `custom` of ChatCompletionMessageCustomToolCallParam',
   openai__types__chat__chat_completion_message_function_tool_call_param__Function:
     'the `function` of ChatCompletionMessageFunctionToolCallParam',
 };
@@ -102,7 +120,8 @@ describe('field structure against the documents', () => {
         );
         const documentRequires = component.required?.includes(property) ?? false;
         const zodRequires = !field.safeParse(undefined).success;
-        if (excused) expect(zodRequires, `${name}.${property} listed as a required-ness difference`).not.toBe(documentRequires);
+        if (excused)
+          expect(zodRequires, `${name}.${property} listed as a required-ness difference`).not.toBe(documentRequires);
         else expect(zodRequires, `${name}.${property} required`).toBe(documentRequires);
       }
 
@@ -111,10 +130,12 @@ describe('field structure against the documents', () => {
       const closedOnPurpose = closedDifferences.some((row) => row.schema === name && row.document === document);
       if (component.additionalProperties === false || closedOnPurpose) {
         expect(parsed.success, `${name} rejects unknown keys`).toBe(false);
-        if (closedOnPurpose) expect(component.additionalProperties, `${name} listed as closed on purpose`).not.toBe(false);
+        if (closedOnPurpose)
+          expect(component.additionalProperties, `${name} listed as closed on purpose`).not.toBe(false);
       } else {
         expect(parsed.success, `${name} takes unknown keys`).toBe(true);
-        if (component.additionalProperties === true) expect(parsed.data, `${name} keeps unknown keys`).toHaveProperty('x_unknown_key', 1);
+        if (component.additionalProperties === true)
+          expect(parsed.data, `${name} keeps unknown keys`).toHaveProperty('x_unknown_key', 1);
       }
     },
   );
@@ -123,12 +144,16 @@ describe('field structure against the documents', () => {
     const byName = new Map<SchemaName, Set<string>>();
     for (const { name, document, componentName } of fieldChecks) {
       const declared = byName.get(name) ?? new Set(undeclaredKeys[name] ?? []);
-      for (const property of Object.keys(componentOf(document, componentName)?.properties ?? {})) declared.add(property);
+      for (const property of Object.keys(componentOf(document, componentName)?.properties ?? {}))
+        declared.add(property);
       byName.set(name, declared);
     }
     for (const { name, schema } of fieldChecks) {
       const declared = byName.get(name)!;
-      expect(Object.keys(schema.shape).filter((key) => !declared.has(key)), name).toEqual([]);
+      expect(
+        Object.keys(schema.shape).filter((key) => !declared.has(key)),
+        name,
+      ).toEqual([]);
     }
   });
 });
@@ -138,7 +163,10 @@ describe('coverage', () => {
     const aliases = new Set<SchemaName>(['TokenLogprob', 'TrajectoryException']);
     for (const [name] of ownSchemas) {
       const verdicts = new Set(corpus.filter((testCase) => testCase.schema === name).map((testCase) => testCase.valid));
-      expect([name, [...verdicts].sort()], `corpus instances of ${name}`).toEqual([name, aliases.has(name) ? [true] : [false, true]]);
+      expect([name, [...verdicts].sort()], `corpus instances of ${name}`).toEqual([
+        name,
+        aliases.has(name) ? [true] : [false, true],
+      ]);
     }
   });
 

@@ -21,14 +21,21 @@ interface TokenLogprob {
   top_logprobs: { token: string; logprob: number }[];
 }
 interface Completion {
-  choices: { index: number; finish_reason: string; message: { content: string | null; tool_calls?: unknown[] }; logprobs: { content: TokenLogprob[] } | null }[];
+  choices: {
+    index: number;
+    finish_reason: string;
+    message: { content: string | null; tool_calls?: unknown[] };
+    logprobs: { content: TokenLogprob[] } | null;
+  }[];
   usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
 }
 
 const messages = [{ role: 'user', content: 'hello there' }];
 
 async function complete(parameters: Record<string, unknown>): Promise<Completion> {
-  const response = await server.call<Completion>('POST', '/v1/chat/completions', { body: { model: 'policyloop/tiny-chat', messages, ...parameters } });
+  const response = await server.call<Completion>('POST', '/v1/chat/completions', {
+    body: { model: 'policyloop/tiny-chat', messages, ...parameters },
+  });
   expect(response.status, response.text).toBe(200);
   return response.body;
 }
@@ -49,7 +56,9 @@ describe('chat-completions parameters', () => {
     expect(long.choices[0]?.logprobs?.content.length).toBe(12);
     expect(long.choices[0]?.finish_reason).toBe('length');
     const short = await complete({ temperature: 0, max_tokens: 4, logprobs: true });
-    expect(short.choices[0]?.logprobs?.content.map((token) => token.token)).toEqual(long.choices[0]?.logprobs?.content.slice(0, 4).map((token) => token.token));
+    expect(short.choices[0]?.logprobs?.content.map((token) => token.token)).toEqual(
+      long.choices[0]?.logprobs?.content.slice(0, 4).map((token) => token.token),
+    );
     expect(short.usage.completion_tokens).toBe(4);
     const both = await complete({ temperature: 0, max_tokens: 12, max_completion_tokens: 2, logprobs: true });
     expect(both.choices[0]?.logprobs?.content).toHaveLength(2);
@@ -94,14 +103,25 @@ describe('chat-completions parameters', () => {
       expect(token.top_logprobs).toHaveLength(4);
       // Greedy: the sampled token is the most likely one.
       expect(token.logprob).toBeCloseTo(Math.max(...token.top_logprobs.map((alternative) => alternative.logprob)), 6);
-      expect(token.top_logprobs.reduce((sum, alternative) => sum + Math.exp(alternative.logprob), 0)).toBeLessThanOrEqual(1 + 1e-6);
+      expect(
+        token.top_logprobs.reduce((sum, alternative) => sum + Math.exp(alternative.logprob), 0),
+      ).toBeLessThanOrEqual(1 + 1e-6);
     }
     const noAlternatives = await complete({ max_tokens: 2, logprobs: true });
     for (const token of noAlternatives.choices[0]?.logprobs?.content ?? []) expect(token.top_logprobs).toEqual([]);
   });
 
   it('tools: rendered into the prompt (usage counts them); tool_choice none never yields tool calls', async () => {
-    const tools = [{ type: 'function', function: { name: 'lookup', description: 'Looks a word up', parameters: { type: 'object', properties: { word: { type: 'string' } } } } }];
+    const tools = [
+      {
+        type: 'function',
+        function: {
+          name: 'lookup',
+          description: 'Looks a word up',
+          parameters: { type: 'object', properties: { word: { type: 'string' } } },
+        },
+      },
+    ];
     const without = await complete({ max_tokens: 1 });
     const withTools = await complete({ max_tokens: 1, tools });
     expect(withTools.usage.prompt_tokens).toBeGreaterThan(without.usage.prompt_tokens + 'lookup'.length);
@@ -115,8 +135,14 @@ describe('chat-completions parameters', () => {
   it('usage: prompt_tokens grows with the messages', async () => {
     const short = await complete({ max_tokens: 1 });
     const response = await server.call<Completion>('POST', '/v1/chat/completions', {
-      body: { model: 'policyloop/tiny-chat', messages: [{ role: 'system', content: 'You are terse.' }, ...messages], max_tokens: 1 },
+      body: {
+        model: 'policyloop/tiny-chat',
+        messages: [{ role: 'system', content: 'You are terse.' }, ...messages],
+        max_tokens: 1,
+      },
     });
-    expect(response.body.usage.prompt_tokens).toBeGreaterThanOrEqual(short.usage.prompt_tokens + 'You are terse.'.length);
+    expect(response.body.usage.prompt_tokens).toBeGreaterThanOrEqual(
+      short.usage.prompt_tokens + 'You are terse.'.length,
+    );
   });
 });

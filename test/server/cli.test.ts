@@ -14,7 +14,8 @@ const MAIN = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
 const children: ChildProcess[] = [];
 
 afterEach(() => {
-  for (const child of children.splice(0)) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  for (const child of children.splice(0))
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
 });
 
 interface Run {
@@ -94,9 +95,20 @@ describe('policyloop serve', () => {
   });
 
   it('accepts only the --api-key keys given, prints nothing about the dev key, and stops on SIGINT', async () => {
-    const cli = run(['serve', '--port', '0', '--data-dir', temporaryDirectory(), '--api-key', 'key-one', '--api-key', 'key-two']);
+    const cli = run([
+      'serve',
+      '--port',
+      '0',
+      '--data-dir',
+      temporaryDirectory(),
+      '--api-key',
+      'key-one',
+      '--api-key',
+      'key-two',
+    ]);
     const url = /on (\S+)$/.exec(await cli.nextLine())?.[1] as string;
-    const status = async (key: string) => (await fetch(`${url}/v1/models`, { headers: { authorization: `Bearer ${key}` } })).status;
+    const status = async (key: string) =>
+      (await fetch(`${url}/v1/models`, { headers: { authorization: `Bearer ${key}` } })).status;
     expect([await status('key-one'), await status('key-two'), await status(DEV_API_KEY)]).toEqual([200, 200, 401]);
     cli.child.kill('SIGINT');
     expect(await cli.exit).toBe(0);
@@ -105,10 +117,13 @@ describe('policyloop serve', () => {
   });
 
   it('takes its key from POLICYLOOP_API_KEY when no --api-key is given, without printing it', async () => {
-    const cli = run(['serve', '--port', '0', '--data-dir', temporaryDirectory()], { POLICYLOOP_API_KEY: 'from-the-environment' });
+    const cli = run(['serve', '--port', '0', '--data-dir', temporaryDirectory()], {
+      POLICYLOOP_API_KEY: 'from-the-environment',
+    });
     const url = /on (\S+)$/.exec(await cli.nextLine())?.[1] as string;
     expect(await cli.nextLine()).toBe('using the API key from POLICYLOOP_API_KEY');
-    const status = async (key: string) => (await fetch(`${url}/v1/models`, { headers: { authorization: `Bearer ${key}` } })).status;
+    const status = async (key: string) =>
+      (await fetch(`${url}/v1/models`, { headers: { authorization: `Bearer ${key}` } })).status;
     expect([await status('from-the-environment'), await status(DEV_API_KEY)]).toEqual([200, 401]);
     cli.child.kill('SIGTERM');
     expect(await cli.exit).toBe(0);

@@ -28,25 +28,38 @@ async function start(options: Parameters<typeof startServer>[0]): Promise<TestSe
 
 const group = (rewards: number[]) => ({ trajectories: rewards.map((reward) => ({ reward })) });
 
-async function submit(server: TestServer, modelId: string, config: Record<string, unknown> | null = null): Promise<string> {
-  const response = await server.call('POST', '/v1/preview/training-jobs', { body: { model_id: modelId, trajectory_groups: [group([0, 1]), group([1, 0])], experimental_config: config } });
+async function submit(
+  server: TestServer,
+  modelId: string,
+  config: Record<string, unknown> | null = null,
+): Promise<string> {
+  const response = await server.call('POST', '/v1/preview/training-jobs', {
+    body: { model_id: modelId, trajectory_groups: [group([0, 1]), group([1, 0])], experimental_config: config },
+  });
   expect(response.status).toBe(200);
   expect(response.body.status).toBe('PENDING');
   return response.body.id;
 }
 
-const statusOf = async (server: TestServer, jobId: string): Promise<string> => (await server.call('GET', `/v1/preview/training-jobs/${jobId}`)).body.status;
+const statusOf = async (server: TestServer, jobId: string): Promise<string> =>
+  (await server.call('GET', `/v1/preview/training-jobs/${jobId}`)).body.status;
 
 describe('job queue', () => {
-  it('runs one model\'s jobs one at a time, in order, each from the previous checkpoint', async () => {
+  it("runs one model's jobs one at a time, in order, each from the previous checkpoint", async () => {
     const gate = createGate();
     const engine = createStandInEngine({ gate: gate.wait });
     const server = await start({ engine });
     const model = await registerModel(server, 'ordered');
     const jobs = [await submit(server, model.id), await submit(server, model.id), await submit(server, model.id)];
-    await waitFor(() => statusOf(server, jobs[0] as string), (status) => status === 'RUNNING');
+    await waitFor(
+      () => statusOf(server, jobs[0] as string),
+      (status) => status === 'RUNNING',
+    );
     await new Promise((resolve) => setTimeout(resolve, 50));
-    expect([await statusOf(server, jobs[1] as string), await statusOf(server, jobs[2] as string)]).toEqual(['PENDING', 'PENDING']);
+    expect([await statusOf(server, jobs[1] as string), await statusOf(server, jobs[2] as string)]).toEqual([
+      'PENDING',
+      'PENDING',
+    ]);
     const running = await server.call('GET', `/v1/preview/training-jobs/${jobs[0]}`);
     expect(running.body).toMatchObject({ progress: 0, training_end: null });
     expect(running.body.training_start).not.toBeNull();
@@ -54,14 +67,27 @@ describe('job queue', () => {
     gate.open();
     for (const jobId of jobs) expect((await waitForJobEnd(server, jobId)).status).toBe('COMPLETED');
     expect(engine.trainedJobs.map((job) => job.step)).toEqual([1, 2, 3]);
-    expect(engine.trainedJobs.map((job) => job.policy.key)).toEqual(['policyloop/tiny-chat', `${model.id}:1`, `${model.id}:2`]);
+    expect(engine.trainedJobs.map((job) => job.policy.key)).toEqual([
+      'policyloop/tiny-chat',
+      `${model.id}:1`,
+      `${model.id}:2`,
+    ]);
     expect(engine.trainedJobs[1]?.policy.checkpointPath).toBe(join(server.dataDir, 'weights', model.id, 'step-1'));
-    const starts = await Promise.all(jobs.map(async (jobId) => (await server.call('GET', `/v1/preview/training-jobs/${jobId}`)).body));
+    const starts = await Promise.all(
+      jobs.map(async (jobId) => (await server.call('GET', `/v1/preview/training-jobs/${jobId}`)).body),
+    );
     for (let index = 1; index < starts.length; index += 1) {
-      expect(Date.parse(starts[index].training_start)).toBeGreaterThanOrEqual(Date.parse(starts[index - 1].training_end));
+      expect(Date.parse(starts[index].training_start)).toBeGreaterThanOrEqual(
+        Date.parse(starts[index - 1].training_end),
+      );
     }
     const checkpoints = await server.call('GET', `/v1/preview/models/${model.id}/checkpoints`);
-    expect(checkpoints.body.data.map((checkpoint: { step: number; metrics: unknown }) => [checkpoint.step, checkpoint.metrics])).toEqual([
+    expect(
+      checkpoints.body.data.map((checkpoint: { step: number; metrics: unknown }) => [
+        checkpoint.step,
+        checkpoint.metrics,
+      ]),
+    ).toEqual([
       [1, { loss: 0.5, steps: 2 }],
       [2, { loss: 0.5, steps: 2 }],
       [3, { loss: 0.5, steps: 2 }],
@@ -107,7 +133,10 @@ describe('job queue', () => {
     const model = await registerModel(server, 'deleted-while-training');
     const jobId = await submit(server, model.id);
     const queued = await submit(server, model.id);
-    await waitFor(() => statusOf(server, jobId), (status) => status === 'RUNNING');
+    await waitFor(
+      () => statusOf(server, jobId),
+      (status) => status === 'RUNNING',
+    );
     const deleted = await server.call('DELETE', `/v1/preview/models/${model.id}`);
     expect(deleted.status).toBe(200);
     expect((await server.call('GET', `/v1/preview/training-jobs/${jobId}`)).status).toBe(404);
@@ -142,9 +171,17 @@ describe('job queue', () => {
     const server = await start({ engine });
     const model = await registerModel(server, 'vanishing');
     expect((await waitForJobEnd(server, await submit(server, model.id))).status).toBe('COMPLETED');
-    const asked = server.call('POST', '/v1/chat/completions', { body: { model: 'wandb-artifact:///local/server-tests/vanishing:step1', messages: [{ role: 'user', content: 'hi' }] } });
+    const asked = server.call('POST', '/v1/chat/completions', {
+      body: {
+        model: 'wandb-artifact:///local/server-tests/vanishing:step1',
+        messages: [{ role: 'user', content: 'hi' }],
+      },
+    });
     await loadStarted;
-    expect((await server.call('DELETE', `/v1/preview/models/${model.id}/checkpoints`, { body: { steps: [1] } })).body.deleted_count).toBe(1);
+    expect(
+      (await server.call('DELETE', `/v1/preview/models/${model.id}/checkpoints`, { body: { steps: [1] } })).body
+        .deleted_count,
+    ).toBe(1);
     release();
     const response = await asked;
     expect(response.status).toBe(404);
@@ -157,7 +194,10 @@ describe('job queue', () => {
     const model = await registerModel(first, 'stopped');
     const running = await submit(first, model.id);
     const queued = await submit(first, model.id);
-    await waitFor(() => statusOf(first, running), (status) => status === 'RUNNING');
+    await waitFor(
+      () => statusOf(first, running),
+      (status) => status === 'RUNNING',
+    );
     await first.close(false);
     const afterStop = await first.call('GET', '/v1/system-check', { auth: false }).catch(() => undefined);
     expect(afterStop).toBeUndefined();
@@ -168,7 +208,9 @@ describe('job queue', () => {
       [queued, /stopped before the job started/],
     ] as const) {
       const { events } = await followEvents(second, jobId);
-      expect(events.filter((event) => event.type === 'training_failed' || event.type === 'training_ended')).toHaveLength(1);
+      expect(
+        events.filter((event) => event.type === 'training_failed' || event.type === 'training_ended'),
+      ).toHaveLength(1);
       expect(events[events.length - 1]?.data['error_message']).toMatch(message);
       expect((await second.call('GET', `/v1/preview/training-jobs/${jobId}`)).body.status).toBe('FAILED');
     }
@@ -177,7 +219,9 @@ describe('job queue', () => {
   it('refuses a second service on a data directory in use, and allows it after close', async () => {
     const dataDir = temporaryDirectory();
     const first = await start({ dataDir, engine: createStandInEngine() });
-    await expect(startServer({ dataDir, engine: createStandInEngine() })).rejects.toThrow(/already used by another service/);
+    await expect(startServer({ dataDir, engine: createStandInEngine() })).rejects.toThrow(
+      /already used by another service/,
+    );
     await first.close(false);
     const second = await start({ dataDir, engine: createStandInEngine() });
     expect((await second.call('GET', '/v1/health')).status).toBe(200);
@@ -185,7 +229,9 @@ describe('job queue', () => {
 
   it('lets in-flight requests finish when it stops listening', async () => {
     const server = await startServer({ engine: createStandInEngine({ completionDelayMs: 300 }) });
-    const inFlight = server.call('POST', '/v1/chat/completions', { body: { model: 'policyloop/tiny-chat', messages: [{ role: 'user', content: 'slow' }] } });
+    const inFlight = server.call('POST', '/v1/chat/completions', {
+      body: { model: 'policyloop/tiny-chat', messages: [{ role: 'user', content: 'slow' }] },
+    });
     await new Promise((resolve) => setTimeout(resolve, 50));
     const closing = server.close();
     const response = await inFlight;
@@ -200,7 +246,8 @@ describe('job queue', () => {
   it('answers 503 once closed, and its system check says so', async () => {
     const { createApp } = await import('../../src/server/index.js');
     const app = await createApp({ dataDir: temporaryDirectory(), engine: createStandInEngine() });
-    const ask = (path: string) => app.fetch(new Request(`http://local${path}`, { headers: { authorization: 'Bearer policyloop-local-dev-key' } }));
+    const ask = (path: string) =>
+      app.fetch(new Request(`http://local${path}`, { headers: { authorization: 'Bearer policyloop-local-dev-key' } }));
     expect((await ask('/v1/system-check')).status).toBe(200);
     expect((await ask('/v1/models')).status).toBe(200);
     await app.close();

@@ -42,8 +42,14 @@ async function listen(handler: Parameters<typeof createServer>[1]): Promise<stri
 }
 
 /** Submits an SFT job for `url` and returns the job once it ended, with its events. */
-async function sftJob(server: TestServer, modelId: string, url: string): Promise<{ job: any; events: { type: string; data: Record<string, unknown> }[] }> {
-  const created = await server.call('POST', '/v1/preview/sft-training-jobs', { body: { model_id: modelId, training_data_url: url } });
+async function sftJob(
+  server: TestServer,
+  modelId: string,
+  url: string,
+): Promise<{ job: any; events: { type: string; data: Record<string, unknown> }[] }> {
+  const created = await server.call('POST', '/v1/preview/sft-training-jobs', {
+    body: { model_id: modelId, training_data_url: url },
+  });
   expect(created.status, created.text).toBe(200);
   const { events } = await followEvents(server, created.body.id, 20, 30_000);
   return { job: await waitForJobEnd(server, created.body.id), events };
@@ -66,18 +72,28 @@ describe('SFT training data limits', () => {
   it('fails a job whose file, data: URL or download is over maxTrainingDataBytes', async () => {
     const server = await start({ engine: createStandInEngine(), maxTrainingDataBytes: 1000 });
     const model = await registerModel(server, 'too-big');
-    const rows = sftJsonl(Array.from({ length: 40 }, (_, index) => ({ question: `question ${index}`, answer: `answer ${index}` })));
+    const rows = sftJsonl(
+      Array.from({ length: 40 }, (_, index) => ({ question: `question ${index}`, answer: `answer ${index}` })),
+    );
     expect(rows.length).toBeGreaterThan(1000);
     const file = join(temporaryDirectory(), 'rows.jsonl');
     writeFileSync(file, rows);
     const fromFile = await sftJob(server, model.id, pathToFileURL(file).href);
-    expect(fromFile.job.error_message).toBe(`Training data file ${file} is ${rows.length} bytes, over the limit of 1000 bytes`);
+    expect(fromFile.job.error_message).toBe(
+      `Training data file ${file} is ${rows.length} bytes, over the limit of 1000 bytes`,
+    );
 
-    const fromData = await sftJob(server, model.id, `data:application/jsonl;base64,${Buffer.from(rows).toString('base64')}`);
+    const fromData = await sftJob(
+      server,
+      model.id,
+      `data:application/jsonl;base64,${Buffer.from(rows).toString('base64')}`,
+    );
     expect(fromData.job.error_message).toBe('Training data is over the limit of 1000 bytes');
 
     const declared = await listen((_request, response) => response.end(rows));
-    expect((await sftJob(server, model.id, declared)).job.error_message).toMatch(/is \d+ bytes, over the limit of 1000 bytes$/);
+    expect((await sftJob(server, model.id, declared)).job.error_message).toMatch(
+      /is \d+ bytes, over the limit of 1000 bytes$/,
+    );
 
     // No Content-Length and no end: refused as soon as the limit passes, not after the 60 s download limit.
     const endless = await listen((_request, response) => {
@@ -87,7 +103,9 @@ describe('SFT training data limits', () => {
     });
     const fromEndless = await sftJob(server, model.id, endless);
     expect(fromEndless.job.status).toBe('FAILED');
-    expect(fromEndless.job.error_message).toMatch(/^Training data at http:\/\/127\.0\.0\.1:\d+\/rows\.jsonl is over the limit of 1000 bytes$/);
+    expect(fromEndless.job.error_message).toMatch(
+      /^Training data at http:\/\/127\.0\.0\.1:\d+\/rows\.jsonl is over the limit of 1000 bytes$/,
+    );
 
     // Under the limit, the same route trains.
     const small = sftJsonl([{ question: 'q', answer: 'a' }]);
@@ -113,30 +131,47 @@ describe('time limits', () => {
     const server = await start({ engine: createStandInEngine({ gate: gate.wait }), jobTimeoutMs: 300 });
     const model = await registerModel(server, 'stuck');
     const groups = [{ trajectories: [{ reward: 0 }, { reward: 1 }] }];
-    const stuck = await server.call('POST', '/v1/preview/training-jobs', { body: { model_id: model.id, trajectory_groups: groups } });
+    const stuck = await server.call('POST', '/v1/preview/training-jobs', {
+      body: { model_id: model.id, trajectory_groups: groups },
+    });
     const { events } = await followEvents(server, stuck.body.id);
     expect(events.map((event) => event.type)).toEqual(['training_failed']);
-    expect(events[0]?.data['error_message']).toBe("The job did not finish within 300 ms (the service's jobTimeoutMs) and was stopped");
+    expect(events[0]?.data['error_message']).toBe(
+      "The job did not finish within 300 ms (the service's jobTimeoutMs) and was stopped",
+    );
     expect((await waitForJobEnd(server, stuck.body.id)).status).toBe('FAILED');
     gate.open();
-    const next = await server.call('POST', '/v1/preview/training-jobs', { body: { model_id: model.id, trajectory_groups: groups } });
+    const next = await server.call('POST', '/v1/preview/training-jobs', {
+      body: { model_id: model.id, trajectory_groups: groups },
+    });
     expect((await waitForJobEnd(server, next.body.id)).status).toBe('COMPLETED');
   });
 
-  it('answers a completion slower than requestTimeoutMs with 503 and Retry-After, and stops the engine\'s work', async () => {
+  it("answers a completion slower than requestTimeoutMs with 503 and Retry-After, and stops the engine's work", async () => {
     const engine = createStandInEngine({ completionDelayMs: 60_000 });
     const server = await start({ engine, requestTimeoutMs: 200 });
-    const response = await server.call('POST', '/v1/chat/completions', { body: { model: 'policyloop/tiny-chat', messages: [{ role: 'user', content: 'hi' }] } });
+    const response = await server.call('POST', '/v1/chat/completions', {
+      body: { model: 'policyloop/tiny-chat', messages: [{ role: 'user', content: 'hi' }] },
+    });
     expect(response.status).toBe(503);
     expect(response.headers.get('retry-after')).toBe('5');
-    expect(response.body.detail).toBe("The completion did not finish within 200 ms (the service's requestTimeoutMs): the engine is busy or stuck; try again later");
+    expect(response.body.detail).toBe(
+      "The completion did not finish within 200 ms (the service's requestTimeoutMs): the engine is busy or stuck; try again later",
+    );
     expect(response.body.error).toMatchObject({ type: 'server_error', code: 503 });
     expect(engine.completionSignals[0]?.aborted).toBe(true);
   });
 
   it('refuses timeouts and limits that are not positive integers', async () => {
-    for (const options of [{ requestTimeoutMs: 0 }, { jobTimeoutMs: 1.5 }, { maxTrainingDataBytes: -1 }, { requestTimeoutMs: 2 ** 31 }]) {
-      await expect(createApp({ dataDir: temporaryDirectory(), engine: createStandInEngine(), ...options })).rejects.toThrow(/Expected `\w+` to be/);
+    for (const options of [
+      { requestTimeoutMs: 0 },
+      { jobTimeoutMs: 1.5 },
+      { maxTrainingDataBytes: -1 },
+      { requestTimeoutMs: 2 ** 31 },
+    ]) {
+      await expect(
+        createApp({ dataDir: temporaryDirectory(), engine: createStandInEngine(), ...options }),
+      ).rejects.toThrow(/Expected `\w+` to be/);
     }
   });
 });
@@ -152,7 +187,10 @@ describe('closing with requests in flight', () => {
     );
 
   it('lets a completion in flight finish before the engine and store close', async () => {
-    const app = await createApp({ dataDir: temporaryDirectory(), engine: createStandInEngine({ completionDelayMs: 300 }) });
+    const app = await createApp({
+      dataDir: temporaryDirectory(),
+      engine: createStandInEngine({ completionDelayMs: 300 }),
+    });
     const inFlight = ask(app);
     await new Promise((resolve) => setTimeout(resolve, 50));
     const closing = app.close();
@@ -191,13 +229,22 @@ describe('closing with requests in flight', () => {
       start(controller) {
         controller.enqueue(new TextEncoder().encode(`{"model_id": "${model.id}", `));
         release = () => {
-          controller.enqueue(new TextEncoder().encode('"trajectory_groups": [{"trajectories": [{"reward": 1}, {"reward": 0}]}]}'));
+          controller.enqueue(
+            new TextEncoder().encode('"trajectory_groups": [{"trajectories": [{"reward": 1}, {"reward": 0}]}]}'),
+          );
           controller.close();
         };
       },
     });
     // Past the door (authenticated, body still arriving) when close starts.
-    const submitted = app.fetch(new Request('http://local/v1/preview/training-jobs', { method: 'POST', headers: { authorization: `Bearer ${DEV_API_KEY}` }, body, duplex: 'half' } as RequestInit));
+    const submitted = app.fetch(
+      new Request('http://local/v1/preview/training-jobs', {
+        method: 'POST',
+        headers: { authorization: `Bearer ${DEV_API_KEY}` },
+        body,
+        duplex: 'half',
+      } as RequestInit),
+    );
     await new Promise((resolve) => setTimeout(resolve, 50));
     await app.close(50);
     release();
@@ -210,10 +257,20 @@ describe('closing with requests in flight', () => {
 describe('unexpected errors', () => {
   it('answers 500 with the request id, and logs the cause with that id but never the key', async () => {
     const notes: string[] = [];
-    const logger = { info: (note: string) => notes.push(note), warn: (note: string) => notes.push(note), error: (note: string) => notes.push(note) };
-    const engine = { ...createStandInEngine(), chatCompletion: async () => Promise.reject(new Error('engine exploded')) };
+    const logger = {
+      info: (note: string) => notes.push(note),
+      warn: (note: string) => notes.push(note),
+      error: (note: string) => notes.push(note),
+    };
+    const engine = {
+      ...createStandInEngine(),
+      chatCompletion: async () => Promise.reject(new Error('engine exploded')),
+    };
     const server = await start({ engine, logger, apiKeys: ['secret-key-1234'] });
-    const response = await server.call('POST', '/v1/chat/completions', { body: { model: 'policyloop/tiny-chat', messages: [{ role: 'user', content: 'hi' }] }, auth: 'secret-key-1234' });
+    const response = await server.call('POST', '/v1/chat/completions', {
+      body: { model: 'policyloop/tiny-chat', messages: [{ role: 'user', content: 'hi' }] },
+      auth: 'secret-key-1234',
+    });
     expect(response.status).toBe(500);
     expect(response.body.detail).toBe('Internal server error');
     const requestId = response.headers.get('x-request-id') as string;
@@ -224,16 +281,33 @@ describe('unexpected errors', () => {
 });
 
 describe('an engine that ignores the abort', () => {
-  it('still fails the timed-out job with one terminal event, and the model\'s next job runs', async () => {
+  it("still fails the timed-out job with one terminal event, and the model's next job runs", async () => {
     const dataDir = temporaryDirectory();
     const store = Store.openIn(dataDir);
     const standIn = createStandInEngine();
     let calls = 0;
     // The first job never settles, whatever the signal says.
-    const engine = { ...standIn, train: (...args: Parameters<typeof standIn.train>) => (++calls === 1 ? new Promise<never>(() => undefined) : standIn.train(...args)) };
-    const runner = new JobRunner({ store, engine, dataDir, maxConcurrentJobs: 1, logger: { info: () => undefined, warn: () => undefined, error: () => undefined }, jobTimeoutMs: 100, engineStopGraceMs: 100 });
+    const engine = {
+      ...standIn,
+      train: (...args: Parameters<typeof standIn.train>) =>
+        ++calls === 1 ? new Promise<never>(() => undefined) : standIn.train(...args),
+    };
+    const runner = new JobRunner({
+      store,
+      engine,
+      dataDir,
+      maxConcurrentJobs: 1,
+      logger: { info: () => undefined, warn: () => undefined, error: () => undefined },
+      jobTimeoutMs: 100,
+      engineStopGraceMs: 100,
+    });
     try {
-      const model = store.createModel({ entity: 'local', project: 'p', name: 'deaf', base_model: 'policyloop/tiny-chat' });
+      const model = store.createModel({
+        entity: 'local',
+        project: 'p',
+        name: 'deaf',
+        base_model: 'policyloop/tiny-chat',
+      });
       const request = { model_id: model.id, trajectory_groups: [{ trajectories: [{ reward: 0 }, { reward: 1 }] }] };
       const stuck = store.createJob({ modelId: model.id, kind: 'rl', request });
       const next = store.createJob({ modelId: model.id, kind: 'rl', request });
@@ -244,7 +318,10 @@ describe('an engine that ignores the abort', () => {
         const deadline = Date.now() + 10_000;
         while (!ended(id) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
       }
-      expect(store.getJob(stuck.id)).toMatchObject({ status: 'FAILED', error_message: expect.stringContaining('jobTimeoutMs') });
+      expect(store.getJob(stuck.id)).toMatchObject({
+        status: 'FAILED',
+        error_message: expect.stringContaining('jobTimeoutMs'),
+      });
       expect(store.listEvents(stuck.id, { limit: 10 })?.items.map((event) => event.type)).toEqual(['training_failed']);
       expect(store.getJob(next.id)?.status).toBe('COMPLETED');
     } finally {
@@ -264,7 +341,11 @@ describe('many completions at once', () => {
     try {
       const server = await start({ engine: createStandInEngine({ completionDelayMs: 100 }) });
       const responses = await Promise.all(
-        Array.from({ length: 40 }, (_, index) => server.call('POST', '/v1/chat/completions', { body: { model: 'policyloop/tiny-chat', messages: [{ role: 'user', content: `r${index}` }] } })),
+        Array.from({ length: 40 }, (_, index) =>
+          server.call('POST', '/v1/chat/completions', {
+            body: { model: 'policyloop/tiny-chat', messages: [{ role: 'user', content: `r${index}` }] },
+          }),
+        ),
       );
       expect(responses.map((response) => response.status)).toEqual(Array(40).fill(200));
       await new Promise((resolve) => setTimeout(resolve, 50));

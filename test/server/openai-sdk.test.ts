@@ -10,7 +10,14 @@ import { registerModel } from './support/jobs.js';
 import { createStandInEngine } from './support/stand-in-engine.js';
 
 const tools: OpenAI.Chat.Completions.ChatCompletionTool[] = [
-  { type: 'function', function: { name: 'lookup', description: 'Looks a word up', parameters: { type: 'object', properties: { word: { type: 'string' } }, required: ['word'] } } },
+  {
+    type: 'function',
+    function: {
+      name: 'lookup',
+      description: 'Looks a word up',
+      parameters: { type: 'object', properties: { word: { type: 'string' } }, required: ['word'] },
+    },
+  },
 ];
 
 describe('openai SDK against the real engine', () => {
@@ -19,7 +26,12 @@ describe('openai SDK against the real engine', () => {
 
   beforeAll(async () => {
     server = await startServer();
-    client = new OpenAI({ baseURL: server.handle.baseURL, apiKey: server.handle.apiKey, maxRetries: 0, timeout: 30_000 });
+    client = new OpenAI({
+      baseURL: server.handle.baseURL,
+      apiKey: server.handle.apiKey,
+      maxRetries: 0,
+      timeout: 30_000,
+    });
     await registerModel(server, 'sdk', 'sdk-project');
   });
   afterAll(async () => {
@@ -27,7 +39,11 @@ describe('openai SDK against the real engine', () => {
   });
 
   it('creates a plain completion', async () => {
-    const completion = await client.chat.completions.create({ model: 'policyloop/tiny-chat', messages: [{ role: 'user', content: 'hello' }], max_tokens: 6 });
+    const completion = await client.chat.completions.create({
+      model: 'policyloop/tiny-chat',
+      messages: [{ role: 'user', content: 'hello' }],
+      max_tokens: 6,
+    });
     expect(completion.object).toBe('chat.completion');
     expect(completion.choices).toHaveLength(1);
     expect(completion.choices[0]?.message.role).toBe('assistant');
@@ -38,7 +54,10 @@ describe('openai SDK against the real engine', () => {
   it('samples n choices with logprobs and top logprobs, from a trained model name', async () => {
     const completion = await client.chat.completions.create({
       model: 'wandb-artifact:///local/sdk-project/sdk',
-      messages: [{ role: 'developer', content: 'answer' }, { role: 'user', content: 'hi' }],
+      messages: [
+        { role: 'developer', content: 'answer' },
+        { role: 'user', content: 'hi' },
+      ],
       n: 3,
       max_completion_tokens: 5,
       logprobs: true,
@@ -63,7 +82,11 @@ describe('openai SDK against the real engine', () => {
       model: 'policyloop/tiny-chat',
       messages: [
         { role: 'user', content: 'define cat' },
-        { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'lookup', arguments: '{"word":"cat"}' } }] },
+        {
+          role: 'assistant',
+          content: null,
+          tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'lookup', arguments: '{"word":"cat"}' } }],
+        },
         { role: 'tool', tool_call_id: 'call_1', content: 'a small feline' },
       ],
       tools,
@@ -74,9 +97,19 @@ describe('openai SDK against the real engine', () => {
   });
 
   it('streams chunks that add up to the completion, with usage', async () => {
-    const request = { model: 'policyloop/tiny-chat', messages: [{ role: 'user' as const, content: 'hi' }], max_tokens: 6, logprobs: true, seed: 11 };
+    const request = {
+      model: 'policyloop/tiny-chat',
+      messages: [{ role: 'user' as const, content: 'hi' }],
+      max_tokens: 6,
+      logprobs: true,
+      seed: 11,
+    };
     const plain = await client.chat.completions.create(request);
-    const stream = await client.chat.completions.create({ ...request, stream: true, stream_options: { include_usage: true } });
+    const stream = await client.chat.completions.create({
+      ...request,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     let content = '';
     let finish: string | null = null;
     let usage: OpenAI.CompletionUsage | null | undefined;
@@ -98,7 +131,13 @@ describe('openai SDK against the real engine', () => {
     // Same seed, same sample: the stream carries exactly the plain completion's text.
     expect(content).toBe(plain.choices[0]?.message.content);
 
-    const helper = client.chat.completions.stream({ model: 'policyloop/tiny-chat', messages: [{ role: 'user', content: 'hi' }], max_tokens: 6, logprobs: true, n: 2 });
+    const helper = client.chat.completions.stream({
+      model: 'policyloop/tiny-chat',
+      messages: [{ role: 'user', content: 'hi' }],
+      max_tokens: 6,
+      logprobs: true,
+      n: 2,
+    });
     const final = await helper.finalChatCompletion();
     expect(final.choices).toHaveLength(2);
     expect(final.choices[0]?.logprobs?.content?.length).toBeGreaterThan(0);
@@ -110,11 +149,17 @@ describe('openai SDK against the real engine', () => {
     expect(ids).toEqual(expect.arrayContaining(['policyloop/tiny-chat', 'wandb-artifact:///local/sdk-project/sdk']));
   });
 
-  it('raises the SDK\'s own error classes for 401, 404 and 422', async () => {
+  it("raises the SDK's own error classes for 401, 404 and 422", async () => {
     const stranger = new OpenAI({ baseURL: server.handle.baseURL, apiKey: 'not-the-key', maxRetries: 0 });
-    await expect(stranger.chat.completions.create({ model: 'policyloop/tiny-chat', messages: [{ role: 'user', content: 'hi' }] })).rejects.toBeInstanceOf(OpenAI.AuthenticationError);
-    await expect(client.chat.completions.create({ model: 'nobody', messages: [{ role: 'user', content: 'hi' }] })).rejects.toBeInstanceOf(OpenAI.NotFoundError);
-    await expect(client.chat.completions.create({ model: 'policyloop/tiny-chat', messages: [], stream: true })).rejects.toBeInstanceOf(OpenAI.UnprocessableEntityError);
+    await expect(
+      stranger.chat.completions.create({ model: 'policyloop/tiny-chat', messages: [{ role: 'user', content: 'hi' }] }),
+    ).rejects.toBeInstanceOf(OpenAI.AuthenticationError);
+    await expect(
+      client.chat.completions.create({ model: 'nobody', messages: [{ role: 'user', content: 'hi' }] }),
+    ).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    await expect(
+      client.chat.completions.create({ model: 'policyloop/tiny-chat', messages: [], stream: true }),
+    ).rejects.toBeInstanceOf(OpenAI.UnprocessableEntityError);
   });
 
   it('shows the service\'s reason in the SDK\'s error message, not "(no body)"', async () => {
@@ -144,30 +189,62 @@ describe('openai SDK and tool calls (stand-in engine that always calls the tool)
   });
 
   it('returns tool calls plainly and assembles them from a stream', async () => {
-    const plain = await client.chat.completions.create({ model: 'policyloop/tiny-chat', messages: [{ role: 'user', content: 'define cat' }], tools, tool_choice: 'required', n: 2 });
+    const plain = await client.chat.completions.create({
+      model: 'policyloop/tiny-chat',
+      messages: [{ role: 'user', content: 'define cat' }],
+      tools,
+      tool_choice: 'required',
+      n: 2,
+    });
     expect(plain.choices.map((choice) => choice.finish_reason)).toEqual(['tool_calls', 'tool_calls']);
     const call = plain.choices[0]?.message.tool_calls?.[0];
     expect(call?.type === 'function' ? call.function : undefined).toEqual({ name: 'lookup', arguments: '{"x": 1}' });
 
-    const stream = client.chat.completions.stream({ model: 'policyloop/tiny-chat', messages: [{ role: 'user', content: 'define cat' }], tools, tool_choice: 'required', n: 2, stream_options: { include_usage: true } });
+    const stream = client.chat.completions.stream({
+      model: 'policyloop/tiny-chat',
+      messages: [{ role: 'user', content: 'define cat' }],
+      tools,
+      tool_choice: 'required',
+      n: 2,
+      stream_options: { include_usage: true },
+    });
     const final = await stream.finalChatCompletion();
-    expect(final.choices.map((choice) => choice.message.tool_calls?.[0])).toEqual(plain.choices.map((choice) => expect.objectContaining({ id: choice.message.tool_calls?.[0]?.id, type: 'function' })));
-    expect(final.choices[1]?.message.tool_calls?.[0]).toMatchObject({ function: { name: 'lookup', arguments: '{"x": 1}' } });
+    expect(final.choices.map((choice) => choice.message.tool_calls?.[0])).toEqual(
+      plain.choices.map((choice) =>
+        expect.objectContaining({ id: choice.message.tool_calls?.[0]?.id, type: 'function' }),
+      ),
+    );
+    expect(final.choices[1]?.message.tool_calls?.[0]).toMatchObject({
+      function: { name: 'lookup', arguments: '{"x": 1}' },
+    });
     expect(final.usage?.total_tokens).toBe(plain.usage?.total_tokens);
   });
 
-  it('streams content token by token with each token\'s logprob', async () => {
-    const stream = await client.chat.completions.create({ model: 'policyloop/tiny-chat', messages: [{ role: 'user', content: 'abc' }], logprobs: true, stream: true, max_tokens: 50 });
+  it("streams content token by token with each token's logprob", async () => {
+    const stream = await client.chat.completions.create({
+      model: 'policyloop/tiny-chat',
+      messages: [{ role: 'user', content: 'abc' }],
+      logprobs: true,
+      stream: true,
+      max_tokens: 50,
+    });
     const deltas: { content: string; tokens: string[] }[] = [];
     for await (const chunk of stream) {
-      for (const choice of chunk.choices) if (choice.delta.content) deltas.push({ content: choice.delta.content, tokens: (choice.logprobs?.content ?? []).map((token) => token.token) });
+      for (const choice of chunk.choices)
+        if (choice.delta.content)
+          deltas.push({
+            content: choice.delta.content,
+            tokens: (choice.logprobs?.content ?? []).map((token) => token.token),
+          });
     }
     expect(deltas.map((delta) => delta.content).join('')).toBe('echo 0: abc');
     for (const delta of deltas) expect(delta.tokens).toEqual([delta.content]);
   });
 
-  it('answers an EngineInputError as a 422 at the engine\'s loc', async () => {
-    const response = await server.call('POST', '/v1/chat/completions', { body: { model: 'policyloop/tiny-chat', messages: [{ role: 'user', content: 'x'.repeat(2000) }] } });
+  it("answers an EngineInputError as a 422 at the engine's loc", async () => {
+    const response = await server.call('POST', '/v1/chat/completions', {
+      body: { model: 'policyloop/tiny-chat', messages: [{ role: 'user', content: 'x'.repeat(2000) }] },
+    });
     expect(response.status).toBe(422);
     expect(response.body.detail[0]).toMatchObject({ loc: ['body', 'messages'], type: 'value_error' });
   });

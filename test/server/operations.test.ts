@@ -26,7 +26,10 @@ afterAll(async () => {
 
 describe('the contract checker', () => {
   it('rejects a response that breaks a document (so the checks below can fail)', () => {
-    const checks = checkResponse('GET', '/v1/preview/training-jobs/not-checked', 200, { id: 'not-a-uuid', status: 'SLEEPING' });
+    const checks = checkResponse('GET', '/v1/preview/training-jobs/not-checked', 200, {
+      id: 'not-a-uuid',
+      status: 'SLEEPING',
+    });
     expect(checks.map((check) => check.checked)).toEqual([true, true]);
     expect(checks.every((check) => check.errors.length > 0)).toBe(true);
   });
@@ -37,7 +40,12 @@ describe('operations without a key', () => {
     expect((await server.call('GET', '/v1/health', { auth: false })).status).toBe(200);
     const check = await server.call('GET', '/v1/system-check', { auth: false });
     expect(check.status).toBe(200);
-    expect(check.body).toMatchObject({ api: true, database: { success: true }, cpu_queue: { success: true }, gpu_queue: { success: true } });
+    expect(check.body).toMatchObject({
+      api: true,
+      database: { success: true },
+      cpu_queue: { success: true },
+      gpu_queue: { success: true },
+    });
     const baseModels = await server.call('GET', '/v1/preview/base-models', { auth: false });
     expect(baseModels.body).toContain('policyloop/tiny-chat');
   });
@@ -48,7 +56,13 @@ describe('models', () => {
     const body = { entity: null, project: 'models', name: 'first', base_model: 'policyloop/tiny-chat' };
     const created = await server.call('POST', '/v1/preview/models', { body });
     expect(created.status).toBe(200);
-    expect(created.body).toMatchObject({ entity: 'local', project: 'models', name: 'first', base_model: 'policyloop/tiny-chat', run_id: null });
+    expect(created.body).toMatchObject({
+      entity: 'local',
+      project: 'models',
+      name: 'first',
+      base_model: 'policyloop/tiny-chat',
+      run_id: null,
+    });
     const again = await server.call('POST', '/v1/preview/models', { body: { ...body, return_existing: true } });
     expect(again.body.id).toBe(created.body.id);
     const duplicate = await server.call('POST', '/v1/preview/models', { body });
@@ -60,7 +74,9 @@ describe('models', () => {
   });
 
   it('refuses an unknown base model with a 422 at body.base_model', async () => {
-    const response = await server.call('POST', '/v1/preview/models', { body: { project: 'models', name: 'x', base_model: 'gpt-17' } });
+    const response = await server.call('POST', '/v1/preview/models', {
+      body: { project: 'models', name: 'x', base_model: 'gpt-17' },
+    });
     expect(response.status).toBe(422);
     expect(response.body.detail[0].loc).toEqual(['body', 'base_model']);
     expect(response.body.detail[0].msg).toContain('policyloop/tiny-chat');
@@ -71,7 +87,9 @@ describe('models', () => {
     const upper = model.id.toUpperCase();
     expect(upper).not.toBe(model.id);
     expect((await server.call('GET', `/v1/preview/models/${upper}/checkpoints`)).status).toBe(200);
-    const created = await server.call('POST', '/v1/preview/sft-training-jobs', { body: { model_id: upper, training_data_url: dataUrl(sftJsonl([{ question: 'q', answer: 'a' }])) } });
+    const created = await server.call('POST', '/v1/preview/sft-training-jobs', {
+      body: { model_id: upper, training_data_url: dataUrl(sftJsonl([{ question: 'q', answer: 'a' }])) },
+    });
     expect(created.body.model_id).toBe(model.id);
     expect((await waitForJobEnd(server, created.body.id.toUpperCase())).status).toBe('COMPLETED');
   });
@@ -80,8 +98,17 @@ describe('models', () => {
     const unknown = '00000000-0000-4000-8000-000000000000';
     expect((await server.call('GET', `/v1/preview/models/${unknown}/checkpoints`)).status).toBe(404);
     expect((await server.call('DELETE', `/v1/preview/models/${unknown}`)).status).toBe(404);
-    expect((await server.call('POST', `/v1/preview/models/${unknown}/log`, { body: { split: 'train', trajectory_groups: [] } })).status).toBe(404);
-    expect((await server.call('POST', '/v1/preview/training-jobs', { body: { model_id: unknown, trajectory_groups: [] } })).status).toBe(404);
+    expect(
+      (
+        await server.call('POST', `/v1/preview/models/${unknown}/log`, {
+          body: { split: 'train', trajectory_groups: [] },
+        })
+      ).status,
+    ).toBe(404);
+    expect(
+      (await server.call('POST', '/v1/preview/training-jobs', { body: { model_id: unknown, trajectory_groups: [] } }))
+        .status,
+    ).toBe(404);
     expect((await server.call('GET', `/v1/preview/training-jobs/${unknown}`)).status).toBe(404);
     expect((await server.call('GET', `/v1/preview/training-jobs/${unknown}/events`)).status).toBe(404);
   });
@@ -95,7 +122,13 @@ describe('log', () => {
         model_id: model.id,
         split: 'val',
         trajectory_groups: [
-          { trajectories: [{ reward: 1, metrics: { solved: true } }, { reward: 0, metrics: { solved: false } }], metrics: { difficulty: 3 } },
+          {
+            trajectories: [
+              { reward: 1, metrics: { solved: true } },
+              { reward: 0, metrics: { solved: false } },
+            ],
+            metrics: { difficulty: 3 },
+          },
           { trajectories: [{ reward: 1 }], exceptions: [{ type: 'ValueError', message: 'boom', traceback: '' }] },
         ],
       },
@@ -119,7 +152,17 @@ describe('chat completions', () => {
   it('answers on both routes for a base model, with logprobs and usage', async () => {
     for (const path of ['/v1/chat/completions', '/v1/chat/completions/']) {
       const response = await server.call('POST', path, {
-        body: { model: 'policyloop/tiny-chat', messages: [{ role: 'system', content: 'be brief' }, { role: 'user', content: 'hi' }], max_tokens: 5, logprobs: true, top_logprobs: 2, seed: 7 },
+        body: {
+          model: 'policyloop/tiny-chat',
+          messages: [
+            { role: 'system', content: 'be brief' },
+            { role: 'user', content: 'hi' },
+          ],
+          max_tokens: 5,
+          logprobs: true,
+          top_logprobs: 2,
+          seed: 7,
+        },
       });
       expect(response.status).toBe(200);
       expect(response.body).toMatchObject({ object: 'chat.completion', model: 'policyloop/tiny-chat' });
@@ -129,13 +172,18 @@ describe('chat completions', () => {
       expect(choice.message.role).toBe('assistant');
       expect(choice.logprobs.content.length).toBeGreaterThan(0);
       expect(choice.logprobs.content[0].top_logprobs).toHaveLength(2);
-      expect(response.body.usage.total_tokens).toBe(response.body.usage.prompt_tokens + response.body.usage.completion_tokens);
+      expect(response.body.usage.total_tokens).toBe(
+        response.body.usage.prompt_tokens + response.body.usage.completion_tokens,
+      );
     }
   });
 
   it('404s unknown models and steps', async () => {
     const model = await registerModel(server, 'names');
-    const ask = (name: string) => server.call('POST', '/v1/chat/completions', { body: { model: name, messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 } });
+    const ask = (name: string) =>
+      server.call('POST', '/v1/chat/completions', {
+        body: { model: name, messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 },
+      });
     expect((await ask('gpt-17')).status).toBe(404);
     expect((await ask('wandb-artifact:///local/server-tests/nobody')).status).toBe(404);
     const missingStep = await ask('wandb-artifact:///local/server-tests/names:step3');
@@ -156,7 +204,11 @@ describe('training jobs', () => {
     const model = await registerModel(server, 'rl');
     const group = await sampledGroup(server, 'wandb-artifact:///local/server-tests/rl');
     const created = await server.call('POST', '/v1/preview/training-jobs', {
-      body: { model_id: model.id, trajectory_groups: [group], experimental_config: { learning_rate: 0.001, loss_fn: null, ppo: null, scale_rewards: true } },
+      body: {
+        model_id: model.id,
+        trajectory_groups: [group],
+        experimental_config: { learning_rate: 0.001, loss_fn: null, ppo: null, scale_rewards: true },
+      },
     });
     expect(created.status).toBe(200);
     expect(TrainingJobDetails.parse(created.body)).toMatchObject({ model_id: model.id, training_end: null });
@@ -169,7 +221,11 @@ describe('training jobs', () => {
     const steps = events.filter((event) => event.type === 'gradient_step');
     expect(steps.length).toBeGreaterThan(0);
     for (const step of steps) for (const value of Object.values(step.data)) expect(typeof value).toBe('number');
-    expect(events.filter((event) => event.type === 'training_ended' || event.type === 'training_failed').map((event) => event.type)).toEqual(['training_ended']);
+    expect(
+      events
+        .filter((event) => event.type === 'training_ended' || event.type === 'training_failed')
+        .map((event) => event.type),
+    ).toEqual(['training_ended']);
     expect(events[events.length - 1]?.type).toBe('training_ended');
 
     const job = await server.call('GET', `/v1/preview/training-jobs/${created.body.id}`);
@@ -180,21 +236,45 @@ describe('training jobs', () => {
     expect(checkpoints.body.data[0].step).toBe(1);
     expect(existsSync(join(server.dataDir, 'weights', model.id, 'step-1'))).toBe(true);
 
-    const pinned = await server.call('POST', '/v1/chat/completions', { body: { model: 'wandb-artifact:///local/server-tests/rl:step1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 3 } });
+    const pinned = await server.call('POST', '/v1/chat/completions', {
+      body: {
+        model: 'wandb-artifact:///local/server-tests/rl:step1',
+        messages: [{ role: 'user', content: 'hi' }],
+        max_tokens: 3,
+      },
+    });
     expect(pinned.status).toBe(200);
-    const log = await server.call('POST', `/v1/preview/models/${model.id}/log`, { body: { split: 'train', trajectory_groups: [group] } });
+    const log = await server.call('POST', `/v1/preview/models/${model.id}/log`, {
+      body: { split: 'train', trajectory_groups: [group] },
+    });
     expect(log.body.step).toBe(1);
 
     const models = await server.call('GET', '/v1/models');
     const ids = InferenceModelList.parse(models.body).data.map((entry) => entry.id);
-    expect(ids).toEqual(expect.arrayContaining(['policyloop/tiny-chat', 'wandb-artifact:///local/server-tests/rl', 'wandb-artifact:///local/server-tests/rl:step1']));
+    expect(ids).toEqual(
+      expect.arrayContaining([
+        'policyloop/tiny-chat',
+        'wandb-artifact:///local/server-tests/rl',
+        'wandb-artifact:///local/server-tests/rl:step1',
+      ]),
+    );
   });
 
   it('fails an RL job the engine refuses, with a terminal event carrying the message', async () => {
     const model = await registerModel(server, 'rl-bad');
     const choice = { index: 0, finish_reason: 'stop', message: { role: 'assistant', content: 'hi' } };
     const created = await server.call('POST', '/v1/preview/training-jobs', {
-      body: { model_id: model.id, trajectory_groups: [{ trajectories: [{ messages_and_choices: [choice], reward: 1 }, { messages_and_choices: [choice], reward: 0 }] }] },
+      body: {
+        model_id: model.id,
+        trajectory_groups: [
+          {
+            trajectories: [
+              { messages_and_choices: [choice], reward: 1 },
+              { messages_and_choices: [choice], reward: 0 },
+            ],
+          },
+        ],
+      },
     });
     expect(created.status).toBe(200);
     const { events } = await followEvents(server, created.body.id);
@@ -209,19 +289,34 @@ describe('training jobs', () => {
 
   it('runs SFT jobs from file://, data: (percent and base64) and http:// URLs', async () => {
     const model = await registerModel(server, 'sft');
-    const jsonl = sftJsonl([{ question: 'hi', answer: 'hello' }, { question: 'bye', answer: 'ciao' }]);
+    const jsonl = sftJsonl([
+      { question: 'hi', answer: 'hello' },
+      { question: 'bye', answer: 'ciao' },
+    ]);
     const file = join(temporaryDirectory(), 'rows.jsonl');
     writeFileSync(file, jsonl);
     const http: Server = createServer((_request, response) => response.end(jsonl));
     await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
     const httpUrl = `http://127.0.0.1:${(http.address() as AddressInfo).port}/rows.jsonl`;
     try {
-      const urls = [pathToFileURL(file).href, dataUrl(jsonl), `data:application/jsonl;base64,${Buffer.from(jsonl).toString('base64')}`, httpUrl];
+      const urls = [
+        pathToFileURL(file).href,
+        dataUrl(jsonl),
+        `data:application/jsonl;base64,${Buffer.from(jsonl).toString('base64')}`,
+        httpUrl,
+      ];
       for (const [index, url] of urls.entries()) {
-        const created = await server.call('POST', '/v1/preview/sft-training-jobs', { body: { model_id: model.id, training_data_url: url, config: { batch_size: 1, learning_rate: 0.001 } } });
+        const created = await server.call('POST', '/v1/preview/sft-training-jobs', {
+          body: { model_id: model.id, training_data_url: url, config: { batch_size: 1, learning_rate: 0.001 } },
+        });
         expect(created.status).toBe(200);
         const { events } = await followEvents(server, created.body.id);
-        expect(events.map((event) => event.type)).toEqual(['training_started', 'gradient_step', 'gradient_step', 'training_ended']);
+        expect(events.map((event) => event.type)).toEqual([
+          'training_started',
+          'gradient_step',
+          'gradient_step',
+          'training_ended',
+        ]);
         const checkpoints = await server.call('GET', `/v1/preview/models/${model.id}/checkpoints?order=desc&limit=1`);
         expect(checkpoints.body.data[0].step).toBe(index + 1);
       }
@@ -233,27 +328,45 @@ describe('training jobs', () => {
   it('fails an SFT job on bad data with a message naming the line, and 422s an unreadable scheme', async () => {
     const model = await registerModel(server, 'sft-bad');
     const text = `${sftJsonl([{ question: 'a', answer: 'b' }])}\n{"messages": "nope"}\n`;
-    const created = await server.call('POST', '/v1/preview/sft-training-jobs', { body: { model_id: model.id, training_data_url: dataUrl(text) } });
+    const created = await server.call('POST', '/v1/preview/sft-training-jobs', {
+      body: { model_id: model.id, training_data_url: dataUrl(text) },
+    });
     const job = await waitForJobEnd(server, created.body.id);
     expect(job.status).toBe('FAILED');
     expect(job.error_message).toMatch(/line 2/);
 
-    const notJson = await server.call('POST', '/v1/preview/sft-training-jobs', { body: { model_id: model.id, training_data_url: dataUrl(`${sftJsonl([{ question: 'a', answer: 'b' }])}\n\nsecret-token-value\n`) } });
+    const notJson = await server.call('POST', '/v1/preview/sft-training-jobs', {
+      body: {
+        model_id: model.id,
+        training_data_url: dataUrl(`${sftJsonl([{ question: 'a', answer: 'b' }])}\n\nsecret-token-value\n`),
+      },
+    });
     const notJsonJob = await waitForJobEnd(server, notJson.body.id);
     expect(notJsonJob.error_message).toMatch(/line 3 is not valid JSON/);
     expect(notJsonJob.error_message).not.toContain('secret');
 
-    const missing = await server.call('POST', '/v1/preview/sft-training-jobs', { body: { model_id: model.id, training_data_url: 'file:///nonexistent/rows.jsonl' } });
+    const missing = await server.call('POST', '/v1/preview/sft-training-jobs', {
+      body: { model_id: model.id, training_data_url: 'file:///nonexistent/rows.jsonl' },
+    });
     expect((await waitForJobEnd(server, missing.body.id)).error_message).toMatch(/no such file/);
 
-    const s3 = await server.call('POST', '/v1/preview/sft-training-jobs', { body: { model_id: model.id, training_data_url: 's3://bucket/rows.jsonl' } });
+    const s3 = await server.call('POST', '/v1/preview/sft-training-jobs', {
+      body: { model_id: model.id, training_data_url: 's3://bucket/rows.jsonl' },
+    });
     expect(s3.status).toBe(422);
     expect(s3.body.detail[0].loc).toEqual(['body', 'training_data_url']);
     expect(s3.body.detail[0].msg).toContain('`s3`');
-    const remoteFile = await server.call('POST', '/v1/preview/sft-training-jobs', { body: { model_id: model.id, training_data_url: 'file://fileserver/rows.jsonl' } });
+    const remoteFile = await server.call('POST', '/v1/preview/sft-training-jobs', {
+      body: { model_id: model.id, training_data_url: 'file://fileserver/rows.jsonl' },
+    });
     expect(remoteFile.status).toBe(422);
-    expect(remoteFile.body.detail[0]).toMatchObject({ loc: ['body', 'training_data_url'], msg: expect.stringContaining('"fileserver"') });
-    const unknownKey = await server.call('POST', '/v1/preview/sft-training-jobs', { body: { model_id: model.id, training_data_url: dataUrl(text), config: { epochs: 3 } } });
+    expect(remoteFile.body.detail[0]).toMatchObject({
+      loc: ['body', 'training_data_url'],
+      msg: expect.stringContaining('"fileserver"'),
+    });
+    const unknownKey = await server.call('POST', '/v1/preview/sft-training-jobs', {
+      body: { model_id: model.id, training_data_url: dataUrl(text), config: { epochs: 3 } },
+    });
     expect(unknownKey.status).toBe(422);
     expect(unknownKey.body.detail[0].loc).toEqual(['body', 'config', 'epochs']);
   });
@@ -263,7 +376,9 @@ describe('checkpoints', () => {
   it('pages by step in both orders over several pages, and 422s an unknown cursor', async () => {
     const model = await registerModel(server, 'paged');
     for (let job = 0; job < 5; job += 1) {
-      const created = await server.call('POST', '/v1/preview/sft-training-jobs', { body: { model_id: model.id, training_data_url: dataUrl(sftJsonl([{ question: 'q', answer: 'a' }])) } });
+      const created = await server.call('POST', '/v1/preview/sft-training-jobs', {
+        body: { model_id: model.id, training_data_url: dataUrl(sftJsonl([{ question: 'q', answer: 'a' }])) },
+      });
       expect((await waitForJobEnd(server, created.body.id)).status).toBe('COMPLETED');
     }
     for (const order of ['asc', 'desc'] as const) {
@@ -271,7 +386,10 @@ describe('checkpoints', () => {
       let after = '';
       let pages = 0;
       for (;;) {
-        const page = await server.call('GET', `/v1/preview/models/${model.id}/checkpoints?limit=2&order=${order}${after === '' ? '' : `&after=${after}`}`);
+        const page = await server.call(
+          'GET',
+          `/v1/preview/models/${model.id}/checkpoints?limit=2&order=${order}${after === '' ? '' : `&after=${after}`}`,
+        );
         pages += 1;
         steps.push(...page.body.data.map((checkpoint: { step: number }) => checkpoint.step));
         expect(page.body.first_id).toBe(page.body.data[0]?.id ?? '');
@@ -286,19 +404,32 @@ describe('checkpoints', () => {
     expect(defaults.body.data[0].metrics).toEqual(expect.any(Object));
     const emptyCursor = await server.call('GET', `/v1/preview/models/${model.id}/checkpoints?after=&limit=1`);
     expect(emptyCursor.body.data[0].step).toBe(1);
-    const unknown = await server.call('GET', `/v1/preview/models/${model.id}/checkpoints?after=00000000-0000-4000-8000-000000000000`);
+    const unknown = await server.call(
+      'GET',
+      `/v1/preview/models/${model.id}/checkpoints?after=00000000-0000-4000-8000-000000000000`,
+    );
     expect(unknown.status).toBe(422);
     expect(unknown.body.detail[0].loc).toEqual(['query', 'after']);
 
-    const deleted = await server.call('DELETE', `/v1/preview/models/${model.id}/checkpoints`, { body: { steps: [1, 2, 9] } });
+    const deleted = await server.call('DELETE', `/v1/preview/models/${model.id}/checkpoints`, {
+      body: { steps: [1, 2, 9] },
+    });
     expect(deleted.body).toEqual({ deleted_count: 2, not_found_steps: [9] });
     expect(readdirSync(join(server.dataDir, 'weights', model.id)).sort()).toEqual(['step-3', 'step-4', 'step-5']);
     const remaining = await server.call('GET', `/v1/preview/models/${model.id}/checkpoints`);
     expect(remaining.body.data.map((checkpoint: { step: number }) => checkpoint.step)).toEqual([3, 4, 5]);
-    const gone = await server.call('POST', '/v1/chat/completions', { body: { model: 'wandb-artifact:///local/server-tests/paged:step1', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 } });
+    const gone = await server.call('POST', '/v1/chat/completions', {
+      body: {
+        model: 'wandb-artifact:///local/server-tests/paged:step1',
+        messages: [{ role: 'user', content: 'hi' }],
+        max_tokens: 2,
+      },
+    });
     expect(gone.status).toBe(404);
 
-    const next = await server.call('POST', '/v1/preview/sft-training-jobs', { body: { model_id: model.id, training_data_url: dataUrl(sftJsonl([{ question: 'q', answer: 'a' }])) } });
+    const next = await server.call('POST', '/v1/preview/sft-training-jobs', {
+      body: { model_id: model.id, training_data_url: dataUrl(sftJsonl([{ question: 'q', answer: 'a' }])) },
+    });
     await waitForJobEnd(server, next.body.id);
     const newest = await server.call('GET', `/v1/preview/models/${model.id}/checkpoints?order=desc&limit=1`);
     expect(newest.body.data[0].step).toBe(6);
@@ -308,10 +439,14 @@ describe('checkpoints', () => {
     const model = await registerModel(server, 'doomed');
     const bystander = await registerModel(server, 'bystander');
     for (const target of [model, bystander]) {
-      const created = await server.call('POST', '/v1/preview/sft-training-jobs', { body: { model_id: target.id, training_data_url: dataUrl(sftJsonl([{ question: 'q', answer: 'a' }])) } });
+      const created = await server.call('POST', '/v1/preview/sft-training-jobs', {
+        body: { model_id: target.id, training_data_url: dataUrl(sftJsonl([{ question: 'q', answer: 'a' }])) },
+      });
       await waitForJobEnd(server, created.body.id);
       target.jobId = created.body.id;
-      const logged = await server.call('POST', `/v1/preview/models/${target.id}/log`, { body: { split: 'train', trajectory_groups: [{ trajectories: [{ reward: 1 }, { reward: 0 }] }] } });
+      const logged = await server.call('POST', `/v1/preview/models/${target.id}/log`, {
+        body: { split: 'train', trajectory_groups: [{ trajectories: [{ reward: 1 }, { reward: 0 }] }] },
+      });
       expect(logged.status).toBe(200);
     }
     const rowsOf = (modelId: string, jobId: string) => {
@@ -336,13 +471,22 @@ describe('checkpoints', () => {
     const deleted = await server.call('DELETE', `/v1/preview/models/${model.id}`);
     expect(deleted.body).toEqual({ model_id: model.id, deleted_checkpoints: 1, deleted_run: false });
     expect(existsSync(join(server.dataDir, 'weights', model.id))).toBe(false);
-    expect(rowsOf(model.id, model.jobId)).toEqual({ models: 0, checkpoints: 0, jobs: 0, events: 0, groups: 0, metrics: 0 });
+    expect(rowsOf(model.id, model.jobId)).toEqual({
+      models: 0,
+      checkpoints: 0,
+      jobs: 0,
+      events: 0,
+      groups: 0,
+      metrics: 0,
+    });
     // Only that model's data went.
     expect(rowsOf(bystander.id, bystander.jobId)).toEqual(stored);
     expect(readdirSync(join(server.dataDir, 'weights', bystander.id))).toEqual(['step-1']);
     expect((await server.call('GET', `/v1/preview/training-jobs/${model.jobId}`)).status).toBe(404);
     expect((await server.call('GET', `/v1/preview/models/${model.id}/checkpoints`)).status).toBe(404);
-    const again = await server.call('POST', '/v1/preview/models', { body: { project: 'server-tests', name: 'doomed', base_model: 'policyloop/tiny-chat' } });
+    const again = await server.call('POST', '/v1/preview/models', {
+      body: { project: 'server-tests', name: 'doomed', base_model: 'policyloop/tiny-chat' },
+    });
     expect(again.status).toBe(200);
     expect(again.body.id).not.toBe(model.id);
   });

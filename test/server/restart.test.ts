@@ -20,7 +20,8 @@ const children: ChildProcess[] = [];
 const servers: TestServer[] = [];
 
 afterEach(async () => {
-  for (const child of children.splice(0)) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  for (const child of children.splice(0))
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   for (const server of servers.splice(0)) await server.close();
 });
 
@@ -57,19 +58,37 @@ describe('restart', () => {
   it('keeps acknowledged writes through kill -9 and fails the jobs the dead process left behind', async () => {
     const dataDir = temporaryDirectory();
     const { child, url } = await startChild(dataDir);
-    const model = await call(url, 'POST', '/v1/preview/models', { project: 'restart', name: 'survivor', base_model: 'policyloop/tiny-chat' });
+    const model = await call(url, 'POST', '/v1/preview/models', {
+      project: 'restart',
+      name: 'survivor',
+      base_model: 'policyloop/tiny-chat',
+    });
     const groups = [{ trajectories: [{ reward: 1 }, { reward: 0 }] }, { trajectories: [{ reward: 1 }] }];
     await call(url, 'POST', `/v1/preview/models/${model.id}/log`, { split: 'train', trajectory_groups: groups });
-    const running = await call(url, 'POST', '/v1/preview/training-jobs', { model_id: model.id, trajectory_groups: groups });
-    const pending = await call(url, 'POST', '/v1/preview/training-jobs', { model_id: model.id, trajectory_groups: groups });
-    await waitFor(() => call(url, 'GET', `/v1/preview/training-jobs/${running.id}`), (job) => job.status === 'RUNNING');
+    const running = await call(url, 'POST', '/v1/preview/training-jobs', {
+      model_id: model.id,
+      trajectory_groups: groups,
+    });
+    const pending = await call(url, 'POST', '/v1/preview/training-jobs', {
+      model_id: model.id,
+      trajectory_groups: groups,
+    });
+    await waitFor(
+      () => call(url, 'GET', `/v1/preview/training-jobs/${running.id}`),
+      (job) => job.status === 'RUNNING',
+    );
     expect((await call(url, 'GET', `/v1/preview/training-jobs/${pending.id}`)).status).toBe('PENDING');
 
     // While it lives, no second service may take its data directory (it would fail its jobs).
-    await expect(startServer({ dataDir, engine: createStandInEngine() })).rejects.toThrow(`in use by process ${child.pid}`);
+    await expect(startServer({ dataDir, engine: createStandInEngine() })).rejects.toThrow(
+      `in use by process ${child.pid}`,
+    );
 
     const halfWritten = join(dataDir, 'weights', model.id, 'step-1');
-    await waitFor(async () => existsSync(join(halfWritten, 'partial.bin')), (exists) => exists);
+    await waitFor(
+      async () => existsSync(join(halfWritten, 'partial.bin')),
+      (exists) => exists,
+    );
 
     const exited = new Promise((resolve) => child.once('exit', resolve));
     child.kill('SIGKILL');
@@ -77,13 +96,19 @@ describe('restart', () => {
 
     const server = await startServer({ dataDir, engine: createStandInEngine() });
     servers.push(server);
-    const again = await server.call('POST', '/v1/preview/models', { body: { project: 'restart', name: 'survivor', base_model: 'policyloop/tiny-chat', return_existing: true } });
+    const again = await server.call('POST', '/v1/preview/models', {
+      body: { project: 'restart', name: 'survivor', base_model: 'policyloop/tiny-chat', return_existing: true },
+    });
     expect(again.body.id).toBe(model.id);
     for (const jobId of [running.id, pending.id]) {
       const job = await server.call('GET', `/v1/preview/training-jobs/${jobId}`);
       expect(job.body).toMatchObject({ status: 'FAILED', error_message: INTERRUPTED_MESSAGE });
       const { events } = await followEvents(server, jobId);
-      expect(events.filter((event) => event.type === 'training_failed' || event.type === 'training_ended').map((event) => event.type)).toEqual(['training_failed']);
+      expect(
+        events
+          .filter((event) => event.type === 'training_failed' || event.type === 'training_ended')
+          .map((event) => event.type),
+      ).toEqual(['training_failed']);
       expect(events[events.length - 1]?.data).toEqual({ error_message: INTERRUPTED_MESSAGE });
     }
     expect((await server.call('GET', `/v1/preview/models/${model.id}/checkpoints`)).body.data).toEqual([]);
@@ -94,16 +119,25 @@ describe('restart', () => {
     try {
       // WAL is a property of the file: a reader sees the mode the service set.
       expect(database.pragma('journal_mode', { simple: true })).toBe('wal');
-      expect(database.prepare('SELECT COUNT(*) AS count FROM trajectory_groups WHERE model_id = ?').get(model.id)).toEqual({ count: 2 });
-      const metrics = database.prepare('SELECT split, step, metrics FROM step_metrics WHERE model_id = ?').all(model.id) as { split: string; step: number; metrics: string }[];
+      expect(
+        database.prepare('SELECT COUNT(*) AS count FROM trajectory_groups WHERE model_id = ?').get(model.id),
+      ).toEqual({ count: 2 });
+      const metrics = database
+        .prepare('SELECT split, step, metrics FROM step_metrics WHERE model_id = ?')
+        .all(model.id) as { split: string; step: number; metrics: string }[];
       expect(metrics).toHaveLength(1);
-      expect(JSON.parse(metrics[0]?.metrics ?? '{}')).toMatchObject({ reward: 2 / 3, 'data/step_num_groups_trainable': 1 });
+      expect(JSON.parse(metrics[0]?.metrics ?? '{}')).toMatchObject({
+        reward: 2 / 3,
+        'data/step_num_groups_trainable': 1,
+      });
     } finally {
       database.close();
     }
 
     // The queue works again after the restart: a new job trains to step 1.
-    const next = await server.call('POST', '/v1/preview/training-jobs', { body: { model_id: model.id, trajectory_groups: groups } });
+    const next = await server.call('POST', '/v1/preview/training-jobs', {
+      body: { model_id: model.id, trajectory_groups: groups },
+    });
     const { events } = await followEvents(server, next.body.id);
     expect(events[events.length - 1]?.type).toBe('training_ended');
   });
@@ -119,7 +153,9 @@ describe('store schema', () => {
     expect(current).toBeGreaterThan(0);
     database.pragma(`user_version = ${current + 1}`);
     database.close();
-    await expect(startServer({ dataDir, engine: createStandInEngine() })).rejects.toThrow(/newer than this policyloop knows/);
+    await expect(startServer({ dataDir, engine: createStandInEngine() })).rejects.toThrow(
+      /newer than this policyloop knows/,
+    );
     // The refused start left the directory usable: put the version back and it opens.
     const restored = new Database(join(dataDir, DATABASE_FILE));
     restored.pragma(`user_version = ${current}`);

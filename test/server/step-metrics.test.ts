@@ -8,7 +8,14 @@ describe('computeStepMetrics', () => {
   it('computes reward, std dev over groups, exception rate, metric means and counts', () => {
     const metrics = computeStepMetrics(
       groups([
-        { trajectories: [{ reward: 1, metrics: { solved: true, turns: 2 } }, { reward: 3, metrics: { solved: false, turns: 4 } }], metrics: { difficulty: 2 }, exceptions: [{ type: 'E', message: 'm', traceback: '' }] },
+        {
+          trajectories: [
+            { reward: 1, metrics: { solved: true, turns: 2 } },
+            { reward: 3, metrics: { solved: false, turns: 4 } },
+          ],
+          metrics: { difficulty: 2 },
+          exceptions: [{ type: 'E', message: 'm', traceback: '' }],
+        },
         { trajectories: [{ reward: 2, metrics: { turns: 6 } }, { reward: 2 }], metrics: { difficulty: 4 } },
       ]),
     );
@@ -26,8 +33,14 @@ describe('computeStepMetrics', () => {
   });
 
   it('keeps counts and leaves out means over nothing', () => {
-    expect(computeStepMetrics([])).toEqual({ 'data/step_num_trajectories': 0, 'data/step_num_groups_submitted': 0, 'data/step_num_groups_trainable': 0 });
-    expect(computeStepMetrics(groups([{ trajectories: [], exceptions: [{ type: 'E', message: 'm', traceback: '' }] }]))).toEqual({
+    expect(computeStepMetrics([])).toEqual({
+      'data/step_num_trajectories': 0,
+      'data/step_num_groups_submitted': 0,
+      'data/step_num_groups_trainable': 0,
+    });
+    expect(
+      computeStepMetrics(groups([{ trajectories: [], exceptions: [{ type: 'E', message: 'm', traceback: '' }] }])),
+    ).toEqual({
       exception_rate: 1,
       'data/step_num_trajectories': 0,
       'data/step_num_groups_submitted': 1,
@@ -57,6 +70,9 @@ describe('computeStepMetrics', () => {
   });
 
   it('prefixes every name with the split', () => {
-    expect(prefixMetrics({ reward: 1, 'data/step_num_trajectories': 2 }, 'val')).toEqual({ 'val/reward': 1, 'val/data/step_num_trajectories': 2 });
+    expect(prefixMetrics({ reward: 1, 'data/step_num_trajectories': 2 }, 'val')).toEqual({
+      'val/reward': 1,
+      'val/data/step_num_trajectories': 2,
+    });
   });
 });

@@ -18,9 +18,11 @@ const CHECKPOINT_ID = '00000000-0000-4000-8000-0000000000c4';
 
 /** A hosted service stand-in: answers what the model handle calls, recording every request body. */
 function hostedStandIn() {
-  const requests: Array<{ method: string; host: string; path: string; body: unknown; authorization: string | null }> = [];
+  const requests: Array<{ method: string; host: string; path: string; body: unknown; authorization: string | null }> =
+    [];
   let trained = false;
-  const json = (body: unknown) => new Response(JSON.stringify(body), { headers: { 'content-type': 'application/json' } });
+  const json = (body: unknown) =>
+    new Response(JSON.stringify(body), { headers: { 'content-type': 'application/json' } });
   const fetch = async (input: RequestInfo | URL, init?: RequestInit): Promise<Response> => {
     const url = new URL(String(input));
     const method = init?.method ?? 'GET';
@@ -32,22 +34,44 @@ function hostedStandIn() {
       authorization: new Headers(init?.headers).get('authorization'),
     });
     if (url.pathname.endsWith('/preview/models')) {
-      return json({ id: MODEL_ID, entity: 'my-team', project: 'p', name: 'm', base_model: 'OpenPipe/Qwen3-14B-Instruct', run_id: null });
+      return json({
+        id: MODEL_ID,
+        entity: 'my-team',
+        project: 'p',
+        name: 'm',
+        base_model: 'OpenPipe/Qwen3-14B-Instruct',
+        run_id: null,
+      });
     }
     if (url.pathname.endsWith('/checkpoints')) {
       const data = trained ? [{ id: CHECKPOINT_ID, step: 1, metrics: {} }] : [];
       return json({ object: 'list', data, first_id: '', last_id: '', has_more: false });
     }
-    if (url.pathname.endsWith('/training-jobs') || url.pathname.endsWith('/sft-training-jobs')) return json({ id: JOB_ID });
+    if (url.pathname.endsWith('/training-jobs') || url.pathname.endsWith('/sft-training-jobs'))
+      return json({ id: JOB_ID });
     if (url.pathname.endsWith('/events')) {
       trained = true;
-      return json({ object: 'list', data: [{ id: EVENT_ID, type: 'training_ended', data: {} }], first_id: '', last_id: '', has_more: false });
+      return json({
+        object: 'list',
+        data: [{ id: EVENT_ID, type: 'training_ended', data: {} }],
+        first_id: '',
+        last_id: '',
+        has_more: false,
+      });
     }
     if (url.pathname.endsWith('/log')) return json({});
     if (url.pathname.endsWith('/chat/completions')) {
       const body = JSON.parse(String(init?.body)) as { model: string };
-      const logprobs = { content: [{ token: 'hi', bytes: [104, 105], logprob: -0.1, top_logprobs: [] }], refusal: null };
-      const choice = { index: 0, finish_reason: 'stop', message: { role: 'assistant', content: 'hi', refusal: null }, logprobs };
+      const logprobs = {
+        content: [{ token: 'hi', bytes: [104, 105], logprob: -0.1, top_logprobs: [] }],
+        refusal: null,
+      };
+      const choice = {
+        index: 0,
+        finish_reason: 'stop',
+        message: { role: 'assistant', content: 'hi', refusal: null },
+        logprobs,
+      };
       return json({ id: 'chatcmpl-1', object: 'chat.completion', created: 0, model: body.model, choices: [choice] });
     }
     return new Response(JSON.stringify({ detail: 'not found' }), { status: 404 });
@@ -95,18 +119,40 @@ describe('HostedBackend', () => {
 
   it('sends the key, leaves the learning rate to the service, and needs a URL for SFT data', async () => {
     const service = hostedStandIn();
-    const backend = new HostedBackend({ apiKey: 'wandb-key', baseURL: 'https://hosted.test', fetch: service.fetch, dataDir });
-    const model = await new TrainableModel({ project: 'p', name: 'm', baseModel: 'OpenPipe/Qwen3-14B-Instruct' }).register(backend);
+    const backend = new HostedBackend({
+      apiKey: 'wandb-key',
+      baseURL: 'https://hosted.test',
+      fetch: service.fetch,
+      dataDir,
+    });
+    const model = await new TrainableModel({
+      project: 'p',
+      name: 'm',
+      baseModel: 'OpenPipe/Qwen3-14B-Instruct',
+    }).register(backend);
     expect(model.inferenceName()).toBe('wandb-artifact:///my-team/p/m');
     expect(model.files.history).toBe(path.join(dataDir, 'p', 'models', 'm', 'history.jsonl'));
-    expect(service.requests[0]).toMatchObject({ method: 'POST', path: '/v1/preview/models', authorization: 'Bearer wandb-key' });
+    expect(service.requests[0]).toMatchObject({
+      method: 'POST',
+      path: '/v1/preview/models',
+      authorization: 'Bearer wandb-key',
+    });
 
     const result = await model.train([groupWithLogprobs()], { pollInterval: 10, log: false });
     expect(result.step).toBe(1);
     const job = service.requests.find((request) => request.path === '/v1/preview/training-jobs');
-    expect((job?.body as { experimental_config: Record<string, unknown> }).experimental_config).not.toHaveProperty('learning_rate');
+    expect(
+      ((job?.body ?? {}) as { experimental_config: Record<string, unknown> }).experimental_config,
+    ).not.toHaveProperty('learning_rate');
 
-    const rows = [{ messages: [{ role: 'user' as const, content: 'q' }, { role: 'assistant' as const, content: 'a' }] }];
+    const rows = [
+      {
+        messages: [
+          { role: 'user' as const, content: 'q' },
+          { role: 'assistant' as const, content: 'a' },
+        ],
+      },
+    ];
     await expect(model.trainSFT(rows)).rejects.toThrow(/upload the file .* `trainingDataUrl`/);
     await expect(model.trainSFT('local.jsonl')).rejects.toThrow(/trainingDataUrl/);
     await model.trainSFT(undefined, { trainingDataUrl: 'wandb-artifact:///my-team/p/sft:v0', pollInterval: 10 });
@@ -122,7 +168,6 @@ describe('the one-line switch', () => {
     expect(new HostedBackend({ apiKey: 'key' }).dataDir).toBe(path.resolve('.policyloop'));
   });
 
-
   it('hands out an OpenAI client bound to the hosted service: its key, its inference URL, this model, logprobs on', async () => {
     const service = hostedStandIn();
     const backend = new HostedBackend({
@@ -132,7 +177,11 @@ describe('the one-line switch', () => {
       fetch: service.fetch,
       dataDir: path.join(tmpdir(), 'policyloop-hosted-openai'),
     });
-    const model = await new TrainableModel({ project: 'p', name: 'm', baseModel: 'OpenPipe/Qwen3-14B-Instruct' }).register(backend);
+    const model = await new TrainableModel({
+      project: 'p',
+      name: 'm',
+      baseModel: 'OpenPipe/Qwen3-14B-Instruct',
+    }).register(backend);
     const { trajectory } = await recordTrajectory(() =>
       model.openai({ step: 3 }).chat.completions.create({ model: '', messages: [{ role: 'user', content: 'hello' }] }),
     );
@@ -144,7 +193,11 @@ describe('the one-line switch', () => {
       authorization: 'Bearer wandb-key',
       body: { model: 'wandb-artifact:///my-team/p/m:step3', logprobs: true },
     });
-    expect(service.requests.filter((entry) => entry.path.startsWith('/v1/preview')).every((entry) => entry.host === 'hosted.test')).toBe(true);
+    expect(
+      service.requests
+        .filter((entry) => entry.path.startsWith('/v1/preview'))
+        .every((entry) => entry.host === 'hosted.test'),
+    ).toBe(true);
     // The captured Choice keeps the hosted service's logprobs, as on the local backend.
     expect(trajectory.messages_and_choices).toHaveLength(2);
     expect(JSON.stringify(trajectory.messages_and_choices?.[1])).toContain('"logprob":-0.1');
@@ -169,10 +222,19 @@ describe('LocalBackend', () => {
   });
 
   it("sends the engine's documented default learning rate when none is given", async () => {
-    const model = await new TrainableModel({ project: 'p', name: 'lr', baseModel: 'policyloop/tiny-chat' }).register(backend);
+    const model = await new TrainableModel({ project: 'p', name: 'lr', baseModel: 'policyloop/tiny-chat' }).register(
+      backend,
+    );
     await model.train([groupWithLogprobs()], { pollInterval: 50, log: false, allowTrainingWithoutLogprobs: true });
-    await model.train([groupWithLogprobs()], { pollInterval: 50, log: false, allowTrainingWithoutLogprobs: true, learningRate: 0.001 });
-    const rates = jobBodies.map((body) => (body as { experimental_config: { learning_rate?: number } }).experimental_config.learning_rate);
+    await model.train([groupWithLogprobs()], {
+      pollInterval: 50,
+      log: false,
+      allowTrainingWithoutLogprobs: true,
+      learningRate: 0.001,
+    });
+    const rates = jobBodies.map(
+      (body) => (body as { experimental_config: { learning_rate?: number } }).experimental_config.learning_rate,
+    );
     expect(rates).toEqual([DEFAULT_LEARNING_RATE, 0.001]);
   });
 
@@ -180,7 +242,9 @@ describe('LocalBackend', () => {
     const starting = new LocalBackend({ dataDir: path.join(dataDir, 'aborted-start') });
     try {
       const model = new TrainableModel({ project: 'p', name: 'aborted', baseModel: 'policyloop/tiny-chat' });
-      await expect(model.register(starting, { signal: AbortSignal.abort(new Error('user stop')) })).rejects.toThrow('user stop');
+      await expect(model.register(starting, { signal: AbortSignal.abort(new Error('user stop')) })).rejects.toThrow(
+        'user stop',
+      );
       // It stopped waiting at once: the service was not up yet.
       expect(() => starting.baseURL).toThrow(/not started yet/);
       expect(model.isRegistered).toBe(false);
@@ -192,9 +256,17 @@ describe('LocalBackend', () => {
   });
 
   it('connects to a running service by URL with the development key', async () => {
-    const first = await new TrainableModel({ project: 'p', name: 'shared', baseModel: 'policyloop/tiny-chat' }).register(backend);
+    const first = await new TrainableModel({
+      project: 'p',
+      name: 'shared',
+      baseModel: 'policyloop/tiny-chat',
+    }).register(backend);
     const byUrl = new LocalBackend({ url: backend.baseURL, dataDir });
-    const second = await new TrainableModel({ project: 'p', name: 'shared', baseModel: 'policyloop/tiny-chat' }).register(byUrl);
+    const second = await new TrainableModel({
+      project: 'p',
+      name: 'shared',
+      baseModel: 'policyloop/tiny-chat',
+    }).register(byUrl);
     expect(second.id).toBe(first.id);
     await byUrl.close();
     // Closing a backend that connected by URL leaves the service running.

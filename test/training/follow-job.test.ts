@@ -30,7 +30,8 @@ function scriptedJob() {
   let status = 'RUNNING';
   const fetch = async (input: RequestInfo | URL): Promise<Response> => {
     const url = new URL(String(input));
-    const json = (body: unknown) => new Response(JSON.stringify(body), { headers: { 'content-type': 'application/json' } });
+    const json = (body: unknown) =>
+      new Response(JSON.stringify(body), { headers: { 'content-type': 'application/json' } });
     if (url.pathname.endsWith('/events')) {
       const after = url.searchParams.get('after');
       cursors.push(after);
@@ -55,7 +56,11 @@ function scriptedJob() {
     counter += 1;
     visible.push({ id: `00000000-0000-4000-8000-${String(counter).padStart(12, '0')}`, type, data });
   };
-  const client = new TrainingClient({ apiKey: 'test', baseURL: 'http://service.test/v1', fetch: fetch as typeof globalThis.fetch });
+  const client = new TrainingClient({
+    apiKey: 'test',
+    baseURL: 'http://service.test/v1',
+    fetch: fetch as typeof globalThis.fetch,
+  });
   return { client, publish, cursors, setStatus: (value: string) => (status = value) };
 }
 
@@ -87,7 +92,12 @@ describe('followTrainingJob', () => {
     await vi.advanceTimersByTimeAsync(1_000);
     const result = await followed;
     expect(result.metrics).toEqual({ loss: 2, reward: 0.6 });
-    expect(result.events.map((event) => event.type)).toEqual(['training_started', 'gradient_step', 'gradient_step', 'training_ended']);
+    expect(result.events.map((event) => event.type)).toEqual([
+      'training_started',
+      'gradient_step',
+      'gradient_step',
+      'training_ended',
+    ]);
   });
 
   it('passes over an event type a newer service added and still ends at the terminal event', async () => {
@@ -100,7 +110,12 @@ describe('followTrainingJob', () => {
     const followed = followTrainingJob(job.client, JOB_ID, { onProgress: (p) => progress.push(p.event.type) });
     await vi.advanceTimersByTimeAsync(0);
     const result = await followed;
-    expect(result.events.map((event) => event.type)).toEqual(['training_started', 'checkpoint_uploaded', 'gradient_step', 'training_ended']);
+    expect(result.events.map((event) => event.type)).toEqual([
+      'training_started',
+      'checkpoint_uploaded',
+      'gradient_step',
+      'training_ended',
+    ]);
     expect(progress).toContain('checkpoint_uploaded');
     expect(result.metrics).toEqual({ loss: 0.5 }); // the unknown event's numbers are not training metrics
   });
@@ -128,7 +143,11 @@ describe('followTrainingJob', () => {
       const body = { object: 'list', data: [], first_id: '', last_id: '', has_more: true };
       return new Response(JSON.stringify(body), { headers: { 'content-type': 'application/json' } });
     };
-    const client = new TrainingClient({ apiKey: 'test', baseURL: 'http://service.test/v1', fetch: fetch as typeof globalThis.fetch });
+    const client = new TrainingClient({
+      apiKey: 'test',
+      baseURL: 'http://service.test/v1',
+      fetch: fetch as typeof globalThis.fetch,
+    });
     const followed = followTrainingJob(client, JOB_ID, { timeout: 3_500 }).catch((caught: unknown) => caught);
     await vi.advanceTimersByTimeAsync(3_500);
     expect(await followed).toBeInstanceOf(TrainingTimeoutError);

@@ -44,7 +44,9 @@ async function spoolRecords(): Promise<SpoolRecord[]> {
 }
 
 function idsOf(records: readonly SpoolRecord[]): string[] {
-  return records.flatMap((record) => record.trajectory_groups.map((entry) => String((entry.metadata as { id: string }).id)));
+  return records.flatMap((record) =>
+    record.trajectory_groups.map((entry) => String((entry.metadata as { id: string }).id)),
+  );
 }
 
 /** Advances fake time in small ticks, letting real I/O run between them, until `promise` settles. */
@@ -67,7 +69,10 @@ describe('LogBatcher batching', () => {
   it('sends full batches at once and the remainder only after maxDelay', async () => {
     const service = scriptedLogFetch();
     const batcher = batcherWith(service.fetch, { maxBatchGroups: 2, maxDelay: 1_000 });
-    await batcher.add('val', ids('g', 5).map((id) => group(id)));
+    await batcher.add(
+      'val',
+      ids('g', 5).map((id) => group(id)),
+    );
     await vi.advanceTimersByTimeAsync(999);
     expect(service.calls.map((call) => call.groupIds)).toEqual([
       ['g0', 'g1'],
@@ -83,8 +88,14 @@ describe('LogBatcher batching', () => {
     const service = scriptedLogFetch();
     const oneGroupBytes = Buffer.byteLength(JSON.stringify(group('a0')));
     const batcher = batcherWith(service.fetch, { maxBatchBytes: oneGroupBytes * 2 + 1, maxDelay: 50 });
-    await batcher.add('train', ids('a', 3).map((id) => group(id)));
-    await batcher.add('val', ids('b', 2).map((id) => group(id)));
+    await batcher.add(
+      'train',
+      ids('a', 3).map((id) => group(id)),
+    );
+    await batcher.add(
+      'val',
+      ids('b', 2).map((id) => group(id)),
+    );
     await settle(batcher.flush());
     expect(service.calls.map((call) => [call.split, call.groupIds])).toEqual([
       ['train', ['a0', 'a1']],
@@ -119,7 +130,10 @@ describe('LogBatcher failures', () => {
     const batcher = batcherWith(failing.fetch, { maxRetries: 2, maxBatchGroups: 3 });
     const spooled: BatchSpooledEvent[] = [];
     batcher.on('batch:spooled', (event) => spooled.push(event));
-    await batcher.add('train', ids('s', 4).map((id) => group(id)));
+    await batcher.add(
+      'train',
+      ids('s', 4).map((id) => group(id)),
+    );
     const stats = await settle(batcher.close());
     expect(failing.calls).toHaveLength(6); // two batches x (1 + 2 retries)
     expect(failing.acknowledged).toEqual([]);
@@ -136,7 +150,12 @@ describe('LogBatcher failures', () => {
     // The next run: the service is back.
     const working = scriptedLogFetch();
     const next = batcherWith(working.fetch);
-    expect(await settle(next.replaySpool())).toEqual({ replayedBatches: 2, replayedGroups: 4, respooledBatches: 0, unreadableLines: 0 });
+    expect(await settle(next.replaySpool())).toEqual({
+      replayedBatches: 2,
+      replayedGroups: 4,
+      respooledBatches: 0,
+      unreadableLines: 0,
+    });
     expect(working.acknowledged).toEqual(ids('s', 4));
     expect(working.calls.map((call) => call.split)).toEqual(['train', 'train']);
     expect(await spoolRecords()).toEqual([]);
@@ -175,7 +194,10 @@ describe('LogBatcher failures', () => {
     };
     await writeFile(spoolPath, `${JSON.stringify(record)}\n{"model_id": "torn`);
     const service = scriptedLogFetch();
-    expect(await settle(batcherWith(service.fetch).replaySpool())).toMatchObject({ replayedGroups: 1, unreadableLines: 1 });
+    expect(await settle(batcherWith(service.fetch).replaySpool())).toMatchObject({
+      replayedGroups: 1,
+      unreadableLines: 1,
+    });
     expect(service.acknowledged).toEqual(['t0']);
     expect(await readFile(`${spoolPath}.unreadable`, 'utf8')).toBe('{"model_id": "torn\n');
   });
@@ -183,7 +205,11 @@ describe('LogBatcher failures', () => {
   it('rejects flush with the groups when they can be neither sent nor spooled', async () => {
     const notADirectory = path.join(directory, 'file');
     await writeFile(notADirectory, '');
-    const client = new TrainingClient({ apiKey: 'test', baseURL: 'http://service.test/v1', fetch: scriptedLogFetch(() => 422).fetch });
+    const client = new TrainingClient({
+      apiKey: 'test',
+      baseURL: 'http://service.test/v1',
+      fetch: scriptedLogFetch(() => 422).fetch,
+    });
     const batcher = new LogBatcher({ client, modelId: MODEL_ID, spoolPath: path.join(notADirectory, 'spool.jsonl') });
     await batcher.add('val', [group('lost?')]);
     const error = await settle(batcher.flush().catch((error: unknown) => error));
@@ -235,7 +261,10 @@ describe('LogBatcher memory and shutdown', () => {
   it('close with an aborted signal spools everything pending at once', async () => {
     const service = scriptedLogFetch(() => 'hold');
     const batcher = batcherWith(service.fetch, { maxBatchGroups: 2, maxRetries: 5 });
-    await batcher.add('val', ids('c', 5).map((id) => group(id)));
+    await batcher.add(
+      'val',
+      ids('c', 5).map((id) => group(id)),
+    );
     await vi.advanceTimersByTimeAsync(0);
     const controller = new AbortController();
     const closed = batcher.close(controller.signal);

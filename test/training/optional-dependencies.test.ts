@@ -40,8 +40,12 @@ try {
       env: { ...process.env, NO_COLOR: '1' },
     });
     expect(child.status, child.stderr).toBe(0);
-    expect(child.stdout).toMatch(/^PolicyloopError The local service needs its optional dependencies, and `hono` is not installed/);
-    expect(child.stdout).toContain('npm install hono @hono/node-server better-sqlite3 @tensorflow/tfjs-core @tensorflow/tfjs-backend-wasm');
+    expect(child.stdout).toMatch(
+      /^PolicyloopError The local service needs its optional dependencies, and `hono` is not installed/,
+    );
+    expect(child.stdout).toContain(
+      'npm install hono @hono/node-server better-sqlite3 @tensorflow/tfjs-core @tensorflow/tfjs-backend-wasm',
+    );
     expect(child.stdout).toContain('HostedBackend');
   });
 });

@@ -69,7 +69,9 @@ function handGroup(options: { logprobs: boolean; policyVersion?: number }): Traj
           index: 0,
           finish_reason: 'stop' as const,
           message: { role: 'assistant' as const, content: 'a' },
-          ...(options.logprobs ? { logprobs: { content: [{ token: 'a', bytes: [97], logprob: -1, top_logprobs: [] }] } } : {}),
+          ...(options.logprobs
+            ? { logprobs: { content: [{ token: 'a', bytes: [97], logprob: -1, top_logprobs: [] }] } }
+            : {}),
         },
       ],
     })),
@@ -79,7 +81,9 @@ function handGroup(options: { logprobs: boolean; policyVersion?: number }): Traj
 describe('registration and the OpenAI client', () => {
   it('registers get-or-create, starts at step 0, and names the model for inference', async () => {
     const model = await freshModel();
-    const again = await new TrainableModel({ project: 'tests', name: model.name, baseModel: BASE_MODEL }).register(backend);
+    const again = await new TrainableModel({ project: 'tests', name: model.name, baseModel: BASE_MODEL }).register(
+      backend,
+    );
     expect(again.id).toBe(model.id);
     expect(await model.getStep()).toBe(0);
     expect(model.inferenceName()).toBe(`wandb-artifact:///${model.entity}/tests/${model.name}`);
@@ -121,7 +125,9 @@ describe('RL and SFT round trips', () => {
   it('RL: logs train metrics at the sampling step, trains, and moves to step 1', async () => {
     const model = await freshModel();
     const groups = await sampleGroups(model);
-    expect(groups.every((group) => group.trajectories.every((trajectory) => trajectory.initial_policy_version === 0))).toBe(true);
+    expect(
+      groups.every((group) => group.trajectories.every((trajectory) => trajectory.initial_policy_version === 0)),
+    ).toBe(true);
     const val = await model.log(groups, { split: 'val' });
     expect(val).toMatchObject({ training_step: 0, 'val/data/step_num_trajectories': 8 });
     expect(typeof val['val/reward']).toBe('number');
@@ -145,7 +151,11 @@ describe('RL and SFT round trips', () => {
 
     // The new checkpoint answers, latest and pinned.
     const pinned = model.openai({ step: 1 });
-    const reply = await pinned.chat.completions.create({ model: '', messages: [{ role: 'user', content: 'x' }], max_tokens: 2 });
+    const reply = await pinned.chat.completions.create({
+      model: '',
+      messages: [{ role: 'user', content: 'x' }],
+      max_tokens: 2,
+    });
     expect(reply.model).toContain(':step1');
     expect((await model.flushLogs()).sentGroups).toBe(4);
     await model.close();
@@ -155,8 +165,18 @@ describe('RL and SFT round trips', () => {
     const model = await freshModel();
     const first = await model.trainSFT(
       [
-        { messages_and_choices: [{ role: 'user', content: 'capital of France?' }, { role: 'assistant', content: 'Paris' }] },
-        { messages: [{ role: 'user', content: '2+2?' }, { role: 'assistant', content: '4' }] },
+        {
+          messages_and_choices: [
+            { role: 'user', content: 'capital of France?' },
+            { role: 'assistant', content: 'Paris' },
+          ],
+        },
+        {
+          messages: [
+            { role: 'user', content: '2+2?' },
+            { role: 'assistant', content: '4' },
+          ],
+        },
       ],
       { pollInterval: 100 },
     );
@@ -172,7 +192,15 @@ describe('RL and SFT round trips', () => {
     });
 
     const file = path.join(dataDir, 'hand-written.jsonl');
-    await writeFile(file, `${JSON.stringify({ messages: [{ role: 'user', content: 'hi' }, { role: 'assistant', content: 'hello' }] })}\n`);
+    await writeFile(
+      file,
+      `${JSON.stringify({
+        messages: [
+          { role: 'user', content: 'hi' },
+          { role: 'assistant', content: 'hello' },
+        ],
+      })}\n`,
+    );
     const second = await model.trainSFT(file, { pollInterval: 100, learningRate: 0.001 });
     expect(second.step).toBe(2);
     expect((await model.history()).some((row) => typeof row['sft/loss'] === 'number')).toBe(true);
@@ -200,7 +228,12 @@ describe('checks before upload', () => {
       .train([handGroup({ logprobs: true }), handGroup({ logprobs: false })])
       .catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(MissingLogprobsError);
-    expect((error as MissingLogprobsError).location).toEqual({ groupIndex: 1, trajectoryIndex: 0, historyIndex: null, itemIndex: 1 });
+    expect((error as MissingLogprobsError).location).toEqual({
+      groupIndex: 1,
+      trajectoryIndex: 0,
+      historyIndex: null,
+      itemIndex: 1,
+    });
     expect((error as Error).message).toMatch(/trajectory 0 of group 1 .* messages_and_choices\[1\]/);
     expect(submitted).toBe(0);
     expect(await model.history()).toEqual([]);
@@ -208,8 +241,28 @@ describe('checks before upload', () => {
 
   it('drops groups sampled more than maxStaleness steps ago, and refuses when none is left', async () => {
     const model = await freshModel();
-    await model.trainSFT([{ messages: [{ role: 'user', content: 'a' }, { role: 'assistant', content: 'b' }] }], { pollInterval: 100 });
-    await model.trainSFT([{ messages: [{ role: 'user', content: 'a' }, { role: 'assistant', content: 'b' }] }], { pollInterval: 100 });
+    await model.trainSFT(
+      [
+        {
+          messages: [
+            { role: 'user', content: 'a' },
+            { role: 'assistant', content: 'b' },
+          ],
+        },
+      ],
+      { pollInterval: 100 },
+    );
+    await model.trainSFT(
+      [
+        {
+          messages: [
+            { role: 'user', content: 'a' },
+            { role: 'assistant', content: 'b' },
+          ],
+        },
+      ],
+      { pollInterval: 100 },
+    );
     expect(await model.getStep()).toBe(2);
     const dropped: GroupsDroppedEvent[] = [];
     model.on('groups:dropped', (event) => dropped.push(event));
@@ -232,7 +285,12 @@ describe('checks before upload', () => {
 describe('checkpoint retention', () => {
   it('keeps the latest and the best by val/reward from the history, deleting the rest', async () => {
     const model = await freshModel();
-    const row = { messages: [{ role: 'user' as const, content: 'q' }, { role: 'assistant' as const, content: 'a' }] };
+    const row = {
+      messages: [
+        { role: 'user' as const, content: 'q' },
+        { role: 'assistant' as const, content: 'a' },
+      ],
+    };
     const valRewards = [0.1, 0.9, 0.4, 0.6];
     for (const [index, reward] of valRewards.entries()) {
       await model.trainSFT([row], { pollInterval: 100 });

@@ -49,12 +49,14 @@ export const serveCommand: Command = {
     }
     const port = Number(values.port);
     if (!/^\d+$/.test(values.port) || port > 65_535) {
-      process.stderr.write(`policyloop serve: expected --port between 0 and 65535, got ${JSON.stringify(values.port)}\n`);
+      process.stderr.write(
+        `policyloop serve: expected --port between 0 and 65535, got ${JSON.stringify(values.port)}\n`,
+      );
       return 2;
     }
     const fromEnvironment = readEnv(ENV.apiKey);
     const apiKeys = values['api-key'] ?? (fromEnvironment === undefined ? undefined : [fromEnvironment]);
-    if (apiKeys !== undefined && apiKeys.some((key) => key === '')) {
+    if (apiKeys?.some((key) => key === '')) {
       process.stderr.write('policyloop serve: expected a non-empty --api-key\n');
       return 2;
     }
@@ -85,7 +87,9 @@ export const serveCommand: Command = {
         server.close().then(
           () => resolveExit(0),
           (error: unknown) => {
-            process.stderr.write(`policyloop: error while stopping: ${error instanceof Error ? error.message : String(error)}\n`);
+            process.stderr.write(
+              `policyloop: error while stopping: ${error instanceof Error ? error.message : String(error)}\n`,
+            );
             resolveExit(1);
           },
         );
@@ -99,7 +103,10 @@ export const serveCommand: Command = {
     } else if (apiKeys === undefined) {
       process.stdout.write(`using the development API key ${DEV_API_KEY} (pass --api-key KEY to set your own)\n`);
       // The development key is public: reachable beyond this machine, anyone could train and read files.
-      if (!LOOPBACK_HOSTS.has(values.host)) process.stderr.write(`policyloop: warning: listening on ${values.host} with the public development key; pass --api-key KEY\n`);
+      if (!LOOPBACK_HOSTS.has(values.host))
+        process.stderr.write(
+          `policyloop: warning: listening on ${values.host} with the public development key; pass --api-key KEY\n`,
+        );
     }
     return await exited;
   },

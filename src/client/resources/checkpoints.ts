@@ -45,7 +45,11 @@ export class Checkpoints {
    * @example
    * const { deleted_count, not_found_steps } = await client.checkpoints.delete(model.id, { steps: [1, 2] });
    */
-  async delete(modelId: string, body: DeleteCheckpointsRequest, options?: RequestOptions): Promise<DeleteCheckpointsResponse> {
+  async delete(
+    modelId: string,
+    body: DeleteCheckpointsRequest,
+    options?: RequestOptions,
+  ): Promise<DeleteCheckpointsResponse> {
     const template = '/preview/models/{model_id}/checkpoints';
     const context = `DELETE ${template}`;
     const id = encodePathParameter(modelId, 'modelId', context);

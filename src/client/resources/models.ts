@@ -75,7 +75,14 @@ export class Models {
     const id = encodePathParameter(modelId, 'modelId', context);
     const data = parseArgument(LogRequest, body, 'body', context);
     return this.#transport.request(
-      { method: 'POST', path: `/preview/models/${id}/log`, template, body: data, response: AnyJSON, responseName: 'JSON' },
+      {
+        method: 'POST',
+        path: `/preview/models/${id}/log`,
+        template,
+        body: data,
+        response: AnyJSON,
+        responseName: 'JSON',
+      },
       options,
     );
   }

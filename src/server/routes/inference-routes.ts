@@ -2,7 +2,12 @@
 import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import type { Context } from 'hono';
-import { ChatCompletionRequestBody, type ChatCompletionResponseBody, type InferenceModel, type InferenceModelList } from '../../schema/index.js';
+import {
+  ChatCompletionRequestBody,
+  type ChatCompletionResponseBody,
+  type InferenceModel,
+  type InferenceModelList,
+} from '../../schema/index.js';
 import { EngineInputError } from '../../engine/types.js';
 import { completionChunks, eventStream } from '../chat-completion-stream.js';
 import { HttpError, RequestValidationError } from '../http-error.js';
@@ -44,16 +49,28 @@ export function registerInferenceRoutes(routes: RouteTable, service: ServiceCont
     } catch (error) {
       // The client hung up and the engine dropped its request: nobody is left to answer.
       if (cause === 'client') return new Response(null, { status: 499 });
-      if (cause === 'stopping') throw new HttpError(503, 'The service stopped before the completion finished; try again when it is back', { 'retry-after': '5' });
+      if (cause === 'stopping')
+        throw new HttpError(503, 'The service stopped before the completion finished; try again when it is back', {
+          'retry-after': '5',
+        });
       if (cause === 'timeout') {
-        throw new HttpError(503, `The completion did not finish within ${service.options.requestTimeoutMs} ms (the service's requestTimeoutMs): the engine is busy or stuck; try again later`, { 'retry-after': '5' });
+        throw new HttpError(
+          503,
+          `The completion did not finish within ${service.options.requestTimeoutMs} ms (the service's requestTimeoutMs): the engine is busy or stuck; try again later`,
+          { 'retry-after': '5' },
+        );
       }
       if (error instanceof EngineInputError) {
-        throw new RequestValidationError([{ loc: error.loc.length > 0 ? [...error.loc] : ['body'], msg: error.message, type: 'value_error' }]);
+        throw new RequestValidationError([
+          { loc: error.loc.length > 0 ? [...error.loc] : ['body'], msg: error.message, type: 'value_error' },
+        ]);
       }
       // The checkpoint was deleted while the completion waited for its weights.
       if (policy.checkpointPath !== null && !existsSync(policy.checkpointPath)) {
-        throw new HttpError(404, `Model ${JSON.stringify(request.model)} not found: its checkpoint was deleted while the completion was waiting`);
+        throw new HttpError(
+          404,
+          `Model ${JSON.stringify(request.model)} not found: its checkpoint was deleted while the completion was waiting`,
+        );
       }
       throw error;
     } finally {
@@ -61,14 +78,28 @@ export function registerInferenceRoutes(routes: RouteTable, service: ServiceCont
       client.removeEventListener('abort', onClient);
       service.stopping.removeEventListener('abort', onStopping);
     }
-    const identity = { id: `chatcmpl-${randomUUID().replaceAll('-', '')}`, created: Math.floor(Date.now() / 1000), model: request.model };
+    const identity = {
+      id: `chatcmpl-${randomUUID().replaceAll('-', '')}`,
+      created: Math.floor(Date.now() / 1000),
+      model: request.model,
+    };
     if (request.stream === true) {
       const chunks = completionChunks(identity, result, request.stream_options?.include_usage === true);
       return new Response(eventStream(chunks), {
-        headers: { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' },
+        headers: {
+          'content-type': 'text/event-stream; charset=utf-8',
+          'cache-control': 'no-cache',
+          'x-accel-buffering': 'no',
+        },
       });
     }
-    const body: ChatCompletionResponseBody = { ...identity, object: 'chat.completion', choices: result.choices, usage: result.usage, system_fingerprint: null };
+    const body: ChatCompletionResponseBody = {
+      ...identity,
+      object: 'chat.completion',
+      choices: result.choices,
+      usage: result.usage,
+      system_fingerprint: null,
+    };
     return context.json(body);
   };
   routes.add('POST', '/v1/chat/completions', chatCompletions);
@@ -76,13 +107,27 @@ export function registerInferenceRoutes(routes: RouteTable, service: ServiceCont
 
   routes.add('GET', '/v1/models', async (context) => {
     requireAuth(service, context);
-    const data: InferenceModel[] = service.engine.baseModels().map((id) => ({ id, object: 'model', created: 0, owned_by: 'policyloop' }));
+    const data: InferenceModel[] = service.engine
+      .baseModels()
+      .map((id) => ({ id, object: 'model', created: 0, owned_by: 'policyloop' }));
     for (const model of service.store.listModels()) {
       const created = Math.floor(Date.parse(model.created_at) / 1000);
       data.push({ id: inferenceName(model), object: 'model', created, owned_by: model.entity, root: model.base_model });
-      data.push({ id: inferenceName(model, 0), object: 'model', created, owned_by: model.entity, root: model.base_model });
+      data.push({
+        id: inferenceName(model, 0),
+        object: 'model',
+        created,
+        owned_by: model.entity,
+        root: model.base_model,
+      });
       for (const checkpoint of service.store.allCheckpoints(model.id)) {
-        data.push({ id: inferenceName(model, checkpoint.step), object: 'model', created: Math.floor(Date.parse(checkpoint.created_at) / 1000), owned_by: model.entity, root: model.base_model });
+        data.push({
+          id: inferenceName(model, checkpoint.step),
+          object: 'model',
+          created: Math.floor(Date.parse(checkpoint.created_at) / 1000),
+          owned_by: model.entity,
+          root: model.base_model,
+        });
       }
     }
     const body: InferenceModelList = { object: 'list', data };

@@ -2,7 +2,14 @@
 import { CreateSFTTrainingJob, CreateTrainingJob, PageQuery, type TrainingJobDetails } from '../../schema/index.js';
 import { HttpError, validationFailure } from '../http-error.js';
 import type { RouteTable } from '../route-table.js';
-import { readBody, readIdParam, readQuery, requireAuth, requireModel, type ServiceContext } from '../service-context.js';
+import {
+  readBody,
+  readIdParam,
+  readQuery,
+  requireAuth,
+  requireModel,
+  type ServiceContext,
+} from '../service-context.js';
 import type { JobRecord } from '../store.js';
 import { checkTrainingDataUrl } from '../training-data.js';
 import { toPage } from './pages.js';
@@ -43,7 +50,8 @@ export function registerJobRoutes(routes: RouteTable, service: ServiceContext): 
     requireJob(service, jobId);
     // An empty `after` (`?after=`) means no cursor: the first page.
     const page = store.listEvents(jobId, { ...query, after: query.after === '' ? undefined : query.after });
-    if (page === undefined) throw validationFailure(['query', 'after'], `No event with id ${JSON.stringify(query.after)} in this job's list`);
+    if (page === undefined)
+      throw validationFailure(['query', 'after'], `No event with id ${JSON.stringify(query.after)} in this job's list`);
     return context.json(toPage(page.items, page.hasMore));
   });
 }

@@ -15,7 +15,14 @@ import {
 } from '../../schema/index.js';
 import { HttpError, validationFailure } from '../http-error.js';
 import type { RouteTable } from '../route-table.js';
-import { readBody, readIdParam, readQuery, requireAuth, requireModel, type ServiceContext } from '../service-context.js';
+import {
+  readBody,
+  readIdParam,
+  readQuery,
+  requireAuth,
+  requireModel,
+  type ServiceContext,
+} from '../service-context.js';
 import type { CheckpointRecord, ModelRecord } from '../store.js';
 import { toPage } from './pages.js';
 
@@ -36,22 +43,38 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
       ['name', body.name],
     ] as const) {
       if (value === '') throw validationFailure(['body', field], `Expected a non-empty ${field}`, 'string_too_short');
-      if (NAME_FORBIDDEN.test(value)) throw validationFailure(['body', field], `Expected a ${field} without '/', ':' or spaces, got ${JSON.stringify(value)}`, 'string_pattern_mismatch');
+      if (NAME_FORBIDDEN.test(value))
+        throw validationFailure(
+          ['body', field],
+          `Expected a ${field} without '/', ':' or spaces, got ${JSON.stringify(value)}`,
+          'string_pattern_mismatch',
+        );
     }
     const baseModels = engine.baseModels();
     if (!baseModels.includes(body.base_model)) {
-      throw validationFailure(['body', 'base_model'], `Unknown base model ${JSON.stringify(body.base_model)}; expected one of: ${baseModels.join(', ')}`);
+      throw validationFailure(
+        ['body', 'base_model'],
+        `Unknown base model ${JSON.stringify(body.base_model)}; expected one of: ${baseModels.join(', ')}`,
+      );
     }
     const existing = store.findModel(entity, body.project, body.name);
     if (existing !== undefined) {
       const name = `${entity}/${body.project}/${body.name}`;
-      if (!body.return_existing) throw new HttpError(409, `Model ${name} already exists; send return_existing: true to get it`);
+      if (!body.return_existing)
+        throw new HttpError(409, `Model ${name} already exists; send return_existing: true to get it`);
       if (existing.base_model !== body.base_model) {
-        throw new HttpError(409, `Model ${name} already exists with base model ${existing.base_model}, not ${body.base_model}`);
+        throw new HttpError(
+          409,
+          `Model ${name} already exists with base model ${existing.base_model}, not ${body.base_model}`,
+        );
       }
       return context.json(toModelResponse(existing));
     }
-    return context.json(toModelResponse(store.createModel({ entity, project: body.project, name: body.name, base_model: body.base_model })));
+    return context.json(
+      toModelResponse(
+        store.createModel({ entity, project: body.project, name: body.name, base_model: body.base_model }),
+      ),
+    );
   });
 
   routes.add('DELETE', '/v1/preview/models/:model_id', async (context) => {
@@ -61,7 +84,11 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
     if (deleted === undefined) throw new HttpError(404, `Model ${modelId} not found`);
     await service.runner.stopModel(modelId);
     await rm(resolve(options.dataDir, 'weights', modelId), { recursive: true, force: true });
-    const response: DeleteModelResponse = { model_id: modelId, deleted_checkpoints: deleted.length, deleted_run: false };
+    const response: DeleteModelResponse = {
+      model_id: modelId,
+      deleted_checkpoints: deleted.length,
+      deleted_run: false,
+    };
     return context.json(response);
   });
 
@@ -72,7 +99,11 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
     requireModel(service, modelId);
     // An empty `after` (`?after=`) means no cursor: the first page.
     const page = store.listCheckpoints(modelId, { ...query, after: query.after === '' ? undefined : query.after });
-    if (page === undefined) throw validationFailure(['query', 'after'], `No checkpoint with id ${JSON.stringify(query.after)} in this model's list`);
+    if (page === undefined)
+      throw validationFailure(
+        ['query', 'after'],
+        `No checkpoint with id ${JSON.stringify(query.after)} in this model's list`,
+      );
     return context.json(toPage(page.items.map(toCheckpointResponse), page.hasMore));
   });
 
@@ -82,7 +113,9 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
     const body = await readBody(service, context, DeleteCheckpointsRequest);
     requireModel(service, modelId);
     const { deleted, notFound } = store.deleteCheckpoints(modelId, body.steps);
-    await Promise.all(deleted.map((checkpoint) => rm(resolve(options.dataDir, checkpoint.path), { recursive: true, force: true })));
+    await Promise.all(
+      deleted.map((checkpoint) => rm(resolve(options.dataDir, checkpoint.path), { recursive: true, force: true })),
+    );
     const response: DeleteCheckpointsResponse = { deleted_count: deleted.length, not_found_steps: notFound };
     return context.json(response);
   });
@@ -94,13 +127,25 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
     const model = requireModel(service, modelId);
     const metrics = computeStepMetrics(body.trajectory_groups);
     store.insertLog({ modelId, split: body.split, step: model.latest_step, groups: body.trajectory_groups, metrics });
-    return context.json({ model_id: modelId, split: body.split, step: model.latest_step, metrics: prefixMetrics(metrics, body.split) });
+    return context.json({
+      model_id: modelId,
+      split: body.split,
+      step: model.latest_step,
+      metrics: prefixMetrics(metrics, body.split),
+    });
   });
 }
 
 /** The wire form of a model. */
 export function toModelResponse(model: ModelRecord): ModelResponse {
-  return { id: model.id, entity: model.entity, project: model.project, name: model.name, base_model: model.base_model, run_id: null };
+  return {
+    id: model.id,
+    entity: model.entity,
+    project: model.project,
+    name: model.name,
+    base_model: model.base_model,
+    run_id: null,
+  };
 }
 
 function toCheckpointResponse(checkpoint: CheckpointRecord): CheckpointResponse {

@@ -32,12 +32,18 @@ export function registerSystemRoutes(routes: RouteTable, service: ServiceContext
   routes.add('GET', '/v1/preview/base-models', async (context) => context.json([...service.engine.baseModels()]));
 }
 
-function timedCheck(check: () => Record<string, unknown>): { success: boolean; duration_ms: number; error: string | null } & Record<string, unknown> {
+function timedCheck(
+  check: () => Record<string, unknown>,
+): { success: boolean; duration_ms: number; error: string | null } & Record<string, unknown> {
   const start = performance.now();
   try {
     const details = check();
     return { success: true, duration_ms: performance.now() - start, error: null, ...details };
   } catch (error) {
-    return { success: false, duration_ms: performance.now() - start, error: error instanceof Error ? error.message : String(error) };
+    return {
+      success: false,
+      duration_ms: performance.now() - start,
+      error: error instanceof Error ? error.message : String(error),
+    };
   }
 }

@@ -67,7 +67,11 @@ export async function startServer(options: ServeOptions = {}): Promise<TestServe
         body = JSON.stringify(callOptions.body);
         headers['content-type'] ??= 'application/json';
       }
-      const response = await fetch(`${handle.url}${path}`, { method, headers, ...(body === undefined ? {} : { body }) });
+      const response = await fetch(`${handle.url}${path}`, {
+        method,
+        headers,
+        ...(body === undefined ? {} : { body }),
+      });
       const text = await response.text();
       let parsed: unknown;
       try {
@@ -82,7 +86,9 @@ export async function startServer(options: ServeOptions = {}): Promise<TestServe
           checks += 1;
           if (check.operation !== undefined) operations.add(check.operation);
           if (check.errors.length > 0) {
-            throw new Error(`${method} ${pathname} ${response.status} does not match ${check.document}: ${check.errors.join('; ')}\n${text.slice(0, 2000)}`);
+            throw new Error(
+              `${method} ${pathname} ${response.status} does not match ${check.document}: ${check.errors.join('; ')}\n${text.slice(0, 2000)}`,
+            );
           }
         }
       }
@@ -99,12 +105,18 @@ export async function startServer(options: ServeOptions = {}): Promise<TestServe
 }
 
 /** Polls `read` until `done` holds, at most `timeoutMs`. */
-export async function waitFor<T>(read: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 30_000, intervalMs = 25): Promise<T> {
+export async function waitFor<T>(
+  read: () => Promise<T>,
+  done: (value: T) => boolean,
+  timeoutMs = 30_000,
+  intervalMs = 25,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await read();
     if (done(value)) return value;
-    if (Date.now() > deadline) throw new Error(`Timed out after ${timeoutMs} ms; last value: ${JSON.stringify(value).slice(0, 1000)}`);
+    if (Date.now() > deadline)
+      throw new Error(`Timed out after ${timeoutMs} ms; last value: ${JSON.stringify(value).slice(0, 1000)}`);
     await new Promise((resolve) => setTimeout(resolve, intervalMs));
   }
 }

@@ -13,7 +13,12 @@ export interface ListedEvent {
  * Follows a job's events as a client does (`after=<last id>`, `limit` per page) until a terminal
  * event; returns every event and how many pages it took.
  */
-export async function followEvents(server: TestServer, jobId: string, limit = 2, timeoutMs = 60_000): Promise<{ events: ListedEvent[]; pages: number }> {
+export async function followEvents(
+  server: TestServer,
+  jobId: string,
+  limit = 2,
+  timeoutMs = 60_000,
+): Promise<{ events: ListedEvent[]; pages: number }> {
   const events: ListedEvent[] = [];
   let pages = 0;
   const deadline = Date.now() + timeoutMs;
@@ -24,7 +29,12 @@ export async function followEvents(server: TestServer, jobId: string, limit = 2,
     pages += 1;
     events.push(...(page.body.data as ListedEvent[]));
     const last = events[events.length - 1];
-    if (last !== undefined && (last.type === 'training_ended' || last.type === 'training_failed') && !page.body.has_more) return { events, pages };
+    if (
+      last !== undefined &&
+      (last.type === 'training_ended' || last.type === 'training_failed') &&
+      !page.body.has_more
+    )
+      return { events, pages };
     if (Date.now() > deadline) throw new Error(`No terminal event after ${timeoutMs} ms: ${JSON.stringify(events)}`);
     if (!page.body.has_more) await new Promise((resolve) => setTimeout(resolve, 25));
   }
@@ -41,7 +51,12 @@ export async function waitForJobEnd(server: TestServer, jobId: string, timeoutMs
 }
 
 /** Registers a model and returns its response body. */
-export async function registerModel(server: TestServer, name: string, project = 'server-tests', baseModel = 'policyloop/tiny-chat'): Promise<any> {
+export async function registerModel(
+  server: TestServer,
+  name: string,
+  project = 'server-tests',
+  baseModel = 'policyloop/tiny-chat',
+): Promise<any> {
   const response = await server.call('POST', '/v1/preview/models', { body: { project, name, base_model: baseModel } });
   if (response.status !== 200) throw new Error(`register answered ${response.status}: ${response.text}`);
   return response.body;
@@ -49,7 +64,16 @@ export async function registerModel(server: TestServer, name: string, project = 
 
 /** JSONL text of SFT rows teaching `answer` to `question`. */
 export function sftJsonl(rows: readonly { question: string; answer: string }[]): string {
-  return rows.map((row) => JSON.stringify({ messages: [{ role: 'user', content: row.question }, { role: 'assistant', content: row.answer }] })).join('\n');
+  return rows
+    .map((row) =>
+      JSON.stringify({
+        messages: [
+          { role: 'user', content: row.question },
+          { role: 'assistant', content: row.answer },
+        ],
+      }),
+    )
+    .join('\n');
 }
 
 /** A `data:` URL of JSONL text, percent-encoded. */
@@ -63,7 +87,14 @@ export function dataUrl(text: string): string {
  */
 export async function sampledGroup(server: TestServer, model: string, n = 3): Promise<any> {
   const messages = [{ role: 'user', content: 'say hi' }];
-  const completion = await server.call('POST', '/v1/chat/completions', { body: { model, messages, n, max_tokens: 6, logprobs: true } });
+  const completion = await server.call('POST', '/v1/chat/completions', {
+    body: { model, messages, n, max_tokens: 6, logprobs: true },
+  });
   if (completion.status !== 200) throw new Error(`completion answered ${completion.status}: ${completion.text}`);
-  return { trajectories: completion.body.choices.map((choice: unknown, index: number) => ({ messages_and_choices: [...messages, choice], reward: index })) };
+  return {
+    trajectories: completion.body.choices.map((choice: unknown, index: number) => ({
+      messages_and_choices: [...messages, choice],
+      reward: index,
+    })),
+  };
 }

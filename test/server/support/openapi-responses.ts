@@ -20,7 +20,9 @@ interface Document {
 }
 
 const API_DIRECTORY = '/work/shared/api/';
-const documents = Object.fromEntries(DOCUMENT_NAMES.map((name) => [name, JSON.parse(readFileSync(`${API_DIRECTORY}${name}`, 'utf8')) as Document])) as Record<DocumentName, Document>;
+const documents = Object.fromEntries(
+  DOCUMENT_NAMES.map((name) => [name, JSON.parse(readFileSync(`${API_DIRECTORY}${name}`, 'utf8')) as Document]),
+) as Record<DocumentName, Document>;
 
 const addFormats = addFormatsModule.default;
 const ajv = new Ajv2020({ strict: false, allErrors: true });
@@ -51,7 +53,8 @@ export function declaredResponses(status: number): string[] {
   for (const name of DOCUMENT_NAMES) {
     for (const [template, operations] of Object.entries(documents[name].paths)) {
       for (const [method, operation] of Object.entries(operations)) {
-        if (operation.responses[String(status)]?.content?.['application/json']?.schema !== undefined) declared.push(`${name} ${method.toUpperCase()} ${template} ${status}`);
+        if (operation.responses[String(status)]?.content?.['application/json']?.schema !== undefined)
+          declared.push(`${name} ${method.toUpperCase()} ${template} ${status}`);
       }
     }
   }
@@ -79,7 +82,8 @@ export function checkResponse(method: string, path: string, status: number, body
     const template = findTemplate(document, path);
     const operation = template === undefined ? undefined : document.paths[template]?.[method.toLowerCase()];
     const response = operation?.responses[String(status)];
-    if (template === undefined || response?.content?.['application/json']?.schema === undefined) return { document: name, checked: false, errors: [] };
+    if (template === undefined || response?.content?.['application/json']?.schema === undefined)
+      return { document: name, checked: false, errors: [] };
     const pointer = `${name}#/paths/${pointerEscape(template)}/${method.toLowerCase()}/responses/${status}/content/${pointerEscape('application/json')}/schema`;
     let validate = compiled.get(pointer);
     if (validate === undefined) {

@@ -7,8 +7,20 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { delay, raceSignal } from '../../../src/internal/delay.js';
-import { EngineInputError, type Engine, type EngineTrainingEvent, type EngineTrainingJob, type EngineTrainingResult, type PolicyRef } from '../../../src/engine/types.js';
-import type { ChatCompletionRequestBody, ChatCompletionResult, Choice, ChatCompletionTokenLogprob } from '../../../src/schema/index.js';
+import {
+  EngineInputError,
+  type Engine,
+  type EngineTrainingEvent,
+  type EngineTrainingJob,
+  type EngineTrainingResult,
+  type PolicyRef,
+} from '../../../src/engine/types.js';
+import type {
+  ChatCompletionRequestBody,
+  ChatCompletionResult,
+  Choice,
+  ChatCompletionTokenLogprob,
+} from '../../../src/schema/index.js';
 
 /** Options of the stand-in. */
 export interface StandInEngineOptions {
@@ -42,26 +54,37 @@ export function createStandInEngine(options: StandInEngineOptions = {}): StandIn
     policies,
     completionSignals,
     baseModels: () => STAND_IN_BASE_MODELS,
-    async chatCompletion(policy: PolicyRef, request: ChatCompletionRequestBody, completionOptions: { readonly signal?: AbortSignal } = {}): Promise<ChatCompletionResult> {
+    async chatCompletion(
+      policy: PolicyRef,
+      request: ChatCompletionRequestBody,
+      completionOptions: { readonly signal?: AbortSignal } = {},
+    ): Promise<ChatCompletionResult> {
       policies.push(policy);
       completionSignals.push(completionOptions.signal);
       // Honours the signal as the real engine does: an aborted request stops waiting at once.
       if (options.completionDelayMs !== undefined) await delay(options.completionDelayMs, completionOptions.signal);
       const last = request.messages[request.messages.length - 1];
       const text = typeof last?.content === 'string' ? last.content : '';
-      if (text.length > 1000) throw new EngineInputError('Prompt is longer than the context of 1000 characters', ['body', 'messages']);
+      if (text.length > 1000)
+        throw new EngineInputError('Prompt is longer than the context of 1000 characters', ['body', 'messages']);
       const maxTokens = request.max_completion_tokens ?? request.max_tokens ?? 16;
       const choices: Choice[] = [];
       const n = request.n ?? 1;
       for (let index = 0; index < n; index += 1) {
         const full = `echo ${index}: ${text}`;
         const content = full.slice(0, maxTokens);
-        const callTool = request.tools !== undefined && request.tools !== null && request.tools.length > 0 && (request.tool_choice === 'required' || typeof request.tool_choice === 'object');
+        const callTool =
+          request.tools !== undefined &&
+          request.tools !== null &&
+          request.tools.length > 0 &&
+          (request.tool_choice === 'required' || typeof request.tool_choice === 'object');
         const tokens: ChatCompletionTokenLogprob[] = [...content].map((character) => ({
           token: character,
           bytes: [...Buffer.from(character)],
           logprob: -0.5,
-          top_logprobs: request.top_logprobs ? [{ token: character, bytes: [...Buffer.from(character)], logprob: -0.5 }] : [],
+          top_logprobs: request.top_logprobs
+            ? [{ token: character, bytes: [...Buffer.from(character)], logprob: -0.5 }]
+            : [],
         }));
         const tool = request.tools?.[0];
         const choice: Choice =
@@ -70,7 +93,17 @@ export function createStandInEngine(options: StandInEngineOptions = {}): StandIn
                 index,
                 finish_reason: 'tool_calls',
                 logprobs: request.logprobs ? { content: tokens, refusal: null } : null,
-                message: { role: 'assistant', content: null, tool_calls: [{ id: `call_${index}`, type: 'function', function: { name: tool.function.name, arguments: '{"x": 1}' } }] },
+                message: {
+                  role: 'assistant',
+                  content: null,
+                  tool_calls: [
+                    {
+                      id: `call_${index}`,
+                      type: 'function',
+                      function: { name: tool.function.name, arguments: '{"x": 1}' },
+                    },
+                  ],
+                },
               }
             : {
                 index,
@@ -82,13 +115,24 @@ export function createStandInEngine(options: StandInEngineOptions = {}): StandIn
       }
       const promptTokens = text.length + 4;
       const completionTokens = choices.reduce((sum, choice) => sum + (choice.message.content?.length ?? 4), 0);
-      return { choices, usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens } };
+      return {
+        choices,
+        usage: {
+          prompt_tokens: promptTokens,
+          completion_tokens: completionTokens,
+          total_tokens: promptTokens + completionTokens,
+        },
+      };
     },
-    async train(job: EngineTrainingJob, trainOptions: { onEvent: (event: EngineTrainingEvent) => void; signal?: AbortSignal }): Promise<EngineTrainingResult> {
+    async train(
+      job: EngineTrainingJob,
+      trainOptions: { onEvent: (event: EngineTrainingEvent) => void; signal?: AbortSignal },
+    ): Promise<EngineTrainingResult> {
       trainedJobs.push(job);
       const sequences = job.kind === 'rl' ? job.trajectoryGroups.length : job.rows.length;
       if (options.gate !== undefined) await raceSignal(options.gate(), trainOptions.signal);
-      if (job.kind === 'rl' && (job.config?.learning_rate ?? 1) < 0) throw new Error(`learning_rate must be positive, got ${job.config?.learning_rate}`);
+      if (job.kind === 'rl' && (job.config?.learning_rate ?? 1) < 0)
+        throw new Error(`learning_rate must be positive, got ${job.config?.learning_rate}`);
       if (job.kind === 'sft' && JSON.stringify(job.rows).includes('"fail"')) throw new Error('SFT row asked to fail');
       trainOptions.onEvent({ type: 'training_started', data: { num_sequences: sequences } });
       for (let step = 0; step < sequences; step += 1) {

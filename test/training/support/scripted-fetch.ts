@@ -27,7 +27,10 @@ export function scriptedLogFetch(next: (call: number) => number | 'connection-er
   const fetch = async (input: RequestInfo | URL, init?: RequestInit): Promise<Response> => {
     const url = new URL(String(input));
     if (!url.pathname.endsWith('/log')) throw new Error(`scriptedLogFetch: unexpected ${init?.method} ${url.pathname}`);
-    const body = JSON.parse(String(init?.body)) as { split: string; trajectory_groups: Array<{ metadata?: { id?: string } }> };
+    const body = JSON.parse(String(init?.body)) as {
+      split: string;
+      trajectory_groups: Array<{ metadata?: { id?: string } }>;
+    };
     const groupIds = body.trajectory_groups.map((entry) => String(entry.metadata?.id));
     let fate = next(calls.length);
     if (fate === 'hold') {
