@@ -79,8 +79,8 @@ export const FunctionCall = z.looseObject({
 });
 export type FunctionCall = z.infer<typeof FunctionCall>;
 
-/** The function a model called, inside a function tool call. */
 // biome-ignore lint/suspicious/noShadowRestrictedNames: the OpenAPI component name; renamed in the surface rework
+/** The function a model called, inside a function tool call. */
 export const Function = FunctionCall;
 export type Function = FunctionCall;
 

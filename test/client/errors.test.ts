@@ -195,7 +195,7 @@ describe('response validation', () => {
 
   it('names each operation as the contract writes it (method and path template)', async () => {
     const contract = JSON.parse(
-      readFileSync(new URL('../schema/contract/openapi.latest.json', import.meta.url), 'utf8'),
+      readFileSync(new URL('../../docs/api/openapi.latest.json', import.meta.url), 'utf8'),
     ) as {
       paths: Record<string, Record<string, unknown>>;
     };

@@ -9,13 +9,13 @@ import type { ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { SchemaName } from './corpus/index.js';
 
-/** File names of the two documents (vendored in `test/schema/contract/`, equal to `../shared/api/`). */
+/** File names of the two documents (vendored in `docs/api/`, equal to `../shared/api/` in the project workspace). */
 export const documentNames = ['openapi.json', 'openapi.latest.json'] as const;
 /** One of the two documents. */
 export type DocumentName = (typeof documentNames)[number];
 
 /** Directory of the vendored copies. */
-export const contractDirectory = new URL('./contract/', import.meta.url);
+export const contractDirectory = new URL('../../docs/api/', import.meta.url);
 
 interface OpenApiDocument {
   components: { schemas: Record<string, JsonSchema> };

@@ -1,5 +1,5 @@
 /**
- * Checks responses against the response schemas of both OpenAPI documents in `shared/api/`
+ * Checks responses against the response schemas of both OpenAPI documents (`docs/api/`)
  * (ajv, JSON Schema 2020-12 with formats): each document is added whole, and each operation's
  * response schema is compiled by reference, so `$ref`s to components resolve.
  */
@@ -19,9 +19,9 @@ interface Document {
   paths: Record<string, Record<string, Operation>>;
 }
 
-const API_DIRECTORY = '/work/shared/api/';
+const API_DIRECTORY = new URL('../../../docs/api/', import.meta.url);
 const documents = Object.fromEntries(
-  DOCUMENT_NAMES.map((name) => [name, JSON.parse(readFileSync(`${API_DIRECTORY}${name}`, 'utf8')) as Document]),
+  DOCUMENT_NAMES.map((name) => [name, JSON.parse(readFileSync(new URL(name, API_DIRECTORY), 'utf8')) as Document]),
 ) as Record<DocumentName, Document>;
 
 const addFormats = addFormatsModule.default;
