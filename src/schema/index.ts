@@ -1,7 +1,7 @@
 /**
  * zod schemas of every wire type of the training API: the single source of truth that the
  * client, the local service, the rollout runner and the CLI all import. Each schema has a
- * same-named inferred type. Names follow the OpenAPI component names in `shared/api/`.
+ * same-named inferred type. Names follow the OpenAPI component names of the contract (`docs/api/`).
  * @module
  */
 export * from './messages.js';
