@@ -1,9 +1,10 @@
 /** Training jobs (RL and SFT), their state and their events. */
 import { CreateSFTTrainingJob, CreateTrainingJob, PageQuery, type TrainingJobDetails } from '../../schema/index.js';
 import { HttpError, validationFailure } from '../http-error.js';
+import { idempotentWrite } from '../idempotency.js';
 import type { RouteTable } from '../route-table.js';
 import {
-  readBody,
+  parseBody,
   readIdParam,
   readQuery,
   requireAuth,
@@ -18,24 +19,38 @@ import { toPage } from './pages.js';
 export function registerJobRoutes(routes: RouteTable, service: ServiceContext): void {
   const { store, runner } = service;
 
-  routes.add('POST', '/v1/preview/training-jobs', async (context) => {
-    requireAuth(service, context);
-    const body = await readBody(service, context, CreateTrainingJob);
-    const model = requireModel(service, body.model_id);
-    const job = store.createJob({ modelId: model.id, kind: 'rl', request: body });
-    runner.enqueue(job.id, job.model_id);
-    return context.json(toJobResponse(job));
-  });
+  // The job row and the key's answer are stored in one transaction; the job is queued after.
+  // A crash in between leaves a PENDING job, which the next start fails with its terminal event.
+  routes.add(
+    'POST',
+    '/v1/preview/training-jobs',
+    idempotentWrite(service, (context, request) => {
+      const body = parseBody(CreateTrainingJob, request.body);
+      const model = requireModel(service, body.model_id);
+      const { result: job, answer } = request.commit(
+        () => store.createJob({ modelId: model.id, kind: 'rl', request: body }),
+        toJobResponse,
+      );
+      runner.enqueue(job.id, job.model_id);
+      return context.json(answer);
+    }),
+  );
 
-  routes.add('POST', '/v1/preview/sft-training-jobs', async (context) => {
-    requireAuth(service, context);
-    const body = await readBody(service, context, CreateSFTTrainingJob);
-    checkTrainingDataUrl(body.training_data_url);
-    const model = requireModel(service, body.model_id);
-    const job = store.createJob({ modelId: model.id, kind: 'sft', request: body });
-    runner.enqueue(job.id, job.model_id);
-    return context.json(toJobResponse(job));
-  });
+  routes.add(
+    'POST',
+    '/v1/preview/sft-training-jobs',
+    idempotentWrite(service, (context, request) => {
+      const body = parseBody(CreateSFTTrainingJob, request.body);
+      checkTrainingDataUrl(body.training_data_url);
+      const model = requireModel(service, body.model_id);
+      const { result: job, answer } = request.commit(
+        () => store.createJob({ modelId: model.id, kind: 'sft', request: body }),
+        toJobResponse,
+      );
+      runner.enqueue(job.id, job.model_id);
+      return context.json(answer);
+    }),
+  );
 
   routes.add('GET', '/v1/preview/training-jobs/:training_job_id', async (context) => {
     requireAuth(service, context);
