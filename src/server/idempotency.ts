@@ -199,13 +199,30 @@ export function hashRequest(method: string, path: string, body: unknown): string
 
 /**
  * JSON with object keys sorted, so that bodies that parse to the same value (whatever their key
- * order and whitespace) give the same text. Bodies are at most 256 levels deep (see
- * `readJsonBody`), so the recursion is bounded.
+ * order and whitespace) give the same text. (JavaScript puts integer-like keys first, in numeric
+ * order: still one order per set of keys.) Built as a sorted copy serialized by the native
+ * `JSON.stringify`, which measured about three times as fast as concatenating the text in
+ * JavaScript; it still costs about 3x `JSON.parse` of the body.
  */
 export function canonicalJson(value: unknown): string {
-  if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  return JSON.stringify(sortedCopy(value)) ?? 'null';
+}
+
+/** A copy of a parsed JSON value with each object's keys inserted in sorted order (at most 256 levels deep, see `readJsonBody`). */
+function sortedCopy(value: unknown): unknown {
+  if (value === null || typeof value !== 'object') return value;
+  if (Array.isArray(value)) {
+    const copy: unknown[] = new Array(value.length);
+    for (let index = 0; index < value.length; index += 1) copy[index] = sortedCopy(value[index]);
+    return copy;
+  }
   const record = value as Record<string, unknown>;
-  const keys = Object.keys(record).sort();
-  return `{${keys.map((key) => `${JSON.stringify(key)}:${canonicalJson(record[key])}`).join(',')}}`;
+  const copy: Record<string, unknown> = {};
+  for (const key of Object.keys(record).sort()) {
+    const child = sortedCopy(record[key]);
+    // A plain assignment to `__proto__` would set the prototype instead of adding the key.
+    if (key === '__proto__') Object.defineProperty(copy, key, { value: child, enumerable: true, writable: true });
+    else copy[key] = child;
+  }
+  return copy;
 }
