@@ -4,19 +4,65 @@
  * key in flight is a 409, failed requests leave the key unused, and keys survive a restart until
  * they expire.
  */
+import { type ChildProcess, spawn } from 'node:child_process';
 import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createApp, DATABASE_FILE } from '../../src/server/index.js';
+import { createApp, DATABASE_FILE, DEV_API_KEY, INTERRUPTED_MESSAGE } from '../../src/server/index.js';
 import { type CallResult, startServer, temporaryDirectory, waitFor, type TestServer } from './support/harness.js';
 import { registerModel, sftJsonl } from './support/jobs.js';
 import { createStandInEngine } from './support/stand-in-engine.js';
 
+const CHILD = fileURLToPath(new URL('./support/child-server.ts', import.meta.url));
 const servers: TestServer[] = [];
+const children: ChildProcess[] = [];
 afterEach(async () => {
+  for (const child of children.splice(0))
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   for (const server of servers.splice(0)) await server.close();
 });
+
+/** A service in its own process (see support/child-server.ts), to be killed with SIGKILL. */
+async function startChild(dataDir: string): Promise<{ child: ChildProcess; url: string }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', CHILD, dataDir], { stdio: ['ignore', 'pipe', 'pipe'] });
+  children.push(child);
+  let stderr = '';
+  child.stderr?.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString();
+  });
+  const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`child did not start within 30 s: ${stderr}`)), 30_000);
+    lines.once('line', (line) => {
+      clearTimeout(timer);
+      resolve(line.trim());
+    });
+    child.once('exit', (code) => reject(new Error(`child exited with ${code}: ${stderr}`)));
+  });
+  return { child, url };
+}
+
+/** A POST to a child service with the development key. */
+async function childPost(
+  url: string,
+  path: string,
+  body: unknown,
+  key?: string,
+): Promise<{ status: number; text: string }> {
+  const response = await fetch(`${url}${path}`, {
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${DEV_API_KEY}`,
+      'content-type': 'application/json',
+      ...(key === undefined ? {} : { 'idempotency-key': key }),
+    },
+    body: JSON.stringify(body),
+  });
+  return { status: response.status, text: await response.text() };
+}
 
 async function start(options: Parameters<typeof startServer>[0] = {}): Promise<TestServer> {
   const server = await startServer({ engine: createStandInEngine(), ...options });
@@ -339,6 +385,38 @@ describe('keeping keys', () => {
     const after = await start({ dataDir });
     const replay = await post(after, '/v1/preview/training-jobs', jobBody(model.id), 'across-restarts');
     expectReplayOf(replay, first);
+    expect(countRows(dataDir, 'jobs', model.id)).toBe(1);
+  });
+
+  it('replays keys acknowledged before a kill -9 of the service process, with one write each', async () => {
+    const dataDir = temporaryDirectory();
+    const { child, url } = await startChild(dataDir);
+    const registered = await childPost(url, '/v1/preview/models', {
+      project: 'keys',
+      name: 'killed',
+      base_model: 'policyloop/tiny-chat',
+    });
+    const model = JSON.parse(registered.text) as { id: string };
+    const logPath = `/v1/preview/models/${model.id}/log`;
+    const logBody = { split: 'train', trajectory_groups: [group([0, 1]), group([1, 0])] };
+    const log = await childPost(url, logPath, logBody, 'before-kill-log');
+    const job = await childPost(url, '/v1/preview/training-jobs', jobBody(model.id), 'before-kill-job');
+    expect([registered.status, log.status, job.status]).toEqual([200, 200, 200]);
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGKILL');
+    await exited;
+
+    const server = await start({ dataDir });
+    const logReplay = await post(server, logPath, logBody, 'before-kill-log');
+    expect(logReplay.text).toBe(log.text);
+    expect(logReplay.headers.get('idempotent-replayed')).toBe('true');
+    const jobReplay = await post(server, '/v1/preview/training-jobs', jobBody(model.id), 'before-kill-job');
+    expect(jobReplay.text).toBe(job.text);
+    // The answer is the one first given; the job itself was failed by the restart, as documented.
+    expect(jobReplay.body.status).toBe('PENDING');
+    const current = await server.call('GET', `/v1/preview/training-jobs/${jobReplay.body.id}`);
+    expect(current.body).toMatchObject({ status: 'FAILED', error_message: INTERRUPTED_MESSAGE });
+    expect(countRows(dataDir, 'trajectory_groups', model.id)).toBe(2);
     expect(countRows(dataDir, 'jobs', model.id)).toBe(1);
   });
 
