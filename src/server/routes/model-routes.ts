@@ -15,7 +15,7 @@ import {
   type ModelResponse,
 } from '../../schema/index.js';
 import { HttpError, validationFailure } from '../http-error.js';
-import { idempotentWrite } from '../idempotency.js';
+import { idempotentWrite, type WriteRequest } from '../idempotency.js';
 import type { RouteTable } from '../route-table.js';
 import {
   parseBody,
@@ -36,53 +36,51 @@ const NAME_FORBIDDEN = /[/:\s]/;
 export function registerModelRoutes(routes: RouteTable, service: ServiceContext): void {
   const { store, engine, options } = service;
 
-  routes.add(
-    'POST',
-    '/v1/preview/models',
-    idempotentWrite(service, (context, request) => {
-      const body = parseBody(ModelCreate, request.body);
-      const entity = body.entity ?? options.entity;
-      for (const [field, value] of [
-        ['entity', entity],
-        ['project', body.project],
-        ['name', body.name],
-      ] as const) {
-        if (value === '') throw validationFailure(['body', field], `Expected a non-empty ${field}`, 'string_too_short');
-        if (NAME_FORBIDDEN.test(value))
-          throw validationFailure(
-            ['body', field],
-            `Expected a ${field} without '/', ':' or spaces, got ${JSON.stringify(value)}`,
-            'string_pattern_mismatch',
-          );
-      }
-      const baseModels = engine.baseModels();
-      if (!baseModels.includes(body.base_model)) {
+  // The POSTs that write honour Idempotency-Key (see idempotentWrite): their writes go through `request.commit`.
+  const createModel = (context: Context, request: WriteRequest): Response => {
+    const body = parseBody(ModelCreate, request.body);
+    const entity = body.entity ?? options.entity;
+    for (const [field, value] of [
+      ['entity', entity],
+      ['project', body.project],
+      ['name', body.name],
+    ] as const) {
+      if (value === '') throw validationFailure(['body', field], `Expected a non-empty ${field}`, 'string_too_short');
+      if (NAME_FORBIDDEN.test(value))
         throw validationFailure(
-          ['body', 'base_model'],
-          `Unknown base model ${JSON.stringify(body.base_model)}; expected one of: ${baseModels.join(', ')}`,
+          ['body', field],
+          `Expected a ${field} without '/', ':' or spaces, got ${JSON.stringify(value)}`,
+          'string_pattern_mismatch',
+        );
+    }
+    const baseModels = engine.baseModels();
+    if (!baseModels.includes(body.base_model)) {
+      throw validationFailure(
+        ['body', 'base_model'],
+        `Unknown base model ${JSON.stringify(body.base_model)}; expected one of: ${baseModels.join(', ')}`,
+      );
+    }
+    const existing = store.findModel(entity, body.project, body.name);
+    if (existing !== undefined) {
+      const name = `${entity}/${body.project}/${body.name}`;
+      if (!body.return_existing)
+        throw new HttpError(409, `Model ${name} already exists; send return_existing: true to get it`);
+      if (existing.base_model !== body.base_model) {
+        throw new HttpError(
+          409,
+          `Model ${name} already exists with base model ${existing.base_model}, not ${body.base_model}`,
         );
       }
-      const existing = store.findModel(entity, body.project, body.name);
-      if (existing !== undefined) {
-        const name = `${entity}/${body.project}/${body.name}`;
-        if (!body.return_existing)
-          throw new HttpError(409, `Model ${name} already exists; send return_existing: true to get it`);
-        if (existing.base_model !== body.base_model) {
-          throw new HttpError(
-            409,
-            `Model ${name} already exists with base model ${existing.base_model}, not ${body.base_model}`,
-          );
-        }
-        // Stored for the key too: a retry gets this answer even if the model is deleted meanwhile.
-        return context.json(request.commit(() => existing, toModelResponse).answer);
-      }
-      const { answer } = request.commit(
-        () => store.createModel({ entity, project: body.project, name: body.name, base_model: body.base_model }),
-        toModelResponse,
-      );
-      return context.json(answer);
-    }),
-  );
+      // Stored for the key too: a retry gets this answer even if the model is deleted meanwhile.
+      return context.json(request.commit(() => existing, toModelResponse).answer);
+    }
+    const { answer } = request.commit(
+      () => store.createModel({ entity, project: body.project, name: body.name, base_model: body.base_model }),
+      toModelResponse,
+    );
+    return context.json(answer);
+  };
+  routes.add('POST', '/v1/preview/models', idempotentWrite(service, createModel));
 
   routes.add('DELETE', '/v1/preview/models/:model_id', async (context) => {
     requireAuth(service, context);
@@ -127,41 +125,35 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
     return context.json(response);
   });
 
+  const log = (context: Context, request: WriteRequest): Response => {
+    const modelId = readIdParam(context, 'model_id');
+    const body = parseBody(LogRequest, request.body);
+    const model = requireModel(service, modelId);
+    const metrics = computeStepMetrics(body.trajectory_groups);
+    const { answer } = request.commit(
+      () =>
+        store.insertLog({
+          modelId,
+          split: body.split,
+          step: model.latest_step,
+          groups: body.trajectory_groups,
+          metrics,
+        }),
+      () => ({
+        model_id: modelId,
+        split: body.split,
+        step: model.latest_step,
+        metrics: prefixMetrics(metrics, body.split),
+      }),
+    );
+    return context.json(answer);
+  };
+  // A bad model id is refused before the body is read.
   routes.add(
     'POST',
     '/v1/preview/models/:model_id/log',
-    idempotentWrite(
-      service,
-      (context, request) => {
-        const modelId = readIdParam(context, 'model_id');
-        const body = parseBody(LogRequest, request.body);
-        const model = requireModel(service, modelId);
-        const metrics = computeStepMetrics(body.trajectory_groups);
-        const { answer } = request.commit(
-          () =>
-            store.insertLog({
-              modelId,
-              split: body.split,
-              step: model.latest_step,
-              groups: body.trajectory_groups,
-              metrics,
-            }),
-          () => ({
-            model_id: modelId,
-            split: body.split,
-            step: model.latest_step,
-            metrics: prefixMetrics(metrics, body.split),
-          }),
-        );
-        return context.json(answer);
-      },
-      checkModelIdParam,
-    ),
+    idempotentWrite(service, log, (context) => readIdParam(context, 'model_id')),
   );
-}
-
-function checkModelIdParam(context: Context): void {
-  readIdParam(context, 'model_id');
 }
 
 /** The wire form of a model. */
