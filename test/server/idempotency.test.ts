@@ -11,6 +11,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
+import { TrainingClient } from '../../src/client/index.js';
 import { createApp, DATABASE_FILE, DEV_API_KEY, INTERRUPTED_MESSAGE } from '../../src/server/index.js';
 import { type CallResult, startServer, temporaryDirectory, waitFor, type TestServer } from './support/harness.js';
 import { registerModel, sftJsonl } from './support/jobs.js';
@@ -181,6 +182,34 @@ describe('a retry with the same key and body', () => {
     expect(countRows(server.dataDir, 'models')).toBe(1);
     // Without the key the same request is a new one, and the name is taken.
     expect((await post(server, '/v1/preview/models', body)).status).toBe(409);
+  });
+});
+
+describe('our client with an idempotencyKey', () => {
+  it('creates one job when the connection breaks after the service handled the POST and the client retries', async () => {
+    const server = await start();
+    const model = await registerModel(server, 'client-retry');
+    let attempts = 0;
+    // The first attempt reaches the service, then its answer is lost (a reset after handling).
+    const lossyFetch: typeof fetch = async (input, init) => {
+      attempts += 1;
+      const response = await fetch(input, init);
+      if (attempts === 1) {
+        await response.arrayBuffer();
+        throw new TypeError('fetch failed: connection reset');
+      }
+      return response;
+    };
+    const client = new TrainingClient({
+      apiKey: server.handle.apiKey,
+      baseURL: server.handle.baseURL,
+      fetch: lossyFetch,
+    });
+    const job = await client.jobs.createRL(jobBody(model.id), { idempotencyKey: 'client-job-1' });
+    expect(attempts).toBe(2);
+    expect(countRows(server.dataDir, 'jobs', model.id)).toBe(1);
+    const stored = await server.call('GET', `/v1/preview/training-jobs/${job.id}`);
+    expect(stored.status).toBe(200);
   });
 });
 
