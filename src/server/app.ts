@@ -8,6 +8,7 @@ import type { Engine } from '../engine/types.js';
 import { ApiKeyChecker } from './auth.js';
 import { lockDataDir } from './data-dir-lock.js';
 import { errorBody, HttpError, RequestValidationError } from './http-error.js';
+import { IdempotencyKeys } from './idempotency.js';
 import { JobRunner } from './job-runner.js';
 import { resolveServerOptions, type ServerOptions } from './options.js';
 import { RouteTable } from './route-table.js';
@@ -57,8 +58,11 @@ export async function createApp(options: ServerOptions = {}): Promise<App> {
   let store: Store | undefined;
   let engine: Engine | undefined;
   let runner: JobRunner;
+  let idempotency: IdempotencyKeys;
   try {
     store = Store.openIn(dataDir);
+    // Deletes the keys that expired while no service ran.
+    idempotency = new IdempotencyKeys(store, settings.idempotencyKeyRetentionMs);
     engine = options.engine ?? (await loadDefaultEngine());
     runner = new JobRunner({
       store,
@@ -89,6 +93,7 @@ export async function createApp(options: ServerOptions = {}): Promise<App> {
     engine,
     runner,
     keys: new ApiKeyChecker(settings.apiKeys),
+    idempotency,
     stopping: stopping.signal,
   };
   const hono = new Hono<{ Variables: { requestId: string } }>();

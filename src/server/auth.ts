@@ -12,8 +12,11 @@ export class ApiKeyChecker {
     this.digests = keys.map(digest);
   }
 
-  /** Throws a 401 {@link HttpError} unless the header carries one of the keys. */
-  check(authorization: string | null | undefined): void {
+  /**
+   * Throws a 401 {@link HttpError} unless the header carries one of the keys. Returns who calls:
+   * the SHA-256 (hex) of the key, which tells callers apart without keeping the key.
+   */
+  check(authorization: string | null | undefined): string {
     if (authorization === null || authorization === undefined || authorization.trim() === '') {
       throw new HttpError(401, 'Missing API key: send `Authorization: Bearer <key>`', CHALLENGE);
     }
@@ -24,6 +27,7 @@ export class ApiKeyChecker {
     let accepted = false;
     for (const known of this.digests) accepted = timingSafeEqual(candidate, known) || accepted;
     if (!accepted) throw new HttpError(401, 'Invalid API key', CHALLENGE);
+    return candidate.toString('hex');
   }
 }
 

@@ -69,4 +69,21 @@ export const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX step_metrics_by_model ON step_metrics (model_id, split, step);
   `,
+  // Idempotency-Key answers: one row per (caller, key), written in the same transaction as the
+  // write it answers, so neither can exist without the other. `principal` is a SHA-256 of the
+  // caller's API key (never the key itself); `request_hash` covers method, path and the body.
+  `
+  CREATE TABLE idempotency_keys (
+    principal TEXT NOT NULL,
+    key TEXT NOT NULL,
+    request_hash TEXT NOT NULL,
+    method TEXT NOT NULL,
+    path TEXT NOT NULL,
+    status INTEGER NOT NULL,
+    response_body TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (principal, key)
+  );
+  CREATE INDEX idempotency_keys_by_age ON idempotency_keys (created_at);
+  `,
 ];

@@ -48,6 +48,13 @@ export interface ServerOptions {
   maxTrainingDataBytes?: number | undefined;
   /** Entity given to models registered with a null or missing entity. @default 'local' */
   entity?: string | undefined;
+  /**
+   * How long the answer to an `Idempotency-Key` is kept, in ms: a retry with the same key within
+   * this time gets the first answer instead of writing again. Keys survive restarts; older ones
+   * are deleted on start and as new keys are stored. A retry that comes later than this is a
+   * new request, so keep it longer than your clients retry. @default 86_400_000 (24 hours)
+   */
+  idempotencyKeyRetentionMs?: number | undefined;
   /** Receives the service's notes (job starts and failures, unexpected errors). @default none */
   logger?: ServerLogger | undefined;
 }
@@ -70,6 +77,7 @@ export interface ResolvedServerOptions {
   readonly jobTimeoutMs: number;
   readonly maxTrainingDataBytes: number;
   readonly entity: string;
+  readonly idempotencyKeyRetentionMs: number;
   readonly logger: ServerLogger;
 }
 
@@ -97,6 +105,12 @@ export function resolveServerOptions(options: ServerOptions): ResolvedServerOpti
   );
   const entity = options.entity ?? 'local';
   if (entity === '') throw new TypeError('Expected `entity` to be a non-empty string');
+  const idempotencyKeyRetentionMs = options.idempotencyKeyRetentionMs ?? 24 * 60 * 60 * 1000;
+  // Not a timer: any positive whole number of ms is fine (no cap at Node's longest timer).
+  if (!Number.isSafeInteger(idempotencyKeyRetentionMs) || idempotencyKeyRetentionMs < 1)
+    throw new RangeError(
+      `Expected \`idempotencyKeyRetentionMs\` to be a positive integer, got ${idempotencyKeyRetentionMs}`,
+    );
   return {
     dataDir: options.dataDir ?? '.policyloop',
     apiKeys,
@@ -106,6 +120,7 @@ export function resolveServerOptions(options: ServerOptions): ResolvedServerOpti
     jobTimeoutMs,
     maxTrainingDataBytes,
     entity,
+    idempotencyKeyRetentionMs,
     logger: options.logger ?? SILENT_LOGGER,
   };
 }

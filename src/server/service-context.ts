@@ -5,6 +5,7 @@ import { Uuid } from '../schema/index.js';
 import type { Engine } from '../engine/types.js';
 import type { ApiKeyChecker } from './auth.js';
 import { HttpError, RequestValidationError } from './http-error.js';
+import type { IdempotencyKeys } from './idempotency.js';
 import type { JobRunner } from './job-runner.js';
 import type { ResolvedServerOptions } from './options.js';
 import { NO_BODY, readJsonBody } from './request-body.js';
@@ -18,13 +19,15 @@ export interface ServiceContext {
   readonly engine: Engine;
   readonly runner: JobRunner;
   readonly keys: ApiKeyChecker;
+  /** Stored answers to `Idempotency-Key`s and the keys in flight. */
+  readonly idempotency: IdempotencyKeys;
   /** Aborts when the service stops waiting for requests in flight (see `App.close`). */
   readonly stopping: AbortSignal;
 }
 
-/** Throws 401 unless the request carries a valid Bearer key. */
-export function requireAuth(service: ServiceContext, context: Context): void {
-  service.keys.check(context.req.header('authorization'));
+/** Throws 401 unless the request carries a valid Bearer key; returns the caller (see `ApiKeyChecker.check`). */
+export function requireAuth(service: ServiceContext, context: Context): string {
+  return service.keys.check(context.req.header('authorization'));
 }
 
 /** Reads the JSON body under the size limit and validates it with `schema` (422 with `body` locs). */
@@ -33,8 +36,18 @@ export async function readBody<Schema extends z.ZodType>(
   context: Context,
   schema: Schema,
 ): Promise<z.output<Schema>> {
+  return parseBody(schema, await readJsonBodyValue(service, context));
+}
+
+/** Reads the JSON body under the size limit, unvalidated (422 `missing` when there is none). */
+export async function readJsonBodyValue(service: ServiceContext, context: Context): Promise<unknown> {
   const value = await readJsonBody(context.req.raw, service.options.maxBodyBytes);
   if (value === NO_BODY) throw new RequestValidationError([{ loc: ['body'], msg: 'Field required', type: 'missing' }]);
+  return value;
+}
+
+/** Validates a parsed body with `schema` (422 with `body` locs). */
+export function parseBody<Schema extends z.ZodType>(schema: Schema, value: unknown): z.output<Schema> {
   return parseOrThrow(schema, value, 'body');
 }
 

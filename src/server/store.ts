@@ -60,6 +60,21 @@ export interface EventRecord {
   readonly data: Record<string, unknown>;
 }
 
+/** The stored answer to an `Idempotency-Key`. Times are ISO 8601 strings. */
+export interface IdempotencyRecord {
+  /** SHA-256 (hex) of the caller's API key: keys of different callers never collide. */
+  readonly principal: string;
+  readonly key: string;
+  /** SHA-256 (hex) of the method, the path and the canonical JSON of the body. */
+  readonly request_hash: string;
+  readonly method: string;
+  readonly path: string;
+  readonly status: number;
+  /** The JSON body that was answered, byte for byte. */
+  readonly response_body: string;
+  readonly created_at: string;
+}
+
 /** One page of items and whether more follow. `undefined` from a list call means an unknown cursor. */
 export interface StorePage<T> {
   readonly items: T[];
@@ -275,6 +290,38 @@ export class Store {
         .prepare('INSERT INTO step_metrics (model_id, split, step, metrics, created_at) VALUES (?, ?, ?, ?, ?)')
         .run(entry.modelId, entry.split, entry.step, JSON.stringify(entry.metrics), createdAt);
     })();
+  }
+
+  // ---- transactions and idempotency keys ----
+
+  /**
+   * Runs `work` in one transaction: all of its writes are stored, or none (it throws). Store
+   * calls inside it that open their own transaction become part of this one.
+   */
+  transaction<T>(work: () => T): T {
+    return this.db.transaction(work)();
+  }
+
+  /** The answer stored for `key` of `principal`, unless it was created before `notBefore`. */
+  findIdempotencyRecord(principal: string, key: string, notBefore: string): IdempotencyRecord | undefined {
+    return this.db
+      .prepare('SELECT * FROM idempotency_keys WHERE principal = ? AND key = ? AND created_at >= ?')
+      .get(principal, key, notBefore) as IdempotencyRecord | undefined;
+  }
+
+  /** Stores the answer to a key, replacing an expired one not yet pruned. */
+  saveIdempotencyRecord(record: IdempotencyRecord): void {
+    this.db
+      .prepare(
+        `INSERT OR REPLACE INTO idempotency_keys (principal, key, request_hash, method, path, status, response_body, created_at)
+         VALUES (@principal, @key, @request_hash, @method, @path, @status, @response_body, @created_at)`,
+      )
+      .run(record);
+  }
+
+  /** Deletes the answers created before `before`; returns how many went. */
+  pruneIdempotencyRecords(before: string): number {
+    return this.db.prepare('DELETE FROM idempotency_keys WHERE created_at < ?').run(before).changes;
   }
 
   /** Logged metrics rows of a model, oldest first. */

@@ -1,9 +1,11 @@
 /** Training jobs (RL and SFT), their state and their events. */
 import { CreateSFTTrainingJob, CreateTrainingJob, PageQuery, type TrainingJobDetails } from '../../schema/index.js';
+import type { Context } from 'hono';
 import { HttpError, validationFailure } from '../http-error.js';
+import { idempotentWrite, type WriteRequest } from '../idempotency.js';
 import type { RouteTable } from '../route-table.js';
 import {
-  readBody,
+  parseBody,
   readIdParam,
   readQuery,
   requireAuth,
@@ -18,24 +20,32 @@ import { toPage } from './pages.js';
 export function registerJobRoutes(routes: RouteTable, service: ServiceContext): void {
   const { store, runner } = service;
 
-  routes.add('POST', '/v1/preview/training-jobs', async (context) => {
-    requireAuth(service, context);
-    const body = await readBody(service, context, CreateTrainingJob);
+  // The job row and the Idempotency-Key's answer are stored in one transaction, then the job is
+  // queued. A crash in between leaves a PENDING job, which the next start fails with its terminal event.
+  const createRlJob = (context: Context, request: WriteRequest): Response => {
+    const body = parseBody(CreateTrainingJob, request.body);
     const model = requireModel(service, body.model_id);
-    const job = store.createJob({ modelId: model.id, kind: 'rl', request: body });
+    const { result: job, answer } = request.commit(
+      () => store.createJob({ modelId: model.id, kind: 'rl', request: body }),
+      toJobResponse,
+    );
     runner.enqueue(job.id, job.model_id);
-    return context.json(toJobResponse(job));
-  });
+    return context.json(answer);
+  };
+  routes.add('POST', '/v1/preview/training-jobs', idempotentWrite(service, createRlJob));
 
-  routes.add('POST', '/v1/preview/sft-training-jobs', async (context) => {
-    requireAuth(service, context);
-    const body = await readBody(service, context, CreateSFTTrainingJob);
+  const createSftJob = (context: Context, request: WriteRequest): Response => {
+    const body = parseBody(CreateSFTTrainingJob, request.body);
     checkTrainingDataUrl(body.training_data_url);
     const model = requireModel(service, body.model_id);
-    const job = store.createJob({ modelId: model.id, kind: 'sft', request: body });
+    const { result: job, answer } = request.commit(
+      () => store.createJob({ modelId: model.id, kind: 'sft', request: body }),
+      toJobResponse,
+    );
     runner.enqueue(job.id, job.model_id);
-    return context.json(toJobResponse(job));
-  });
+    return context.json(answer);
+  };
+  routes.add('POST', '/v1/preview/sft-training-jobs', idempotentWrite(service, createSftJob));
 
   routes.add('GET', '/v1/preview/training-jobs/:training_job_id', async (context) => {
     requireAuth(service, context);

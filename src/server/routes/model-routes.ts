@@ -1,6 +1,7 @@
 /** Models, checkpoints and the log route. */
 import { rm } from 'node:fs/promises';
 import { resolve } from 'node:path';
+import type { Context } from 'hono';
 import {
   CheckpointListQuery,
   computeStepMetrics,
@@ -14,8 +15,10 @@ import {
   type ModelResponse,
 } from '../../schema/index.js';
 import { HttpError, validationFailure } from '../http-error.js';
+import { idempotentWrite, type WriteRequest } from '../idempotency.js';
 import type { RouteTable } from '../route-table.js';
 import {
+  parseBody,
   readBody,
   readIdParam,
   readQuery,
@@ -33,9 +36,9 @@ const NAME_FORBIDDEN = /[/:\s]/;
 export function registerModelRoutes(routes: RouteTable, service: ServiceContext): void {
   const { store, engine, options } = service;
 
-  routes.add('POST', '/v1/preview/models', async (context) => {
-    requireAuth(service, context);
-    const body = await readBody(service, context, ModelCreate);
+  // The POSTs that write honour Idempotency-Key (see idempotentWrite): their writes go through `request.commit`.
+  const createModel = (context: Context, request: WriteRequest): Response => {
+    const body = parseBody(ModelCreate, request.body);
     const entity = body.entity ?? options.entity;
     for (const [field, value] of [
       ['entity', entity],
@@ -68,14 +71,16 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
           `Model ${name} already exists with base model ${existing.base_model}, not ${body.base_model}`,
         );
       }
-      return context.json(toModelResponse(existing));
+      // Stored for the key too: a retry gets this answer even if the model is deleted meanwhile.
+      return context.json(request.commit(() => existing, toModelResponse).answer);
     }
-    return context.json(
-      toModelResponse(
-        store.createModel({ entity, project: body.project, name: body.name, base_model: body.base_model }),
-      ),
+    const { answer } = request.commit(
+      () => store.createModel({ entity, project: body.project, name: body.name, base_model: body.base_model }),
+      toModelResponse,
     );
-  });
+    return context.json(answer);
+  };
+  routes.add('POST', '/v1/preview/models', idempotentWrite(service, createModel));
 
   routes.add('DELETE', '/v1/preview/models/:model_id', async (context) => {
     requireAuth(service, context);
@@ -120,20 +125,35 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
     return context.json(response);
   });
 
-  routes.add('POST', '/v1/preview/models/:model_id/log', async (context) => {
-    requireAuth(service, context);
+  const log = (context: Context, request: WriteRequest): Response => {
     const modelId = readIdParam(context, 'model_id');
-    const body = await readBody(service, context, LogRequest);
+    const body = parseBody(LogRequest, request.body);
     const model = requireModel(service, modelId);
     const metrics = computeStepMetrics(body.trajectory_groups);
-    store.insertLog({ modelId, split: body.split, step: model.latest_step, groups: body.trajectory_groups, metrics });
-    return context.json({
-      model_id: modelId,
-      split: body.split,
-      step: model.latest_step,
-      metrics: prefixMetrics(metrics, body.split),
-    });
-  });
+    const { answer } = request.commit(
+      () =>
+        store.insertLog({
+          modelId,
+          split: body.split,
+          step: model.latest_step,
+          groups: body.trajectory_groups,
+          metrics,
+        }),
+      () => ({
+        model_id: modelId,
+        split: body.split,
+        step: model.latest_step,
+        metrics: prefixMetrics(metrics, body.split),
+      }),
+    );
+    return context.json(answer);
+  };
+  // A bad model id is refused before the body is read.
+  routes.add(
+    'POST',
+    '/v1/preview/models/:model_id/log',
+    idempotentWrite(service, log, (context) => readIdParam(context, 'model_id')),
+  );
 }
 
 /** The wire form of a model. */

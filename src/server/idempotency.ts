@@ -1,0 +1,228 @@
+/**
+ * `Idempotency-Key` on the POSTs that write (model create, log, training jobs, SFT jobs), so that
+ * a client may retry them safely: the first successful answer to a key is stored with the write
+ * it answers, in one transaction, and a retry with the same key and the same request gets that
+ * answer again instead of writing twice.
+ */
+import { createHash } from 'node:crypto';
+import type { Context } from 'hono';
+import { HttpError, validationFailure } from './http-error.js';
+import type { RouteHandler } from './route-table.js';
+import { readJsonBodyValue, requireAuth, type ServiceContext } from './service-context.js';
+import type { IdempotencyRecord, Store } from './store.js';
+
+/** The request header that carries the key (case-insensitive on the wire). */
+export const IDEMPOTENCY_KEY_HEADER = 'Idempotency-Key';
+
+/** The response header set on an answer replayed from a stored key. */
+export const REPLAYED_HEADER = 'Idempotent-Replayed';
+
+/** Longest accepted key. */
+export const MAX_IDEMPOTENCY_KEY_LENGTH = 255;
+
+const PRINTABLE_ASCII = /^[\x20-\x7e]*$/;
+const HEADER_LOC = ['header', IDEMPOTENCY_KEY_HEADER.toLowerCase()] as const;
+
+/** Storing a key deletes expired ones at most this often (and at start). */
+const PRUNE_INTERVAL_MS = 60_000;
+
+/** What a write route gets from {@link idempotentWrite}. */
+export interface WriteRequest {
+  /** The parsed JSON body, not yet validated against the route's schema. */
+  readonly body: unknown;
+  /**
+   * Runs `write` (synchronous store calls) and builds the 200 answer from its result with
+   * `answer`. When the request carries an `Idempotency-Key`, the answer is stored for the key in
+   * the same transaction as the write: neither is ever stored without the other.
+   */
+  commit<Result, Answer>(write: () => Result, answer: (result: Result) => Answer): { result: Result; answer: Answer };
+}
+
+/** The keys of one service instance: the stored answers, and the keys of requests in flight. */
+export class IdempotencyKeys {
+  private readonly store: Store;
+  private readonly retentionMs: number;
+  private readonly inFlight = new Set<string>();
+  private lastPrune = Number.NEGATIVE_INFINITY;
+
+  /** Deletes the keys that expired while the service was not running. */
+  constructor(store: Store, retentionMs: number) {
+    this.store = store;
+    this.retentionMs = retentionMs;
+    this.prune();
+  }
+
+  /** Deletes the answers older than the retention; returns how many went. */
+  prune(): number {
+    this.lastPrune = Date.now();
+    return this.store.pruneIdempotencyRecords(this.cutoff());
+  }
+
+  /**
+   * Marks `key` of `principal` as in flight until `release` is called; a 409 when it already is
+   * (a retry that overtook the request it repeats).
+   */
+  claim(principal: string, key: string): { release(): void } {
+    const slot = `${principal}\n${key}`;
+    if (this.inFlight.has(slot)) {
+      throw new HttpError(
+        409,
+        `A request with this ${IDEMPOTENCY_KEY_HEADER} is still being handled; retry once it has been answered, and the retry gets its answer`,
+        { 'retry-after': '1' },
+      );
+    }
+    this.inFlight.add(slot);
+    return { release: () => this.inFlight.delete(slot) };
+  }
+
+  /** The unexpired answer stored for the key, if any. */
+  find(principal: string, key: string): IdempotencyRecord | undefined {
+    return this.store.findIdempotencyRecord(principal, key, this.cutoff());
+  }
+
+  /** Stores an answer (call inside the write's transaction); deletes expired ones now and then. */
+  save(record: Omit<IdempotencyRecord, 'created_at'>): void {
+    const now = Date.now();
+    this.store.saveIdempotencyRecord({ ...record, created_at: new Date(now).toISOString() });
+    if (now - this.lastPrune >= Math.min(PRUNE_INTERVAL_MS, this.retentionMs)) this.prune();
+  }
+
+  private cutoff(): string {
+    return new Date(Math.max(0, Date.now() - this.retentionMs)).toISOString();
+  }
+}
+
+/**
+ * Wraps the handler of a POST that writes: checks the API key, validates an `Idempotency-Key`
+ * header, reads the JSON body and, for a key already answered, replays the stored answer (with
+ * `Idempotent-Replayed: true`) or refuses a different request with a 422, without calling
+ * `handler`. A key whose request is still in flight is a 409. Only answers stored through
+ * {@link WriteRequest.commit} are kept: an error (4xx or 5xx) leaves the key unused.
+ * `checkPath` runs after the API key check and before anything else (a bad path id is refused
+ * before the body is read).
+ */
+export function idempotentWrite(
+  service: ServiceContext,
+  handler: (context: Context, request: WriteRequest) => Response | Promise<Response>,
+  checkPath?: (context: Context) => void,
+): RouteHandler {
+  return async (context) => {
+    const principal = requireAuth(service, context);
+    checkPath?.(context);
+    const key = readIdempotencyKey(context);
+    if (key === undefined) {
+      const body = await readJsonBodyValue(service, context);
+      return await handler(context, { body, commit: (write, answer) => withAnswer(write(), answer) });
+    }
+    // Claimed before the body is read: a retry sent while the first attempt is still uploading
+    // (a client timeout on a big log) must not run beside it.
+    const slot = service.idempotency.claim(principal, key);
+    try {
+      const body = await readJsonBodyValue(service, context);
+      const method = context.req.method;
+      // Paths differ only in the letter case of their UUIDs, which name the same resource.
+      const path = context.req.path.toLowerCase();
+      const requestHash = hashRequest(method, path, body);
+      const stored = service.idempotency.find(principal, key);
+      if (stored !== undefined) {
+        if (stored.request_hash !== requestHash) {
+          throw validationFailure(
+            HEADER_LOC,
+            `Expected the same request as the first one sent with this ${IDEMPOTENCY_KEY_HEADER} (${stored.method} ${stored.path} with the same JSON body), got a different one; use a new key for a new request`,
+            'idempotency_key_reused',
+          );
+        }
+        return context.body(stored.response_body, stored.status as 200, {
+          'content-type': 'application/json',
+          [REPLAYED_HEADER.toLowerCase()]: 'true',
+        });
+      }
+      return await handler(context, {
+        body,
+        commit: (write, answer) =>
+          service.store.transaction(() => {
+            const done = withAnswer(write(), answer);
+            service.idempotency.save({
+              principal,
+              key,
+              request_hash: requestHash,
+              method,
+              path,
+              status: 200,
+              response_body: JSON.stringify(done.answer),
+            });
+            return done;
+          }),
+      });
+    } finally {
+      slot.release();
+    }
+  };
+}
+
+function withAnswer<Result, Answer>(
+  result: Result,
+  answer: (result: Result) => Answer,
+): { result: Result; answer: Answer } {
+  return { result, answer: answer(result) };
+}
+
+/** The request's key, or undefined without the header; a 422 unless 1..255 printable ASCII characters. */
+function readIdempotencyKey(context: Context): string | undefined {
+  const key = context.req.header(IDEMPOTENCY_KEY_HEADER);
+  if (key === undefined) return undefined;
+  if (key.length === 0)
+    throw validationFailure(
+      HEADER_LOC,
+      `Expected \`${IDEMPOTENCY_KEY_HEADER}\` to be 1 to ${MAX_IDEMPOTENCY_KEY_LENGTH} printable ASCII characters, got an empty value`,
+      'string_too_short',
+    );
+  if (key.length > MAX_IDEMPOTENCY_KEY_LENGTH)
+    throw validationFailure(
+      HEADER_LOC,
+      `Expected \`${IDEMPOTENCY_KEY_HEADER}\` to be 1 to ${MAX_IDEMPOTENCY_KEY_LENGTH} printable ASCII characters, got ${key.length} characters`,
+      'string_too_long',
+    );
+  if (!PRINTABLE_ASCII.test(key))
+    throw validationFailure(
+      HEADER_LOC,
+      `Expected \`${IDEMPOTENCY_KEY_HEADER}\` to be 1 to ${MAX_IDEMPOTENCY_KEY_LENGTH} printable ASCII characters, got ${JSON.stringify(key.slice(0, 100))}`,
+      'string_pattern_mismatch',
+    );
+  return key;
+}
+
+/** SHA-256 (hex) of the method, the path and the body's canonical JSON (keys sorted at every level). */
+export function hashRequest(method: string, path: string, body: unknown): string {
+  return createHash('sha256').update(`${method} ${path}\n`).update(canonicalJson(body)).digest('hex');
+}
+
+/**
+ * JSON with object keys sorted, so that bodies that parse to the same value (whatever their key
+ * order and whitespace) give the same text. (JavaScript puts integer-like keys first, in numeric
+ * order: still one order per set of keys.) Built as a sorted copy serialized by the native
+ * `JSON.stringify`, which measured about three times as fast as concatenating the text in
+ * JavaScript; it still costs about 3x `JSON.parse` of the body.
+ */
+export function canonicalJson(value: unknown): string {
+  return JSON.stringify(sortedCopy(value)) ?? 'null';
+}
+
+/** A copy of a parsed JSON value with each object's keys inserted in sorted order (at most 256 levels deep, see `readJsonBody`). */
+function sortedCopy(value: unknown): unknown {
+  if (value === null || typeof value !== 'object') return value;
+  if (Array.isArray(value)) {
+    const copy: unknown[] = new Array(value.length);
+    for (let index = 0; index < value.length; index += 1) copy[index] = sortedCopy(value[index]);
+    return copy;
+  }
+  const record = value as Record<string, unknown>;
+  const copy: Record<string, unknown> = {};
+  for (const key of Object.keys(record).sort()) {
+    const child = sortedCopy(record[key]);
+    // A plain assignment to `__proto__` would set the prototype instead of adding the key.
+    if (key === '__proto__') Object.defineProperty(copy, key, { value: child, enumerable: true, writable: true });
+    else copy[key] = child;
+  }
+  return copy;
+}
