@@ -60,7 +60,7 @@ export class HistoryRecorder {
     return true;
   }
 
-  /** This conversation as a wire `History`. */
+  /** This conversation as an `additional_histories` entry (`AdditionalHistory`). */
   toHistory(): AdditionalHistory {
     const history: AdditionalHistory = { messages_and_choices: structuredClone(this.messagesAndChoices) };
     if (this.tools !== null) history.tools = structuredClone(this.tools);
