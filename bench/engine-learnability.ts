@@ -11,7 +11,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import type { ChatCompletionRequestBody, Choice, TrajectoryGroup } from '../src/schema/index.js';
+import type { ChatCompletionRequestBody, Choice, TrajectoryGroup } from 'policyloop/schema';
 import { createEngine } from '../src/engine/index.js';
 import type { Engine, PolicyRef } from '../src/engine/index.js';
 import { capitalsReward, makeScenarios, reward, sftRows } from '../examples/tasks/uppercase.js';

@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { createEngine, parameterCount, TINY_CHAT } from '../src/engine/index.js';
 import type { PolicyRef } from '../src/engine/index.js';
-import type { ChatCompletionRequestBody, TrajectoryGroup } from '../src/schema/index.js';
+import type { ChatCompletionRequestBody, TrajectoryGroup } from 'policyloop/schema';
 
 const MAX_TOKENS = 64;
 const ROUNDS = 5;

@@ -10,7 +10,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import OpenAI from 'openai';
-import { serve } from '../src/server/index.js';
+import { serve } from 'policyloop/server';
 
 const MAX_TOKENS = 32;
 const ROUNDS = 5;

@@ -7,15 +7,14 @@
  * - {@link APIUserAbortError}: the caller's signal aborted;
  * - {@link InvalidArgumentError}: a bad argument, caught before any request;
  * - {@link ResponseValidationError}: a 2xx answer that breaks the contract;
- * - {@link MissingApiKeyError}: no key at construction;
- * - {@link RetryError}: exhausted retries, for retry loops built on top of the client.
+ * - {@link MissingApiKeyError}: no key at construction.
  */
 import { z } from 'zod';
 import { ValidationError } from '../schema/index.js';
 import { formatIssues, formatPath, preview, valueAtPath } from '../internal/format-issues.js';
 import { isRetryableStatus, PolicyloopError } from '../internal/errors.js';
 
-export { isRetryableStatus, PolicyloopError } from '../internal/errors.js';
+export { PolicyloopError } from '../internal/errors.js';
 
 /**
  * The service answered with a non-2xx status. `status`, response `headers`, the parsed `body`
@@ -150,36 +149,6 @@ export class APIUserAbortError extends PolicyloopError {
   /** @param options The signal's reason as `cause`, and an optional message. */
   constructor(options: { cause?: unknown; message?: string | undefined } = {}) {
     super(options.message ?? 'Request was aborted.', { cause: options.cause });
-  }
-}
-
-/**
- * A retry loop gave up: how many `attempts` were made, every error seen and the `lastError`.
- * The client itself throws the last error unchanged (so `instanceof RateLimitError` keeps
- * working, and its message ends with how many attempts were made); this class is for loops
- * built on top of it.
- * @example
- * throw new RetryError({ message: 'Gave up polling job', errors });
- */
-export class RetryError extends PolicyloopError {
-  /** How many attempts were made. */
-  readonly attempts: number;
-  /** Every error, oldest first. */
-  readonly errors: unknown[];
-  /** The error of the final attempt. */
-  readonly lastError: unknown;
-
-  /** @param options What gave up (`message`, default `Gave up`) and every error seen, oldest first. */
-  constructor(options: { message?: string; errors: unknown[] }) {
-    const lastError = options.errors.at(-1);
-    const attempts = options.errors.length;
-    const reason = lastError instanceof Error ? lastError.message : preview(lastError);
-    super(`${options.message ?? 'Gave up'} after ${attempts} attempt${attempts === 1 ? '' : 's'}: ${reason}`, {
-      cause: lastError,
-    });
-    this.attempts = attempts;
-    this.errors = options.errors;
-    this.lastError = lastError;
   }
 }
 

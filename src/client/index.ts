@@ -1,6 +1,7 @@
 /**
- * The typed client of the training API (and the inference API's model list): auth, retries,
- * timeouts, abort signals, cursor pages and one error tree.
+ * `policyloop/client`: the typed HTTP client of the training API (and the inference API's model
+ * list): auth, retries, timeouts, abort signals, cursor pages and one error tree. Most scripts use
+ * `TrainableModel` from `policyloop` instead, which holds one of these.
  * @module
  */
 export {
@@ -33,11 +34,9 @@ export {
   APIConnectionError,
   APIConnectionTimeoutError,
   APIUserAbortError,
-  RetryError,
   InvalidArgumentError,
   ResponseValidationError,
   MissingApiKeyError,
-  isRetryableStatus,
 } from './errors.js';
 export type { ConnectionErrorOptions, ResponseValidationErrorOptions } from './errors.js';
 export { BaseModels } from './resources/base-models.js';

@@ -6,8 +6,8 @@
 import { z } from 'zod';
 import { preview } from '../internal/format-issues.js';
 import { isRetryableStatus } from '../internal/errors.js';
-import type { ChatCompletionsClient } from '../rollout/chat-completions-client.js';
-import { messageOf } from '../rollout/message-equality.js';
+import type { ChatCompletionsClient } from '../schema/chat-client.js';
+import { messageOf } from '../schema/index.js';
 import type { ChatCompletionMessageParam, Trajectory, TrajectoryGroup } from '../schema/index.js';
 import { extractJson } from './json-reward.js';
 import { JudgeError } from './reward-errors.js';

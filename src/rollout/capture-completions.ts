@@ -7,7 +7,7 @@ import type {
   ChatCompletionCreateBody,
   ChatCompletionRequestOptions,
   ChatCompletionsClient,
-} from './chat-completions-client.js';
+} from '../schema/chat-client.js';
 import { currentRolloutScope, type RolloutScope } from './rollout-scope.js';
 import { StreamAccumulator } from './stream-accumulator.js';
 

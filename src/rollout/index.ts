@@ -4,11 +4,6 @@
  * versions.
  * @module
  */
-export type {
-  ChatCompletionCreateBody,
-  ChatCompletionRequestOptions,
-  ChatCompletionsClient,
-} from './chat-completions-client.js';
 export { captureCompletions, type CaptureCompletionsOptions } from './capture-completions.js';
 export { HistoryRecorder, TrajectoryRecorder, type RecordedCompletion } from './trajectory-recorder.js';
 export {
@@ -42,4 +37,3 @@ export {
   toTrajectoryException,
 } from './rollout-errors.js';
 export { dropStaleGroups, oldestPolicyVersion, type StalenessSplit } from './drop-stale-groups.js';
-export { messageOf } from './message-equality.js';

@@ -4,19 +4,7 @@
  * with `refusal: null`, `annotations: []` and friends, or a hand-written `{role, content}`) must match
  * that Choice, so only what the model sees is compared: role, text, tool calls, tool call id, name.
  */
-import type { ChatCompletionFunctionToolParam, ChatCompletionMessageParam, MessageOrChoice } from '../schema/index.js';
-import { isChoice } from '../schema/index.js';
-
-/** The conversation message an item stands for: a Choice stands for its assistant message. */
-export function messageOf(item: MessageOrChoice): ChatCompletionMessageParam {
-  if (!isChoice(item)) return item;
-  const message = item.message;
-  const result: ChatCompletionMessageParam = { role: 'assistant', content: message.content ?? null };
-  if (message.tool_calls && message.tool_calls.length > 0) result.tool_calls = message.tool_calls;
-  if (message.function_call) result.function_call = message.function_call;
-  if (message.refusal) result.refusal = message.refusal;
-  return result;
-}
+import type { ChatCompletionFunctionToolParam } from '../schema/index.js';
 
 function textOf(content: unknown): string {
   if (content === null || content === undefined) return '';

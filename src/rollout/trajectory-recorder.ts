@@ -6,12 +6,13 @@ import type {
   ChatCompletionFunctionToolParam,
   ChatCompletionMessageParam,
   Choice,
-  History,
+  AdditionalHistory,
   MessageOrChoice,
   Metrics,
   TrajectoryInput,
 } from '../schema/index.js';
-import { functionTools, messageKey, messageOf, sameTools } from './message-equality.js';
+import { messageOf } from '../schema/index.js';
+import { functionTools, messageKey, sameTools } from './message-equality.js';
 
 /**
  * One conversation: messages (context) and Choices (trainable turns), in order, plus the tools it
@@ -59,9 +60,9 @@ export class HistoryRecorder {
     return true;
   }
 
-  /** This conversation as a wire `History`. */
-  toHistory(): History {
-    const history: History = { messages_and_choices: structuredClone(this.messagesAndChoices) };
+  /** This conversation as an `additional_histories` entry (`AdditionalHistory`). */
+  toHistory(): AdditionalHistory {
+    const history: AdditionalHistory = { messages_and_choices: structuredClone(this.messagesAndChoices) };
     if (this.tools !== null) history.tools = structuredClone(this.tools);
     return history;
   }

@@ -56,33 +56,35 @@ export const FileFile = z.looseObject({
 });
 export type FileFile = z.infer<typeof FileFile>;
 
-/** A file content part (named `File` in the contract). */
-export const File = z.looseObject({
+/**
+ * A file content part. The contract names it `File`, which would shadow the global `File`; the name
+ * here follows its siblings (`ChatCompletionContentPartTextParam`, ...).
+ */
+export const ChatCompletionContentPartFileParam = z.looseObject({
   type: z.literal('file'),
   file: FileFile,
 });
-export type File = z.infer<typeof File>;
+export type ChatCompletionContentPartFileParam = z.infer<typeof ChatCompletionContentPartFileParam>;
 
 /** Any content part a user message may carry. */
 export const ChatCompletionContentPart = z.discriminatedUnion('type', [
   ChatCompletionContentPartTextParam,
   ChatCompletionContentPartImageParam,
   ChatCompletionContentPartInputAudioParam,
-  File,
+  ChatCompletionContentPartFileParam,
 ]);
 export type ChatCompletionContentPart = z.infer<typeof ChatCompletionContentPart>;
 
-/** A function call (the deprecated `function_call` field and the `function` of a tool call). */
+/**
+ * A function call: the function a model called inside a function tool call, and the deprecated
+ * `function_call` field. The contract's `Function` component is this same shape (not exported
+ * under that name, which would shadow the global `Function`).
+ */
 export const FunctionCall = z.looseObject({
   name: z.string(),
   arguments: z.string(),
 });
 export type FunctionCall = z.infer<typeof FunctionCall>;
-
-// biome-ignore lint/suspicious/noShadowRestrictedNames: the OpenAPI component name; renamed in the surface rework
-/** The function a model called, inside a function tool call. */
-export const Function = FunctionCall;
-export type Function = FunctionCall;
 
 /** The custom tool a model called: free-form `input` text. */
 export const Custom = z.looseObject({
@@ -95,7 +97,7 @@ export type Custom = z.infer<typeof Custom>;
 export const ChatCompletionMessageFunctionToolCall = z.looseObject({
   id: z.string(),
   type: z.literal('function'),
-  function: Function,
+  function: FunctionCall,
 });
 export type ChatCompletionMessageFunctionToolCall = z.infer<typeof ChatCompletionMessageFunctionToolCall>;
 
@@ -181,9 +183,12 @@ export const ChatCompletionUserMessageParam = z.looseObject({
 });
 export type ChatCompletionUserMessageParam = z.infer<typeof ChatCompletionUserMessageParam>;
 
-/** A reference to an earlier audio response. */
-export const Audio = z.looseObject({ id: z.string() });
-export type Audio = z.infer<typeof Audio>;
+/**
+ * A reference to an earlier audio response of the model (`{id}`), the `audio` of an assistant
+ * message. The contract names it `Audio`, which would shadow the global `Audio`.
+ */
+export const AudioReference = z.looseObject({ id: z.string() });
+export type AudioReference = z.infer<typeof AudioReference>;
 
 /**
  * An assistant message sent as context. It is not trainable: only `Choice` items in a trajectory
@@ -200,7 +205,7 @@ export const ChatCompletionAssistantMessageParam = z.looseObject({
     ])
     .nullable()
     .optional(),
-  audio: Audio.nullable().optional(),
+  audio: AudioReference.nullable().optional(),
   function_call: FunctionCall.nullable().optional(),
   name: z.string().optional(),
   refusal: z.string().nullable().optional(),

@@ -20,6 +20,22 @@ export function isChoice(item: MessageOrChoice): item is Choice {
 }
 
 /**
+ * The conversation message an item of `messages_and_choices` stands for: a message is itself, a
+ * `Choice` stands for its assistant message (what the model said, as it would be sent back).
+ * @example
+ * const conversation = trajectory.messages_and_choices.map(messageOf);
+ */
+export function messageOf(item: MessageOrChoice): ChatCompletionMessageParam {
+  if (!isChoice(item)) return item;
+  const message = item.message;
+  const result: ChatCompletionMessageParam = { role: 'assistant', content: message.content ?? null };
+  if (message.tool_calls && message.tool_calls.length > 0) result.tool_calls = message.tool_calls;
+  if (message.function_call) result.function_call = message.function_call;
+  if (message.refusal) result.refusal = message.refusal;
+  return result;
+}
+
+/**
  * Metrics of a trajectory or group: numbers and booleans only (`{number, integer, boolean}` in the
  * contract); strings, `null` and nested values are rejected.
  */
@@ -32,16 +48,16 @@ export const Metrics = z.record(
 );
 export type Metrics = z.infer<typeof Metrics>;
 
-/** A sub-agent's conversation inside a trajectory (`additional_histories`). */
-export const History = z.looseObject({
+/**
+ * A sub-agent's conversation inside a trajectory: an entry of `additional_histories`. The contract
+ * names it `History` (the older document) and `LegacyHistory` (the newer); `History` would shadow
+ * the global `History`.
+ */
+export const AdditionalHistory = z.looseObject({
   messages_and_choices: z.array(MessageOrChoice),
   tools: z.array(ChatCompletionFunctionToolParam).nullable().optional(),
 });
-export type History = z.infer<typeof History>;
-
-/** The newer document's name for {@link History}. */
-export const LegacyHistory = History;
-export type LegacyHistory = History;
+export type AdditionalHistory = z.infer<typeof AdditionalHistory>;
 
 /**
  * One rollout: its conversation, reward, metrics and the policy versions it sampled from.
@@ -58,7 +74,7 @@ export const Trajectory = z.looseObject({
   messages_and_choices: z.array(MessageOrChoice).default([]),
   tools: z.array(ChatCompletionFunctionToolParam).nullable().optional(),
   /** Sub-agent conversations. @default [] */
-  additional_histories: z.array(History).default([]),
+  additional_histories: z.array(AdditionalHistory).default([]),
   /** @default 0 */
   reward: z.number().default(0),
   initial_policy_version: z.int().nullable().optional(),

@@ -9,7 +9,7 @@ import type {
   ChatCompletionCreateBody,
   ChatCompletionRequestOptions,
   ChatCompletionsClient,
-} from '../rollout/chat-completions-client.js';
+} from '../schema/chat-client.js';
 import type { Choice } from '../schema/index.js';
 import { makeChoice, type MakeChoiceOptions } from './make-choice.js';
 

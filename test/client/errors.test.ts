@@ -12,7 +12,6 @@ import {
   PolicyloopError,
   RateLimitError,
   ResponseValidationError,
-  RetryError,
   TrainingClient,
   UnprocessableEntityError,
 } from '../../src/client/index.js';
@@ -242,16 +241,5 @@ describe('MissingApiKeyError', () => {
     expect(error.message).toContain('POLICYLOOP_API_KEY');
     expect(error.message).toContain('WANDB_API_KEY');
     expect(error.name).toBe('MissingApiKeyError');
-  });
-});
-
-describe('RetryError', () => {
-  it('keeps the attempts, every error and the last one as cause', () => {
-    const errors = [new Error('first'), new Error('second')];
-    const error = new RetryError({ message: 'Gave up polling', errors });
-    expect(error.attempts).toBe(2);
-    expect(error.lastError).toBe(errors[1]);
-    expect(error.cause).toBe(errors[1]);
-    expect(error.message).toBe('Gave up polling after 2 attempts: second');
   });
 });

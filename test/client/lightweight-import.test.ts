@@ -53,9 +53,22 @@ console.log('imported', Object.keys(entry).length, 'exports');
 
 // Resolve hooks through `module.register` need Node >= 20.6; the package itself supports 20.3.
 describe.skipIf(!('register' in nodeModule))('the client does not need the optional heavy dependencies', () => {
-  it('the root entry imports, and a client makes a call, with hono, SQLite and tfjs unavailable', () => {
+  it('the root entry imports, and a hosted model handle is made, with hono, SQLite and tfjs unavailable', () => {
     const child = importWithoutHeavyModules(
       'src/index.ts',
+      `
+const backend = new entry.HostedBackend({ apiKey: 'k', baseURL: 'http://svc/v1' });
+const model = new entry.TrainableModel({ project: 'p', name: 'm', baseModel: 'b' });
+if (backend.kind !== 'hosted' || model.name !== 'm') throw new Error('unexpected handles');
+`,
+    );
+    expect(child.status, child.stderr).toBe(0);
+    expect(child.stdout).toMatch(/imported \d+ exports/);
+  });
+
+  it('policyloop/client imports, and a client makes a call, with them unavailable', () => {
+    const child = importWithoutHeavyModules(
+      'src/client/index.ts',
       `
 const fetch = async (url) => new Response(JSON.stringify(['base-model']), { status: 200 });
 const client = new entry.TrainingClient({ apiKey: 'k', baseURL: 'http://svc/v1', fetch });
@@ -65,6 +78,14 @@ if (models[0] !== 'base-model') throw new Error('unexpected answer ' + JSON.stri
     );
     expect(child.status, child.stderr).toBe(0);
     expect(child.stdout).toMatch(/imported \d+ exports/);
+  });
+
+  it('policyloop/schema imports without them', () => {
+    const child = importWithoutHeavyModules(
+      'src/schema/index.ts',
+      `if (entry.Trajectory.parse({}).reward !== 0) throw new Error('unexpected default');`,
+    );
+    expect(child.status, child.stderr).toBe(0);
   });
 
   it('policyloop/testing imports without them too (it starts the service lazily)', () => {

@@ -1,7 +1,8 @@
 /**
  * The package's promises to its users, read from package.json and tsconfig.json: an ESM package
- * for Node >= 20.3 with explicit entry points and a `policyloop` command, three light runtime
- * dependencies, the heavy local-service parts optional, and `openai` 6 or 7 as a peer.
+ * for Node >= 20.3 with explicit entry points (root, schema, client, server, testing) and a
+ * `policyloop` command, three light runtime dependencies, the heavy local-service parts optional,
+ * and `openai` 6 or 7 as a peer.
  * (`lightweight-import.test.ts` checks that the client really loads without the heavy parts.)
  */
 import { existsSync, readFileSync } from 'node:fs';
@@ -78,7 +79,7 @@ describe('package.json', () => {
 
   it('exports exactly the public entries, each built from a source entry with its types', () => {
     const entries = Object.keys(manifest.exports ?? {}).filter((entry) => entry !== './package.json');
-    expect(entries.sort()).toEqual(['.', './server', './testing']);
+    expect(entries.sort()).toEqual(['.', './client', './schema', './server', './testing']);
     for (const entry of entries) {
       const target = manifest.exports?.[entry] as { types?: string; import?: string };
       expect(target.types, entry).toMatch(/^\.\/dist\/.*\.d\.ts$/);
@@ -119,15 +120,28 @@ describe('package.json', () => {
     for (const version of ['5.23.0', '8.0.0']) expect(satisfies(version, range), `${version} in ${range}`).toBe(false);
   });
 
-  it('`npm test` type-checks before running the tests', () => {
+  it('`npm test` type-checks (and lints) before running the tests', () => {
     const test = manifest.scripts?.['test'] ?? '';
     const typecheck = manifest.scripts?.['typecheck'] ?? '';
-    expect(test).toMatch(/^npm run typecheck && vitest run\b/);
+    expect(test).toMatch(/^npm run typecheck && (?:npm run lint && )?vitest run\b/);
     expect(typecheck).toMatch(/\btsc --noEmit\b/);
   });
 });
 
 describe('tsconfig.json', () => {
+  it('maps each entry point to its source, so examples import `policyloop/...` as a user would', () => {
+    const config = JSON.parse(readFileSync(new URL('tsconfig.json', root), 'utf8')) as {
+      compilerOptions: { paths?: Record<string, string[]> };
+    };
+    const fromExports = Object.entries(manifest.exports ?? {})
+      .filter(([entry]) => entry !== './package.json')
+      .map(([entry, target]) => [
+        `policyloop${entry.slice(1)}`,
+        [(target as { import: string }).import.replace(/^\.\/dist\//, './src/').replace(/\.js$/, '.ts')],
+      ]);
+    expect(config.compilerOptions.paths).toEqual(Object.fromEntries(fromExports));
+  });
+
   it('is strict, with the house flags, and resolves modules as Node ESM', () => {
     const config = JSON.parse(readFileSync(new URL('tsconfig.json', root), 'utf8')) as {
       compilerOptions: Record<string, unknown>;

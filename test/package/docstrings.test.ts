@@ -1,6 +1,6 @@
 /**
- * Every symbol a user can import from a public entry point (`policyloop`, `policyloop/server`,
- * `policyloop/testing`), and every public member of an exported class, carries a docstring: the
+ * Every symbol a user can import from a public entry point (`policyloop`, `policyloop/schema`,
+ * `policyloop/client`, `policyloop/server`, `policyloop/testing`), and every public member of an exported class, carries a docstring: the
  * hover text in an editor is the first documentation a user reads.
  */
 import path from 'node:path';
@@ -8,7 +8,13 @@ import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
 
 const root = path.resolve(import.meta.dirname, '../..');
-const entries = ['src/index.ts', 'src/server/index.ts', 'src/testing/index.ts'];
+const entries = [
+  'src/index.ts',
+  'src/schema/index.ts',
+  'src/client/index.ts',
+  'src/server/index.ts',
+  'src/testing/index.ts',
+];
 
 function undocumented(): string[] {
   const program = ts.createProgram(

@@ -69,8 +69,10 @@ const component = (name: string): string => `#/components/schemas/${name}`;
 const explicitTargets: Partial<Record<SchemaName, Partial<Record<DocumentName, Target | null>>>> = {
   CheckpointPage: bothSame(component('PaginatedResponse_CheckpointResponse_')),
   TrainingJobEventPage: bothSame(component('PaginatedResponse_TrainingJobEventResponse_')),
-  History: { 'openapi.json': same(component('History')), 'openapi.latest.json': same(component('LegacyHistory')) },
-  LegacyHistory: {
+  // Components named after JavaScript/DOM globals (`File`, `Audio`, `History`) are exported under other names.
+  ChatCompletionContentPartFileParam: bothSame(component('File')),
+  AudioReference: bothSame(component('Audio')),
+  AdditionalHistory: {
     'openapi.json': same(component('History')),
     'openapi.latest.json': same(component('LegacyHistory')),
   },

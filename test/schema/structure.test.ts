@@ -69,6 +69,8 @@ const componentsCoveredIndirectly: Record<string, string> = {
     'the `function_call` of ChatCompletionAssistantMessageParam',
   openai__types__chat__chat_completion_message_custom_tool_call_param__Custom:
     'the `custom` of ChatCompletionMessageCustomToolCallParam',
+  Function:
+    'the `function` of ChatCompletionMessageFunctionToolCall: the same shape as FunctionCall, whose corpus covers it',
   openai__types__chat__chat_completion_message_function_tool_call_param__Function:
     'the `function` of ChatCompletionMessageFunctionToolCallParam',
 };
@@ -168,6 +170,14 @@ describe('coverage', () => {
         aliases.has(name) ? [true] : [false, true],
       ]);
     }
+  });
+
+  it.each(documentNames)('%s: the `Function` component, exported as FunctionCall, has its shape', (document) => {
+    const shape = (name: string) => {
+      const { properties, required, additionalProperties, type } = componentOf(document, name) ?? {};
+      return { properties, required: [...(required ?? [])].sort(), additionalProperties, type };
+    };
+    expect(shape('Function')).toEqual(shape('FunctionCall'));
   });
 
   it.each(documentNames)('every component of %s is the target of a zod schema', (document) => {

@@ -26,7 +26,7 @@ export interface CorpusCase {
 /**
  * Builds cases of one schema from `[id, value]` pairs.
  * @example
- * cases('Audio', true, [['audio-id', { id: 'a1' }]]);
+ * cases('AudioReference', true, [['audio-id', { id: 'a1' }]]);
  */
 export function cases(schema: SchemaName, valid: boolean, entries: ReadonlyArray<readonly [string, unknown]>): CorpusCase[] {
   return entries.map(([id, value]) => ({ id: `${schema}/${id}`, schema, valid, value }));

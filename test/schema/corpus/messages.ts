@@ -47,11 +47,11 @@ export const messageCases: CorpusCase[] = [
     ['all-fields', { file_data: 'JVBERi0=', file_id: 'file-1', filename: 'a.pdf' }],
   ]),
   ...cases('FileFile', false, [['filename-number', { filename: 7 }]]),
-  ...cases('File', true, [
+  ...cases('ChatCompletionContentPartFileParam', true, [
     ['data', filePart],
     ['id', fileIdPart],
   ]),
-  ...cases('File', false, [['missing-file', { type: 'file' }]]),
+  ...cases('ChatCompletionContentPartFileParam', false, [['missing-file', { type: 'file' }]]),
   ...cases('ChatCompletionContentPart', true, [
     ['text', textPart],
     ['image', imagePart],
@@ -63,10 +63,14 @@ export const messageCases: CorpusCase[] = [
     ['unknown-type', { type: 'video_url', video_url: { url: 'https://x/v.mp4' } }],
     ['no-type', { text: 'hi' }],
   ]),
-  ...cases('FunctionCall', true, [['plain', { name: 'get_weather', arguments: '{}' }]]),
-  ...cases('FunctionCall', false, [['arguments-object', { name: 'get_weather', arguments: { city: 'Paris' } }]]),
-  ...cases('Function', true, [['plain', { name: 'f', arguments: '' }]]),
-  ...cases('Function', false, [['missing-name', { arguments: '{}' }]]),
+  ...cases('FunctionCall', true, [
+    ['plain', { name: 'get_weather', arguments: '{}' }],
+    ['empty-arguments', { name: 'f', arguments: '' }],
+  ]),
+  ...cases('FunctionCall', false, [
+    ['arguments-object', { name: 'get_weather', arguments: { city: 'Paris' } }],
+    ['missing-name', { arguments: '{}' }],
+  ]),
   ...cases('Custom', true, [['plain', { name: 'python', input: 'x = 1' }]]),
   ...cases('Custom', false, [['missing-input', { name: 'python' }]]),
   ...cases('ChatCompletionMessageFunctionToolCall', true, [
@@ -142,8 +146,8 @@ export const messageCases: CorpusCase[] = [
     ['missing-role', { content: 'hi' }],
     ['content-number', { role: 'user', content: 3 }],
   ]),
-  ...cases('Audio', true, [['plain', { id: 'audio_abc' }]]),
-  ...cases('Audio', false, [['missing-id', {}]]),
+  ...cases('AudioReference', true, [['plain', { id: 'audio_abc' }]]),
+  ...cases('AudioReference', false, [['missing-id', {}]]),
   ...cases('ChatCompletionAssistantMessageParam', true, [
     ['role-only', { role: 'assistant' }],
     ['string', { role: 'assistant', content: 'Sunny.' }],

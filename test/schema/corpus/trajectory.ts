@@ -33,17 +33,16 @@ export const trajectoryCases: CorpusCase[] = [
     ['nested', { inner: { a: 1 } }],
     ['array', [1, 2]],
   ]),
-  ...cases('History', true, [
+  ...cases('AdditionalHistory', true, [
     ['plain', history],
     ['with-tools', { ...history, tools: [weatherTool] }],
     ['null-tools', { ...history, tools: null }],
   ]),
-  ...cases('History', false, [
+  ...cases('AdditionalHistory', false, [
     ['missing-messages', { tools: [] }],
     ['bad-item', { messages_and_choices: [{ content: 'no role, no choice' }] }],
+    ['messages-object', { messages_and_choices: {} }],
   ]),
-  ...cases('LegacyHistory', true, [['plain', history]]),
-  ...cases('LegacyHistory', false, [['messages-object', { messages_and_choices: {} }]]),
   ...cases('Trajectory', true, [
     ['empty', {}],
     ['art-dump', artTrajectory],

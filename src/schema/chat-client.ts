@@ -1,7 +1,8 @@
 /**
  * The narrowest client the runner and the judge need: anything with `chat.completions.create`
- * (an `openai` v6 client, an agent framework's client, or `scriptedChatClient` from
- * `policyloop/testing`). Nothing else of an SDK is required.
+ * (an `openai` client, an agent framework's client, or `scriptedChatClient` from
+ * `policyloop/testing`). Nothing else of an SDK is required. It lives here, below both `rollout/`
+ * and `rewards/`, because both take one.
  */
 
 /** A chat-completions request body as the runner sends it (the OpenAI shape; extra keys go through). */

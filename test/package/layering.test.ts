@@ -1,0 +1,226 @@
+/**
+ * The folders of `src/` import each other only downwards, as docs/architecture.md draws them.
+ * Every `import`, `export … from`, `import()` and `import('…')` type in src/**\/*.ts is read with
+ * the TypeScript parser, mapped to the top folder it reaches, and checked against the allowed
+ * matrix below; the folder graph must have no cycle. A failure names the file and the import.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import ts from 'typescript';
+import { describe, expect, it } from 'vitest';
+
+const src = path.resolve(import.meta.dirname, '../../src');
+
+/** How an import loads its target: at module load, only when called, or not at all (types). */
+type ImportKind = 'static' | 'dynamic' | 'type';
+
+/** One import of one source file. */
+interface Edge {
+  /** The importing file, relative to the repository (`src/rewards/relative-judge.ts`). */
+  file: string;
+  /** The specifier as written. */
+  specifier: string;
+  /** Top folder of the importer (`rewards`), or `index.ts` for the root entry. */
+  from: string;
+  /** Top folder of the target. */
+  to: string;
+  kind: ImportKind;
+}
+
+/** A folder may import these folders: every kind, or only the kinds listed (and maybe only from some files). */
+type Rule = { folder: string; kinds?: readonly ImportKind[]; files?: readonly string[] };
+
+const any = (...folders: string[]): Rule[] => folders.map((folder) => ({ folder }));
+const typesOnly = (folder: string): Rule => ({ folder, kinds: ['type'] });
+
+/** Which folders each folder may import (itself always). Keep in step with docs/architecture.md. */
+const allowed: Record<string, Rule[] | 'anything'> = {
+  schema: [],
+  internal: [typesOnly('schema')],
+  client: any('schema', 'internal'),
+  rewards: [...any('schema', 'internal'), typesOnly('client')],
+  rollout: [...any('schema', 'internal', 'rewards'), typesOnly('client')],
+  training: [
+    ...any('schema', 'internal', 'client', 'rollout', 'rewards'),
+    // The local service is loaded lazily, by the local backend only: `policyloop` stays light.
+    ...['server', 'engine'].map((folder) => ({
+      folder,
+      kinds: ['dynamic', 'type'] as const,
+      files: ['src/training/local-backend.ts'],
+    })),
+  ],
+  engine: any('schema', 'internal'),
+  server: any('schema', 'internal', 'engine'),
+  testing: 'anything',
+  cli: 'anything',
+  'index.ts': any('schema', 'internal', 'client', 'rollout', 'rewards', 'training'),
+};
+
+function sourceFiles(directory: string): string[] {
+  return readdirSync(directory, { withFileTypes: true }).flatMap((entry) => {
+    const full = path.join(directory, entry.name);
+    if (entry.isDirectory()) return sourceFiles(full);
+    return entry.name.endsWith('.ts') ? [full] : [];
+  });
+}
+
+/** The top folder of a path under `src/` (`index.ts` for a file directly in it), or undefined outside. */
+function topFolder(file: string): string | undefined {
+  const relative = path.relative(src, file);
+  if (relative.startsWith('..') || path.isAbsolute(relative)) return undefined;
+  const [first, ...rest] = relative.split(path.sep);
+  return rest.length === 0 ? 'index.ts' : first;
+}
+
+/** The top folder a specifier reaches from `file`, or undefined for a package outside ours. */
+function targetFolder(file: string, specifier: string): string | undefined {
+  if (specifier.startsWith('.')) return topFolder(path.resolve(path.dirname(file), specifier));
+  const self = /^policyloop(?:\/(\w+))?$/.exec(specifier); // importing ourselves by package name
+  if (self) return self[1] ?? 'index.ts';
+  return undefined;
+}
+
+/** Every import of one file, with its kind. */
+function importsOf(file: string): Array<{ specifier: string; kind: ImportKind }> {
+  const source = ts.createSourceFile(file, readFileSync(file, 'utf8'), ts.ScriptTarget.ES2022, true);
+  const found: Array<{ specifier: string; kind: ImportKind }> = [];
+  const visit = (node: ts.Node): void => {
+    if (ts.isImportDeclaration(node) && ts.isStringLiteral(node.moduleSpecifier)) {
+      // `import { type A }` still loads the module under verbatimModuleSyntax; only `import type` does not.
+      found.push({ specifier: node.moduleSpecifier.text, kind: node.importClause?.isTypeOnly ? 'type' : 'static' });
+    } else if (ts.isExportDeclaration(node) && node.moduleSpecifier && ts.isStringLiteral(node.moduleSpecifier)) {
+      found.push({ specifier: node.moduleSpecifier.text, kind: node.isTypeOnly ? 'type' : 'static' });
+    } else if (
+      ts.isCallExpression(node) &&
+      node.expression.kind === ts.SyntaxKind.ImportKeyword &&
+      node.arguments[0] &&
+      ts.isStringLiteralLike(node.arguments[0])
+    ) {
+      found.push({ specifier: node.arguments[0].text, kind: 'dynamic' });
+    } else if (
+      ts.isImportTypeNode(node) &&
+      ts.isLiteralTypeNode(node.argument) &&
+      ts.isStringLiteral(node.argument.literal)
+    ) {
+      found.push({ specifier: node.argument.literal.text, kind: 'type' });
+    } else if (ts.isImportEqualsDeclaration(node) && ts.isExternalModuleReference(node.moduleReference)) {
+      const expression = node.moduleReference.expression;
+      if (ts.isStringLiteral(expression)) found.push({ specifier: expression.text, kind: 'static' });
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(source);
+  return found;
+}
+
+/** Every import between two different top folders of `src/`. */
+function crossFolderEdges(): Edge[] {
+  return sourceFiles(src).flatMap((file) => {
+    const from = topFolder(file)!;
+    return importsOf(file).flatMap(({ specifier, kind }) => {
+      const to = targetFolder(file, specifier);
+      if (to === undefined || to === from) return [];
+      return [{ file: path.relative(path.dirname(src), file), specifier, from, to, kind }];
+    });
+  });
+}
+
+/** The edges the matrix does not allow, each as a sentence naming the file and the import. */
+function violations(edges: readonly Edge[]): string[] {
+  return edges.flatMap((edge) => {
+    const rules = allowed[edge.from];
+    if (rules === 'anything') return [];
+    const describeRules = (rules ?? [])
+      .map(
+        (rule) =>
+          `${rule.folder}${rule.kinds ? ` (${rule.kinds.join('/')} only)` : ''}${rule.files ? ` from ${rule.files.join(', ')}` : ''}`,
+      )
+      .join(', ');
+    const ok = (rules ?? []).some(
+      (rule) =>
+        rule.folder === edge.to &&
+        (rule.kinds === undefined || rule.kinds.includes(edge.kind)) &&
+        (rule.files === undefined || rule.files.includes(edge.file)),
+    );
+    if (ok) return [];
+    const kind =
+      edge.kind === 'static' ? 'imports' : edge.kind === 'dynamic' ? 'dynamically imports' : 'imports types from';
+    return [
+      `${edge.file} ${kind} '${edge.specifier}' (${edge.to}); ${edge.from} may import: ${describeRules || 'nothing of ours'}`,
+    ];
+  });
+}
+
+/** The cycles of the folder graph, each as `a -> b -> a` with one import per arrow. */
+function cycles(edges: readonly Edge[]): string[] {
+  const graph = new Map<string, Map<string, Edge>>();
+  for (const edge of edges) {
+    const targets = graph.get(edge.from) ?? new Map<string, Edge>();
+    if (!targets.has(edge.to)) targets.set(edge.to, edge);
+    graph.set(edge.from, targets);
+  }
+  const found: string[] = [];
+  const state = new Map<string, 'open' | 'done'>();
+  const stack: string[] = [];
+  const visit = (folder: string): void => {
+    state.set(folder, 'open');
+    stack.push(folder);
+    for (const [next] of graph.get(folder) ?? []) {
+      if (state.get(next) === 'open') {
+        const loop = [...stack.slice(stack.indexOf(next)), next];
+        const via = loop
+          .slice(0, -1)
+          .map((each, index) => graph.get(each)?.get(loop[index + 1]!))
+          .map((edge) => `${edge?.file} imports '${edge?.specifier}'`);
+        found.push(`${loop.join(' -> ')} (${via.join('; ')})`);
+      } else if (!state.has(next)) visit(next);
+    }
+    stack.pop();
+    state.set(folder, 'done');
+  };
+  for (const folder of [...graph.keys()].sort()) if (!state.has(folder)) visit(folder);
+  return found;
+}
+
+describe('layering of src/', () => {
+  const edges = crossFolderEdges();
+
+  it('reads the imports of every folder, of every kind', () => {
+    expect(edges.length).toBeGreaterThan(100);
+    expect(new Set(edges.map((edge) => edge.kind))).toEqual(new Set(['static', 'dynamic', 'type']));
+  });
+
+  it('has a rule for every top folder of src/', () => {
+    const folders = new Set(sourceFiles(src).map((file) => topFolder(file)!));
+    expect([...folders].filter((folder) => !(folder in allowed))).toEqual([]);
+  });
+
+  it('imports only what the matrix allows', () => {
+    expect(violations(edges)).toEqual([]);
+  });
+
+  it('has no cycle between folders', () => {
+    expect(cycles(edges)).toEqual([]);
+  });
+
+  it('the checks catch what they are for', () => {
+    const edge = (file: string, specifier: string, kind: ImportKind = 'static'): Edge => ({
+      file,
+      specifier,
+      from: file.split('/')[1]!,
+      to: path.posix.normalize(path.posix.join(path.posix.dirname(file), specifier)).split('/')[1]!,
+      kind,
+    });
+    expect(violations([edge('src/rewards/judge.ts', '../rollout/x.js')])).toEqual([
+      "src/rewards/judge.ts imports '../rollout/x.js' (rollout); rewards may import: schema, internal, client (type only)",
+    ]);
+    expect(violations([edge('src/rollout/x.ts', '../client/index.js')])).toHaveLength(1); // values of client
+    expect(violations([edge('src/rollout/x.ts', '../client/index.js', 'type')])).toEqual([]);
+    expect(violations([edge('src/training/local-backend.ts', '../server/index.js')])).toHaveLength(1); // static
+    expect(violations([edge('src/training/local-backend.ts', '../server/index.js', 'dynamic')])).toEqual([]);
+    expect(violations([edge('src/training/other.ts', '../server/index.js', 'dynamic')])).toHaveLength(1);
+    expect(
+      cycles([edge('src/a/x.ts', '../b/y.js'), edge('src/b/y.ts', '../c/z.js'), edge('src/c/z.ts', '../b/w.js')]),
+    ).toEqual(["b -> c -> b (src/b/y.ts imports '../c/z.js'; src/c/z.ts imports '../b/w.js')"]);
+  });
+});
