@@ -27,8 +27,8 @@ import type { JobProgress } from './follow-job.js';
 import { appendHistoryRow, metricByStep, readHistory } from './history.js';
 import type { HistoryRow } from './history.js';
 import { modelInferenceName } from './inference-name.js';
-import { LogBatcher } from './log-batcher.js';
-import type { LogBatcherOptions, LogBatcherStats, SpoolReplayResult } from './log-batcher.js';
+import { checkFlushOptions, LogBatcher } from './log-batcher.js';
+import type { FlushOptions, LogBatcherOptions, LogBatcherStats, SpoolReplayResult } from './log-batcher.js';
 import { assertChoicesHaveLogprobs } from './missing-logprobs.js';
 import type { TrainableModelEvents, TrainingJobKind } from './model-events.js';
 import { assertPathSegment, modelFiles } from './model-files.js';
@@ -390,9 +390,15 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
     return row;
   }
 
-  /** Waits until every logged group is acknowledged by the service or spooled. */
-  async flushLogs(signal?: AbortSignal): Promise<LogBatcherStats> {
-    return this.logBatcher().flush(signal);
+  /**
+   * Waits until every logged group is acknowledged by the service or spooled. `signal` and
+   * `timeout` stop the wait only (rejecting with `APIUserAbortError` or `LogFlushTimeoutError`).
+   * @example
+   * const stats = await model.flushLogs({ timeout: 30_000 });
+   */
+  async flushLogs(options?: FlushOptions): Promise<LogBatcherStats> {
+    checkFlushOptions(options);
+    return this.logBatcher().flush(options);
   }
 
   /** Sends log batches that an earlier run could not deliver (this model's spool file). */
@@ -451,7 +457,7 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
       await this.logBatcher().add('train', parsed, options);
     }
     // The service stamps logged groups with its current step: deliver them before the step moves.
-    if (this.batcher !== undefined) await this.batcher.flush(options.signal);
+    if (this.batcher !== undefined) await this.batcher.flush({ signal: options.signal });
 
     const learningRate = options.learningRate ?? options.config?.learning_rate ?? (await backend.defaultLearningRate());
     const config: Partial<ExperimentalTrainingConfig> = { ...options.config };
@@ -482,7 +488,7 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
     if (options.batchSize !== undefined) config.batch_size = options.batchSize;
     if (options.assistantTurns !== undefined) config.assistant_turns = options.assistantTurns;
     const currentStep = await this.getStep(options);
-    if (this.batcher !== undefined) await this.batcher.flush(options.signal);
+    if (this.batcher !== undefined) await this.batcher.flush({ signal: options.signal });
     const job = await connection.client.jobs.createSFT(
       { model_id: model.id, training_data_url: url, config },
       { signal: options.signal },
@@ -523,17 +529,21 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
   }
 
   /**
-   * Flushes and closes the log batcher (call before the backend closes). With `signal` aborted,
-   * what is not delivered yet goes to the spool at once.
+   * Flushes and closes the log batcher (call before the backend closes). When `signal` aborts or
+   * `timeout` passes, what is not delivered yet goes to the spool at once, and the call rejects
+   * with `APIUserAbortError` or `LogFlushTimeoutError`. Resolves to null when nothing was logged.
+   * @example
+   * await model.close({ timeout: 10_000 });
    */
-  async close(signal?: AbortSignal): Promise<LogBatcherStats | null> {
-    return this.closeBatcher(signal);
+  async close(options?: FlushOptions): Promise<LogBatcherStats | null> {
+    checkFlushOptions(options);
+    return this.closeBatcher(options);
   }
 
   /** Deletes the model, its checkpoints and its run on the service (local files stay). */
   async delete(options: WaitOptions = {}): Promise<void> {
     const { connection, model } = this.registered();
-    await this.closeBatcher(options.signal);
+    await this.closeBatcher({ signal: options.signal });
     await connection.client.models.delete(model.id, { signal: options.signal });
     this.registration = undefined;
   }
@@ -564,11 +574,11 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
     return this.batcher;
   }
 
-  private async closeBatcher(signal?: AbortSignal): Promise<LogBatcherStats | null> {
+  private async closeBatcher(options?: FlushOptions): Promise<LogBatcherStats | null> {
     const batcher = this.batcher;
     if (batcher === undefined) return null;
     this.batcher = undefined;
-    return batcher.close(signal);
+    return batcher.close(options);
   }
 
   private async appendHistory(metrics: Record<string, number>, step: number): Promise<HistoryRow> {
