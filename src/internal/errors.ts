@@ -72,13 +72,20 @@ export class InvalidArgumentError extends PolicyloopError {
   /**
    * @param argument What was wrong, e.g. `body` or `options.timeout`.
    * @param detail The whole message ("Expected `x` to be ..., got ..."), or the zod issues.
-   * @param context With issues: the operation, e.g. `POST /preview/training-jobs`, for the message.
+   * @param options With issues, the operation (`context`, e.g. `POST /preview/training-jobs`) for
+   *   the message; the `cause` to keep.
    */
-  constructor(argument: string, detail: string | z.core.$ZodIssue[], context?: string) {
+  constructor(
+    argument: string,
+    detail: string | z.core.$ZodIssue[],
+    options: { context?: string | undefined; cause?: unknown } = {},
+  ) {
+    const { context } = options;
     super(
       typeof detail === 'string'
         ? detail
         : `Invalid ${argument}${context === undefined ? '' : ` for ${context}`}: ${formatIssues(detail)}`,
+      'cause' in options ? { cause: options.cause } : {},
     );
     this.argument = argument;
     this.issues = typeof detail === 'string' ? [] : detail;

@@ -7,6 +7,7 @@ import { TrainingClient } from '../client/index.js';
 import { ENV, readFirstEnv } from '../internal/env.js';
 import { raceSignal } from '../internal/delay.js';
 import { PolicyloopError } from '../internal/errors.js';
+import { integerOption, optional } from '../internal/options.js';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Backend, BackendConnection } from './backend.js';
@@ -80,9 +81,7 @@ export class LocalBackend implements Backend {
   private closed = false;
 
   constructor(options: LocalBackendOptions = {}) {
-    if (options.port !== undefined && (!Number.isInteger(options.port) || options.port < 0 || options.port > 65_535)) {
-      throw new PolicyloopError(`Expected \`port\` to be an integer 0..65535, got ${options.port}`);
-    }
+    optional(options.port, (port) => integerOption('port', port, { min: 0, max: 65_535 }));
     this.options = options;
     this.dataDir = path.resolve(options.dataDir ?? DEFAULT_DATA_DIR);
   }
