@@ -674,7 +674,8 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
     if (source === undefined) {
       throw new InvalidArgumentError(
         'source',
-        'Expected SFT data: trajectories, `{messages}` rows, a JSONL path, a URL, or `trainingDataUrl`, got undefined',
+        'Expected `source` to be trajectories, `{messages}` rows, a JSONL path or a URL (or pass `trainingDataUrl`), ' +
+          'got undefined',
       );
     }
     if (backend.localFileUrl(files.sftData) === null) throw hostedNeedsUrl(backend);
