@@ -134,6 +134,11 @@ function checkOptions<S>(value: GatherOptions<S> | undefined) {
   optional(options.policyVersion, (read) => functionOption('policyVersion', read));
   optional(options.signal, (signal) => signalOption('signal', signal));
   optional(options.progress, (progress) => booleanOption('progress', progress));
+  optional(options.events, (events) => {
+    if (typeof (events as { emit?: unknown } | null)?.emit !== 'function') {
+      throw invalidOption('events', events, 'a GatherEmitter');
+    }
+  });
   return {
     options,
     groupSize: integerOption('groupSize', options.groupSize ?? 1, { min: 1 }),

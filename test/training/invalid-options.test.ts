@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InvalidArgumentError, TrainingClient } from '../../src/client/index.js';
 import { gatherTrajectoryGroups } from '../../src/rollout/index.js';
 import { makeGroup, startTestService, type TestService } from '../../src/testing/index.js';
-import { type Backend, LogBatcher, TrainableModel } from '../../src/training/index.js';
+import { type Backend, LocalBackend, LogBatcher, TrainableModel } from '../../src/training/index.js';
 
 const MESSAGE = /^Expected `[^`]+` to be .+, got .+$/;
 
@@ -87,6 +87,7 @@ describe('gather options', () => {
     [{ policyVersion: 3 }, 'policyVersion'],
     [{ signal: true }, 'signal'],
     [{ progress: 'yes' }, 'progress'],
+    [{ events: {} }, 'events'],
   ])('%o names `%s` and runs no rollout', async (bad, argument) => {
     let ran = 0;
     const error = await failure(() =>
@@ -137,6 +138,17 @@ describe('log batcher options', () => {
     await batcher.add('val', [makeGroup([{ reward: 1 }])]);
     expectInvalid(await failure(() => batcher[method](bad as never)), argument);
     expect(state.calls).toBe(0);
+  });
+});
+
+describe('backend options', () => {
+  it.each([
+    [{ port: 70_000 }, 'port'],
+    [{ timeout: -1 }, 'timeout'],
+    [{ maxRetries: 1.5 }, 'maxRetries'],
+    [{ retryDelay: -1 }, 'retryDelay'],
+  ])('new LocalBackend(%o) names `%s` before any service starts', async (bad, argument) => {
+    expectInvalid(await failure(() => new LocalBackend(bad)), argument);
   });
 });
 
