@@ -338,6 +338,12 @@ describe('gatherTrajectoryGroups', () => {
       'Expected `groupSize` to be an integer >= 1, got 0',
     );
     await expect(gatherTrajectoryGroups([1], rollout, { maxExceptions: -1 })).rejects.toBeInstanceOf(PolicyloopError);
+    await expect(gatherTrajectoryGroups([1], rollout, { timeout: Number.NaN })).rejects.toThrow(
+      'Expected `timeout` to be a positive number of milliseconds, at most 2147483647 (or Infinity), got NaN',
+    );
+    await expect(gatherTrajectoryGroups([1], rollout, { scoreGroup: 'judge' as never })).rejects.toThrow(
+      new InvalidArgumentError('scoreGroup', 'Expected `scoreGroup` to be a function, got "judge"'),
+    );
     expect(ran).toBe(false);
   });
 
