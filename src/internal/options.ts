@@ -22,7 +22,8 @@ export function describeValue(value: unknown): string {
   if (typeof value === 'symbol') return value.toString();
   if (Array.isArray(value)) return `an array of ${value.length}`;
   const name = (value as { constructor?: { name?: unknown } }).constructor?.name;
-  if (typeof name === 'string' && name !== 'Object' && name !== '') return `a ${name}`;
+  if (typeof name === 'string' && name !== 'Object' && name !== '')
+    return `${/^[AEIOU]/.test(name) ? 'an' : 'a'} ${name}`;
   try {
     const text = JSON.stringify(value);
     return text.length > 60 ? `${text.slice(0, 59)}…` : text;
@@ -182,6 +183,8 @@ export function optional<T>(value: unknown, check: (value: unknown) => T): T | u
 /** An options argument: `undefined` (none given) or a plain object, not an array or a primitive. */
 export function optionsObject<T extends object>(name: string, value: T | undefined): T | Record<string, never> {
   if (value === undefined) return {};
+  // `flush(signal)` was the old form: a signal passed where options go must not be ignored.
+  if (value instanceof AbortSignal) throw invalidOption(name, value, 'an options object (pass `{ signal }`)');
   if (typeof value === 'object' && value !== null && !Array.isArray(value)) return value;
   throw invalidOption(name, value, 'an options object');
 }

@@ -127,6 +127,17 @@ describe('log batcher options', () => {
     expectInvalid(await failure(() => new LogBatcher({ client, ...base, ...(bad as object) } as never)), argument);
   });
 
+  it('a signal passed where the options go (the old `flush(signal)`) is refused, not ignored', async () => {
+    const { fetch } = countingFetch();
+    const client = new TrainingClient({ apiKey: 'k', baseURL: 'http://service.test/v1', fetch });
+    const batcher = new LogBatcher({ client, ...base });
+    const error = await failure(() => batcher.flush(new AbortController().signal as never));
+    expectInvalid(error, 'options');
+    expect((error as Error).message).toBe(
+      'Expected `options` to be an options object (pass `{ signal }`), got an AbortSignal',
+    );
+  });
+
   it.each([
     ['flush', { timeout: -1 }, 'options.timeout'],
     ['flush', { signal: {} }, 'options.signal'],
