@@ -18,7 +18,7 @@ export function parseArgument<Schema extends z.ZodType>(
 ): z.output<Schema> {
   const parsed = schema.safeParse(value);
   if (parsed.success) return parsed.data;
-  throw new InvalidArgumentError(argument, parsed.error.issues, context);
+  throw new InvalidArgumentError(argument, parsed.error.issues, { context });
 }
 
 const PathParameter = z.string().trim().min(1, 'Expected a non-empty id');

@@ -4,17 +4,17 @@
  * - {@link APIError}: the service answered with a non-2xx status; one subclass per status
  *   (400, 401, 403, 404, 409, 422, 429, >=500), built by {@link APIError.generate};
  * - {@link APIConnectionError} (and its {@link APIConnectionTimeoutError}): no answer came;
- * - {@link APIUserAbortError}: the caller's signal aborted;
+ * - {@link APIUserAbortError}: the caller's signal aborted (the one abort error of every layer);
  * - {@link InvalidArgumentError}: a bad argument, caught before any request;
  * - {@link ResponseValidationError}: a 2xx answer that breaks the contract;
  * - {@link MissingApiKeyError}: no key at construction.
  */
 import { z } from 'zod';
 import { ValidationError } from '../schema/index.js';
-import { formatIssues, formatPath, preview, valueAtPath } from '../internal/format-issues.js';
+import { formatPath, preview, valueAtPath } from '../internal/format-issues.js';
 import { isRetryableStatus, PolicyloopError } from '../internal/errors.js';
 
-export { PolicyloopError } from '../internal/errors.js';
+export { APIUserAbortError, InvalidArgumentError, isRetryableStatus, PolicyloopError } from '../internal/errors.js';
 
 /**
  * The service answered with a non-2xx status. `status`, response `headers`, the parsed `body`
@@ -141,38 +141,6 @@ export class APIConnectionTimeoutError extends APIConnectionError {
           ? 'Request timed out.'
           : `Request timed out: no complete response within the ${options.timeout} ms timeout.`),
     });
-  }
-}
-
-/** The caller's `signal` aborted the call (during a request or a wait between retries). Not retryable. */
-export class APIUserAbortError extends PolicyloopError {
-  /** @param options The signal's reason as `cause`, and an optional message. */
-  constructor(options: { cause?: unknown; message?: string | undefined } = {}) {
-    super(options.message ?? 'Request was aborted.', { cause: options.cause });
-  }
-}
-
-/**
- * A bad argument (request body, query, path parameter or option), caught before any request
- * was sent. `issues` are the zod issues, kept as data; `argument` names what was wrong.
- * @example
- * if (error instanceof InvalidArgumentError) console.log(error.argument, error.issues);
- */
-export class InvalidArgumentError extends PolicyloopError {
-  /** What was wrong: `body`, `query`, `modelId`, `options.timeout`... */
-  readonly argument: string;
-  /** The zod issues. */
-  readonly issues: z.core.$ZodIssue[];
-
-  /**
-   * @param argument What was wrong, e.g. `body` or `options.timeout`.
-   * @param issues The zod issues.
-   * @param context The operation, e.g. `POST /preview/training-jobs`, for the message.
-   */
-  constructor(argument: string, issues: z.core.$ZodIssue[], context?: string) {
-    super(`Invalid ${argument}${context === undefined ? '' : ` for ${context}`}: ${formatIssues(issues)}`);
-    this.argument = argument;
-    this.issues = issues;
   }
 }
 

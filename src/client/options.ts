@@ -28,6 +28,12 @@ export interface ClientOptions {
    */
   maxRetries?: number | undefined;
   /**
+   * Wait before the first retry, in milliseconds; doubles with each further retry (capped at 8 s,
+   * or at `retryDelay` when longer), less up to 25 % jitter. A `Retry-After` from the service wins.
+   * @default 500
+   */
+  retryDelay?: number | undefined;
+  /**
    * The `fetch` to use (tests inject one; also for proxies or custom agents).
    * @default globalThis.fetch
    */
@@ -40,10 +46,21 @@ export interface ClientOptions {
 export interface RequestOptions {
   /** Aborts the call, including any wait between retries (rejects with `APIUserAbortError`). */
   signal?: AbortSignal | undefined;
-  /** Time allowed for each attempt, in milliseconds (overrides the client's `timeout`). */
+  /**
+   * Time allowed for each attempt, in milliseconds (rejects with `APIConnectionTimeoutError`).
+   * @default the client's `timeout` (60_000)
+   */
   timeout?: number | undefined;
-  /** Retries after the first attempt (overrides the client's `maxRetries`). */
+  /**
+   * Retries after the first attempt.
+   * @default the client's `maxRetries` (2)
+   */
   maxRetries?: number | undefined;
+  /**
+   * Wait before the first retry, in milliseconds (doubling after).
+   * @default the client's `retryDelay` (500)
+   */
+  retryDelay?: number | undefined;
   /** Extra headers for this call (win over the client's and the defaults). */
   headers?: Record<string, string> | undefined;
   /**

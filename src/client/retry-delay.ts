@@ -1,23 +1,28 @@
 /** How long to wait before the next attempt. */
+import { backoffDelay, MAX_BACKOFF_MS } from '../internal/backoff.js';
 
-/** First backoff step, in milliseconds. */
+/** First backoff step, in milliseconds: the default `retryDelay` of the client and the log batcher. */
 export const INITIAL_RETRY_DELAY_MS = 500;
-/** Longest backoff step, in milliseconds. */
-export const MAX_RETRY_DELAY_MS = 8_000;
+/** Longest backoff step, in milliseconds (unless `retryDelay` is longer). */
+export const MAX_RETRY_DELAY_MS = MAX_BACKOFF_MS;
 /** Longest server-requested wait the client honours; longer hints fall back to backoff. */
 export const MAX_RETRY_AFTER_MS = 60_000;
 
 /**
  * Milliseconds to wait before retry number `retry` (1 for the first retry). A server hint wins:
  * `retry-after-ms`, else `Retry-After` in seconds or as an HTTP date, when it is between 0 and
- * 60 s. Otherwise exponential backoff 0.5 s * 2^(retry-1), capped at 8 s, minus up to 25 % jitter
- * so that many clients do not retry in lockstep.
+ * 60 s. Otherwise exponential backoff from `initial` (see `backoffDelay`): 0.5 s * 2^(retry-1) by
+ * default, capped at 8 s, minus up to 25 % jitter so that many clients do not retry in lockstep.
  */
-export function retryDelay(retry: number, headers: Headers | undefined, random: () => number = Math.random): number {
+export function retryDelay(
+  retry: number,
+  headers: Headers | undefined,
+  initial: number = INITIAL_RETRY_DELAY_MS,
+  random: () => number = Math.random,
+): number {
   const hinted = serverRetryHint(headers);
   if (hinted !== undefined) return hinted;
-  const base = Math.min(INITIAL_RETRY_DELAY_MS * 2 ** (retry - 1), MAX_RETRY_DELAY_MS);
-  return base * (1 - random() * 0.25);
+  return backoffDelay(retry, initial, random);
 }
 
 /** The wait the server asked for, in ms, when it asked for a sane one. */

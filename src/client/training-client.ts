@@ -9,7 +9,17 @@ import { Checkpoints } from './resources/checkpoints.js';
 import { Inference } from './resources/inference.js';
 import { Jobs } from './resources/jobs.js';
 import { Models } from './resources/models.js';
-import { checkMaxRetries, checkTimeout, Transport } from './transport.js';
+import {
+  functionOption,
+  maxRetriesOption,
+  optional,
+  optionsObject,
+  stringOption,
+  retryDelayOption,
+  timeoutOption,
+} from '../internal/options.js';
+import { INITIAL_RETRY_DELAY_MS } from './retry-delay.js';
+import { Transport } from './transport.js';
 import { normalizeBaseURL } from './url.js';
 
 /** The hosted training API. */
@@ -43,6 +53,8 @@ export class TrainingClient {
   readonly timeout: number;
   /** Retries after the first attempt. */
   readonly maxRetries: number;
+  /** First wait between attempts, in milliseconds (doubles after). */
+  readonly retryDelay: number;
   /** The trainable base models. */
   readonly baseModels: BaseModels;
   /** Trainable models: register, delete, log. */
@@ -62,7 +74,11 @@ export class TrainingClient {
    *   `WANDB_API_KEY` is set.
    * @throws {InvalidArgumentError} for a malformed base URL, timeout or retry count.
    */
-  constructor(options: ClientOptions = {}) {
+  constructor(clientOptions?: ClientOptions) {
+    const options = optionsObject('options', clientOptions);
+    for (const name of ['apiKey', 'baseURL', 'inferenceBaseURL'] as const) {
+      optional(options[name], (value) => stringOption(name, value));
+    }
     const apiKey = nonEmpty(options.apiKey) ?? readFirstEnv([ENV.apiKey, ENV.wandbApiKey])?.value;
     if (apiKey === undefined) throw new MissingApiKeyError();
     this.#apiKey = apiKey;
@@ -71,14 +87,17 @@ export class TrainingClient {
       nonEmpty(options.inferenceBaseURL) ?? readEnv(ENV.inferenceBaseURL) ?? DEFAULT_INFERENCE_BASE_URL,
       'inferenceBaseURL',
     );
-    this.timeout = checkTimeout(options.timeout ?? DEFAULT_TIMEOUT_MS, 'timeout');
-    this.maxRetries = checkMaxRetries(options.maxRetries ?? DEFAULT_MAX_RETRIES, 'maxRetries');
+    this.timeout = timeoutOption('timeout', options.timeout ?? DEFAULT_TIMEOUT_MS);
+    this.maxRetries = maxRetriesOption('maxRetries', options.maxRetries ?? DEFAULT_MAX_RETRIES);
+    this.retryDelay = retryDelayOption('retryDelay', options.retryDelay ?? INITIAL_RETRY_DELAY_MS);
+    optional(options.fetch, (value) => functionOption('fetch', value));
     const injected = options.fetch;
     this.#transport = new Transport({
       apiKey,
       baseURL: this.baseURL,
       timeout: this.timeout,
       maxRetries: this.maxRetries,
+      retryDelay: this.retryDelay,
       // Looked up at call time, so that a `fetch` patched after construction is used.
       fetch: injected ?? ((input, init) => globalThis.fetch(input, init)),
       defaultHeaders: { ...options.defaultHeaders },
@@ -138,6 +157,7 @@ export class TrainingClient {
       inferenceBaseURL: this.inferenceBaseURL,
       timeout: this.timeout,
       maxRetries: this.maxRetries,
+      retryDelay: this.retryDelay,
     };
   }
 }

@@ -4,12 +4,21 @@
  */
 import type { z } from 'zod';
 import { abortReason, delay } from '../internal/delay.js';
+import { userAbortError } from '../internal/errors.js';
+import {
+  maxRetriesOption,
+  optional,
+  optionsObject,
+  retryDelayOption,
+  signalOption,
+  stringOption,
+  timeoutOption,
+} from '../internal/options.js';
 import {
   APIConnectionError,
   APIConnectionTimeoutError,
   APIError,
   APIUserAbortError,
-  InvalidArgumentError,
   ResponseValidationError,
 } from './errors.js';
 import type { RequestOptions } from './options.js';
@@ -52,6 +61,8 @@ export interface TransportSettings {
   timeout: number;
   /** Default retries after the first attempt. */
   maxRetries: number;
+  /** Default first backoff step, in milliseconds. */
+  retryDelay: number;
   /** The `fetch` to send requests with. */
   fetch: typeof fetch;
   /** Headers sent with every request. */
@@ -76,15 +87,17 @@ export class Transport {
    * Sends the request, retrying where it is safe, and returns the validated body.
    * The last error is thrown unchanged when retries run out (its message says how many attempts).
    */
-  async request<Output>(spec: RequestSpec<Output>, options: RequestOptions = {}): Promise<Output> {
-    const timeout = checkTimeout(options.timeout ?? this.#settings.timeout, 'options.timeout');
-    const maxRetries = checkMaxRetries(options.maxRetries ?? this.#settings.maxRetries, 'options.maxRetries');
+  async request<Output>(spec: RequestSpec<Output>, requestOptions?: RequestOptions): Promise<Output> {
+    const options = checkRequestOptions(requestOptions);
+    const timeout = options.timeout ?? this.#settings.timeout;
+    const maxRetries = options.maxRetries ?? this.#settings.maxRetries;
+    const initialDelay = options.retryDelay ?? this.#settings.retryDelay;
     // A POST without an idempotency key may already have taken effect: never send it twice.
     const mayRetry = spec.method !== 'POST' || options.idempotencyKey !== undefined;
     const operation = `${spec.method} ${new URL(spec.baseURL ?? this.#settings.baseURL).pathname}${spec.template}`;
     const signal = options.signal;
     for (let attempt = 1; ; attempt += 1) {
-      if (signal?.aborted) throw new APIUserAbortError({ cause: abortReason(signal) });
+      if (signal?.aborted) throw userAbortError(signal, 'Request');
       let error: unknown;
       try {
         return await this.#attempt(spec, options, timeout, operation);
@@ -98,11 +111,11 @@ export class Transport {
         }
         throw error;
       }
-      const wait = retryDelay(attempt, error instanceof APIError ? error.headers : undefined);
+      const wait = retryDelay(attempt, error instanceof APIError ? error.headers : undefined, initialDelay);
       try {
         await delay(wait, signal);
-      } catch (reason) {
-        throw new APIUserAbortError({ cause: reason, message: 'Request was aborted while waiting to retry.' });
+      } catch {
+        throw userAbortError(signal, 'Request (while waiting to retry)');
       }
     }
   }
@@ -128,7 +141,8 @@ export class Transport {
     });
     aborted.catch(() => undefined);
     const failure = (cause: unknown): Error => {
-      if (options.signal?.aborted) return new APIUserAbortError({ cause });
+      if (options.signal?.aborted)
+        return new APIUserAbortError({ cause: abortReason(options.signal), message: 'Request was aborted.' });
       if (timedOut) return new APIConnectionTimeoutError({ cause, timeout });
       return new APIConnectionError({ cause });
     };
@@ -180,29 +194,18 @@ export class Transport {
   }
 }
 
-/** The longest timer Node and browsers keep (2^31 - 1 ms, about 24.8 days); longer ones fire at once. */
-export const MAX_TIMEOUT_MS = 2_147_483_647;
-
-/** Validates a timeout option: a positive number of milliseconds, at most {@link MAX_TIMEOUT_MS}. */
-export function checkTimeout(value: number, argument: string): number {
-  if (typeof value === 'number' && Number.isFinite(value) && value > 0 && value <= MAX_TIMEOUT_MS) return value;
-  throw invalidNumber(
-    argument,
-    value,
-    `a positive number of milliseconds, at most ${MAX_TIMEOUT_MS} (about 24.8 days)`,
-  );
-}
-
-/** Validates a retry-count option: a non-negative integer. */
-export function checkMaxRetries(value: number, argument: string): number {
-  if (Number.isInteger(value) && value >= 0) return value;
-  throw invalidNumber(argument, value, 'a non-negative integer');
-}
-
-function invalidNumber(argument: string, value: unknown, expected: string): InvalidArgumentError {
-  return new InvalidArgumentError(argument, [
-    { code: 'custom', path: [], message: `Expected ${expected}, got ${String(value)}`, input: value },
-  ]);
+/**
+ * Checks the per-call options before any request: a bad value rejects with
+ * `InvalidArgumentError` naming `options.<name>`, and nothing is sent.
+ */
+export function checkRequestOptions(value: RequestOptions | undefined): RequestOptions {
+  const options = optionsObject('options', value);
+  optional(options.signal, (signal) => signalOption('options.signal', signal));
+  optional(options.timeout, (timeout) => timeoutOption('options.timeout', timeout));
+  optional(options.maxRetries, (count) => maxRetriesOption('options.maxRetries', count));
+  optional(options.retryDelay, (wait) => retryDelayOption('options.retryDelay', wait));
+  optional(options.idempotencyKey, (key) => stringOption('options.idempotencyKey', key, true));
+  return options;
 }
 
 function parseErrorBody(text: string): unknown {

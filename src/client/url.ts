@@ -1,5 +1,5 @@
 /** Base URL normalisation and request URL building. */
-import { InvalidArgumentError } from './errors.js';
+import { invalidOption } from '../internal/options.js';
 
 /**
  * Normalises a base URL: no trailing slash, and ending in `/v1` (appended when missing, since
@@ -10,14 +10,10 @@ export function normalizeBaseURL(raw: string, option: string): string {
   try {
     url = new URL(raw);
   } catch {
-    throw new InvalidArgumentError(option, [
-      { code: 'custom', path: [], message: `Expected an absolute http(s) URL, got ${JSON.stringify(raw)}`, input: raw },
-    ]);
+    throw invalidOption(option, raw, 'an absolute http(s) URL');
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-    throw new InvalidArgumentError(option, [
-      { code: 'custom', path: [], message: `Expected an http(s) URL, got ${JSON.stringify(raw)}`, input: raw },
-    ]);
+    throw invalidOption(option, raw, 'an http(s) URL');
   }
   // Query and fragment would be lost when paths are appended; keep only origin and path.
   const path = url.pathname.replace(/\/+$/, '');

@@ -1,7 +1,7 @@
 /** An abortable sleep. */
 
 /** The longest delay one timer holds (2^31 - 1 ms); a longer one would fire at once. */
-const MAX_TIMER_MS = 2_147_483_647;
+export const MAX_TIMER_MS = 2_147_483_647;
 
 /**
  * Resolves after `ms` milliseconds, or rejects at once with the signal's reason when `signal`

@@ -1,4 +1,7 @@
-/** The root of every error policyloop throws. */
+/** The root of every error policyloop throws, and the errors every layer may throw. */
+import type { z } from 'zod';
+import { abortReason } from './delay.js';
+import { formatIssues } from './format-issues.js';
 
 /** Options of {@link PolicyloopError}: the underlying cause and whether trying again may help. */
 export interface PolicyloopErrorOptions {
@@ -46,4 +49,72 @@ export class PolicyloopError extends Error {
  */
 export function isRetryableStatus(status: number): boolean {
   return status === 408 || status === 409 || status === 429 || status >= 500;
+}
+
+/**
+ * A bad argument or option, caught before anything was sent or started. `argument` names what was
+ * wrong (`timeout`, `options.maxRetries`, `body`...); the message says what was expected and what
+ * came ("Expected `timeout` to be a positive number of milliseconds, got -1"). When zod checked
+ * the value, its issues are kept as data in `issues`.
+ * @example
+ * try {
+ *   await gatherTrajectoryGroups(scenarios, rollout, { groupSize: 0 });
+ * } catch (error) {
+ *   if (error instanceof InvalidArgumentError) console.log(error.argument); // 'groupSize'
+ * }
+ */
+export class InvalidArgumentError extends PolicyloopError {
+  /** What was wrong: `body`, `query`, `modelId`, `options.timeout`, `groupSize`... */
+  readonly argument: string;
+  /** The zod issues, when zod checked the value (empty otherwise). */
+  readonly issues: z.core.$ZodIssue[];
+
+  /**
+   * @param argument What was wrong, e.g. `body` or `options.timeout`.
+   * @param detail The whole message ("Expected `x` to be ..., got ..."), or the zod issues.
+   * @param options With issues, the operation (`context`, e.g. `POST /preview/training-jobs`) for
+   *   the message; the `cause` to keep.
+   */
+  constructor(
+    argument: string,
+    detail: string | z.core.$ZodIssue[],
+    options: { context?: string | undefined; cause?: unknown } = {},
+  ) {
+    const { context } = options;
+    super(
+      typeof detail === 'string'
+        ? detail
+        : `Invalid ${argument}${context === undefined ? '' : ` for ${context}`}: ${formatIssues(detail)}`,
+      'cause' in options ? { cause: options.cause } : {},
+    );
+    this.argument = argument;
+    this.issues = typeof detail === 'string' ? [] : detail;
+  }
+}
+
+/**
+ * The caller's `signal` aborted the call: during an HTTP request, a wait between retries, a job
+ * poll, a gather, a log flush or a judge request. Every user abort rejects with this one class
+ * (the name is openai-node's); `cause` is the signal's `reason`. A timeout is never this error.
+ * Not retryable.
+ * @example
+ * try {
+ *   await model.train(groups, { signal: AbortSignal.timeout(60_000) });
+ * } catch (error) {
+ *   if (error instanceof APIUserAbortError) console.log('stopped:', error.cause);
+ * }
+ */
+export class APIUserAbortError extends PolicyloopError {
+  /** @param options The signal's reason as `cause`, and an optional message. */
+  constructor(options: { cause?: unknown; message?: string | undefined } = {}) {
+    super(options.message ?? 'Request was aborted.', { cause: options.cause });
+  }
+}
+
+/**
+ * The abort error of `signal`: an {@link APIUserAbortError} whose `cause` is the signal's reason
+ * (a standard `AbortError` when it carries none). `what` names what was aborted in the message.
+ */
+export function userAbortError(signal: AbortSignal | undefined, what = 'The operation'): APIUserAbortError {
+  return new APIUserAbortError({ cause: abortReason(signal), message: `${what} was aborted.` });
 }

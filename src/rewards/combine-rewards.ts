@@ -1,6 +1,6 @@
 /** Weighted sums of named rewards. */
 import type { Trajectory } from '../schema/index.js';
-import { PolicyloopError } from '../internal/errors.js';
+import { invalidOption, numberOption } from '../internal/options.js';
 import { evaluateReward, type RewardFn, type WeightedReward } from './reward-function.js';
 
 /** Named rewards: each a function (weight 1) or `{ fn, weight }`. */
@@ -21,17 +21,11 @@ export type RewardSet<S = unknown> = Readonly<Record<string, RewardFn<S> | Weigh
 export function combineRewards<S = unknown>(rewards: RewardSet<S>): RewardFn<S> {
   const parts = Object.entries(rewards).map(([name, entry]) => {
     const { fn, weight = 1 } = typeof entry === 'function' ? { fn: entry } : entry;
-    if (typeof fn !== 'function') {
-      throw new PolicyloopError(`Expected reward \`${name}\` to be a function or { fn, weight }, got ${typeof fn}`);
-    }
-    if (typeof weight !== 'number' || !Number.isFinite(weight)) {
-      throw new PolicyloopError(
-        `Expected the weight of reward \`${name}\` to be a finite number, got ${String(weight)}`,
-      );
-    }
+    if (typeof fn !== 'function') throw invalidOption(name, entry, 'a function or { fn, weight }');
+    numberOption(`${name}.weight`, weight);
     return { name, fn, weight };
   });
-  if (parts.length === 0) throw new PolicyloopError('Expected at least one named reward in combineRewards, got none');
+  if (parts.length === 0) throw invalidOption('rewards', rewards, 'at least one named reward');
   const combined = async (trajectory: Trajectory, scenario: S): Promise<number> => {
     let total = 0;
     for (const { name, fn, weight } of parts) {

@@ -1,5 +1,6 @@
 /** Built-in reward: a penalty for answers longer than a target. */
 import { PolicyloopError } from '../internal/errors.js';
+import { enumOption, numberOption } from '../internal/options.js';
 import type { RewardFn } from './reward-function.js';
 import { assistantTexts, completionTokenCount, finalAssistantText } from './trajectory-text.js';
 
@@ -29,9 +30,8 @@ export interface LengthPenaltyOptions {
  */
 export function lengthPenalty<S = unknown>(options: LengthPenaltyOptions): RewardFn<S> {
   const { target, unit = 'characters', scope = 'final' } = options;
-  if (!(target > 0) || !Number.isFinite(target)) {
-    throw new PolicyloopError(`Expected \`target\` of lengthPenalty to be a positive number, got ${String(target)}`);
-  }
+  numberOption('target', target, { min: 0, exclusiveMin: true });
+  enumOption('unit', unit, ['characters', 'tokens']);
   const reward: RewardFn<S> = (trajectory) => {
     let length: number;
     if (unit === 'tokens') {

@@ -4,8 +4,22 @@
  * absolute scoring, and group-relative RL only needs the order and spread within a group.
  */
 import { z } from 'zod';
+import { abortScope } from '../internal/abort-scope.js';
+import { backoffDelay } from '../internal/backoff.js';
+import { delay, raceSignal } from '../internal/delay.js';
+import { isRetryableStatus, userAbortError } from '../internal/errors.js';
 import { preview } from '../internal/format-issues.js';
-import { isRetryableStatus } from '../internal/errors.js';
+import {
+  functionOption,
+  invalidOption,
+  maxRetriesOption,
+  optional,
+  optionsObject,
+  retryDelayOption,
+  signalOption,
+  stringOption,
+  timeoutOption,
+} from '../internal/options.js';
 import type { ChatCompletionsClient } from '../schema/chat-client.js';
 import { messageOf } from '../schema/index.js';
 import type { ChatCompletionMessageParam, Trajectory, TrajectoryGroup } from '../schema/index.js';
@@ -63,10 +77,24 @@ export interface RelativeJudgeOptions {
    */
   requestParams?: Readonly<Record<string, unknown>>;
   /**
-   * Limit of the judge request, in milliseconds.
+   * Limit of each judge request, in milliseconds; then the attempt fails with a `JudgeError` of
+   * reason `'timeout'` (retried like a failed request), even when the client ignores its signal.
    * @default 120000
    */
   timeout?: number;
+  /**
+   * Retries of a failed judge request after its first attempt (timeouts, connection errors,
+   * 408/409/429/5xx; not answers that cannot be used). The judge retries on its own and asks the
+   * client for none (`maxRetries: 0`), so that retries do not multiply.
+   * @default 2
+   */
+  maxRetries?: number;
+  /**
+   * Wait before the first retry, in milliseconds; doubles with each further one (capped at 8 s,
+   * or at `retryDelay` when longer), less up to 25 % jitter.
+   * @default 1000
+   */
+  retryDelay?: number;
   /**
    * Name of the judge: its score is recorded as the metric `<name>_score` and its explanation is
    * logged as `<name>: ...`.
@@ -77,7 +105,10 @@ export interface RelativeJudgeOptions {
 
 /** What a judge is called with besides the group. */
 export interface JudgeCallOptions {
-  /** Aborts the judge request. */
+  /**
+   * Aborts the judge request and any wait between retries: rejects with `APIUserAbortError`,
+   * whose `cause` is the signal's reason.
+   */
   readonly signal?: AbortSignal | undefined;
 }
 
@@ -169,6 +200,48 @@ function ordered(scores: readonly JudgeScore[]): readonly JudgeScore[] {
   return byId ? [...scores].sort((a, b) => Number(a.trajectory_id) - Number(b.trajectory_id)) : scores;
 }
 
+/** One judge request under its own timeout: the answer, or a `JudgeError` (`APIUserAbortError` on abort). */
+async function requestOnce(
+  options: RelativeJudgeOptions & JudgeCallOptions,
+  messages: ChatCompletionMessageParam[],
+  expected: number,
+): Promise<unknown> {
+  const timeout = options.timeout ?? 120_000;
+  const scope = abortScope({
+    signal: options.signal,
+    timeout,
+    what: 'The judge request',
+    onTimeout: (ms) =>
+      new JudgeError(`The judge request to model \`${options.model}\` did not answer within ${ms} ms`, {
+        reason: 'timeout',
+        expectedScores: expected,
+        retryable: true,
+      }),
+  });
+  try {
+    return await raceSignal(
+      Promise.resolve(
+        options.client.chat.completions.create(
+          { ...options.requestParams, model: options.model, messages },
+          { signal: scope.signal, maxRetries: 0, ...(Number.isFinite(timeout) ? { timeout } : {}) },
+        ),
+      ),
+      scope.signal,
+    );
+  } catch (error) {
+    if (scope.signal.aborted) throw scope.error();
+    const message = error instanceof Error ? error.message : String(error);
+    throw new JudgeError(`The judge request to model \`${options.model}\` failed: ${message}`, {
+      reason: 'request',
+      expectedScores: expected,
+      cause: error,
+      retryable: isRetryable(error),
+    });
+  } finally {
+    scope.dispose();
+  }
+}
+
 /**
  * Asks the judge once to score conversations relative to each other and returns one checked score
  * per conversation, in order. Identical conversations are sent once and share the score.
@@ -184,22 +257,28 @@ export async function judgeConversations(
   const sent = identical ? conversations.slice(0, 1) : conversations;
   const expected = sent.length;
   const messages = (options.buildMessages ?? buildJudgeMessages)(sent, options.rubric ?? DEFAULT_JUDGE_RUBRIC);
+  const { signal } = options;
+  const maxRetries = options.maxRetries ?? 2;
+  const retryDelay = options.retryDelay ?? 1000;
   let response: unknown;
-  try {
-    response = await options.client.chat.completions.create(
-      { ...options.requestParams, model: options.model, messages },
-      { signal: options.signal, timeout: options.timeout ?? 120_000 },
-    );
-  } catch (error) {
-    if (options.signal?.aborted === true) throw error;
-    const message = error instanceof Error ? error.message : String(error);
-    const retryable = isRetryable(error);
-    throw new JudgeError(`The judge request to model \`${options.model}\` failed: ${message}`, {
-      reason: 'request',
-      expectedScores: expected,
-      cause: error,
-      retryable,
-    });
+  for (let attempt = 1; ; attempt += 1) {
+    if (signal?.aborted) throw userAbortError(signal, 'The judge request');
+    try {
+      response = await requestOnce(options, messages, expected);
+      break;
+    } catch (error) {
+      if (!(error instanceof JudgeError) || !error.retryable || attempt > maxRetries) {
+        if (error instanceof JudgeError && error.retryable && attempt > 1) {
+          error.message += ` (gave up after ${attempt} attempts)`;
+        }
+        throw error;
+      }
+    }
+    try {
+      await delay(backoffDelay(attempt, retryDelay), signal);
+    } catch {
+      throw userAbortError(signal, 'The judge request (while waiting to retry)');
+    }
   }
   const content = answerText(response);
   if (content === undefined) {
@@ -266,8 +345,11 @@ function conversationOf(trajectory: Trajectory): ChatCompletionMessageParam[] {
  * const groups = await gatherTrajectoryGroups(scenarios, rollout, { groupSize: 4, scoreGroup: judge });
  */
 export function relativeJudge(options: RelativeJudgeOptions): GroupJudge {
+  checkJudgeOptions(options);
   const name = options.name ?? 'judge';
   return async (group, call = {}) => {
+    optionsObject('options', call);
+    optional(call.signal, (signal) => signalOption('signal', signal));
     if (group.trajectories.length === 0) return group;
     const scores = await judgeConversations(group.trajectories.map(conversationOf), {
       ...options,
@@ -282,4 +364,25 @@ export function relativeJudge(options: RelativeJudgeOptions): GroupJudge {
     });
     return group;
   };
+}
+
+/** Checks a judge's options when it is made, so that a bad one fails before any group is scored. */
+function checkJudgeOptions(options: RelativeJudgeOptions): void {
+  optionsObject('options', options);
+  if (typeof options.client?.chat?.completions?.create !== 'function') {
+    throw invalidOption('client', options.client, 'a client with `chat.completions.create` (e.g. `new OpenAI()`)');
+  }
+  stringOption('model', options.model, true);
+  optional(options.rubric, (rubric) => stringOption('rubric', rubric));
+  optional(options.name, (name) => stringOption('name', name, true));
+  optional(options.parse, (parse) => functionOption('parse', parse));
+  optional(options.buildMessages, (build) => functionOption('buildMessages', build));
+  optional(options.requestParams, (params) => {
+    if (typeof params !== 'object' || params === null || Array.isArray(params)) {
+      throw invalidOption('requestParams', params, 'an object of request parameters');
+    }
+  });
+  optional(options.timeout, (timeout) => timeoutOption('timeout', timeout, true));
+  optional(options.maxRetries, (count) => maxRetriesOption('maxRetries', count));
+  optional(options.retryDelay, (wait) => retryDelayOption('retryDelay', wait));
 }

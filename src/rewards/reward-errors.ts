@@ -19,12 +19,12 @@ export class RewardFunctionError extends PolicyloopError {
   }
 }
 
-/** Why a judge failed: the request failed, or its answer could not be used. */
-export type JudgeFailure = 'request' | 'parse' | 'count' | 'range';
+/** Why a judge failed: the request failed or outlived its `timeout`, or its answer could not be used. */
+export type JudgeFailure = 'request' | 'timeout' | 'parse' | 'count' | 'range';
 
 /**
  * The relative judge could not score a group: its request failed (`reason: 'request'`, the HTTP
- * error is the `cause`), its answer was not the JSON asked for (`'parse'`), had the wrong number of
+ * error is the `cause`) or outlived the judge's `timeout` (`'timeout'`, retryable), its answer was not the JSON asked for (`'parse'`), had the wrong number of
  * scores (`'count'`), or scores outside 0..1 (`'range'`). `raw` keeps the judge's answer text.
  */
 export class JudgeError extends PolicyloopError {

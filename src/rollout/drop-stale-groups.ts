@@ -1,5 +1,5 @@
 /** Off-policy control: leave out groups sampled from a policy too many steps old. */
-import { PolicyloopError } from '../internal/errors.js';
+import { integerOption, numberOption } from '../internal/options.js';
 import type { TrajectoryGroup } from '../schema/index.js';
 
 /** What {@link dropStaleGroups} kept and left out. */
@@ -36,12 +36,8 @@ export function dropStaleGroups(
   currentStep: number,
   maxStaleness: number,
 ): StalenessSplit {
-  if (!Number.isInteger(currentStep) || currentStep < 0) {
-    throw new PolicyloopError(`Expected \`currentStep\` to be an integer >= 0, got ${String(currentStep)}`);
-  }
-  if (!(maxStaleness >= 0)) {
-    throw new PolicyloopError(`Expected \`maxStaleness\` to be a number of steps >= 0, got ${String(maxStaleness)}`);
-  }
+  integerOption('currentStep', currentStep, { min: 0 });
+  numberOption('maxStaleness', maxStaleness, { min: 0, allowInfinity: true, unit: 'steps' });
   const fresh: TrajectoryGroup[] = [];
   const dropped: TrajectoryGroup[] = [];
   for (const group of groups) {

@@ -5,8 +5,22 @@
 import { setMaxListeners } from 'node:events';
 import PQueue from 'p-queue';
 import { abortReason, delay, raceSignal } from '../internal/delay.js';
-import { isRetryableStatus, PolicyloopError } from '../internal/errors.js';
+import { backoffDelay } from '../internal/backoff.js';
+import { isRetryableStatus, PolicyloopError, userAbortError } from '../internal/errors.js';
 import { formatPath, preview, valueAtPath } from '../internal/format-issues.js';
+import {
+  booleanOption,
+  functionOption,
+  integerOption,
+  invalidOption,
+  maxRetriesOption,
+  numberOption,
+  optional,
+  optionsObject,
+  retryDelayOption,
+  signalOption,
+  timeoutOption,
+} from '../internal/options.js';
 import { toRewardFn, type RewardSpec } from '../rewards/combine-rewards.js';
 import { RewardFunctionError } from '../rewards/reward-errors.js';
 import { evaluateReward } from '../rewards/reward-function.js';
@@ -63,13 +77,14 @@ export interface GatherOptions<S> {
    */
   timeout?: number;
   /**
-   * Further attempts of a failed rollout (timeouts and errors that may pass; not reward-function
-   * errors, invalid trajectories, or non-retryable 4xx API errors).
+   * Retries of a failed rollout after its first attempt (timeouts and errors that may pass; not
+   * reward-function errors, invalid trajectories, or non-retryable 4xx API errors).
    * @default 0
    */
-  retries?: number;
+  maxRetries?: number;
   /**
-   * Wait before the first retry, in milliseconds; doubles with each further one.
+   * Wait before the first retry, in milliseconds; doubles with each further one (capped at 8 s,
+   * or at `retryDelay` when longer), less up to 25 % jitter.
    * @default 1000
    */
   retryDelay?: number;
@@ -93,7 +108,10 @@ export interface GatherOptions<S> {
    * Every trajectory also gets its `start_time` (ISO 8601) unless the rollout set one.
    */
   policyVersion?: () => number | Promise<number>;
-  /** Aborts the gather: rollouts still running see their signal abort, and the gather rejects with the reason. */
+  /**
+   * Aborts the gather: rollouts still running see their signal abort (with the signal's reason),
+   * and the gather rejects with `APIUserAbortError` (its `cause` is the reason).
+   */
   signal?: AbortSignal;
   /** Receives the gather's typed events. */
   events?: GatherEmitter<S>;
@@ -106,42 +124,31 @@ export interface GatherOptions<S> {
 
 type Outcome = { trajectory: Trajectory } | { exception: TrajectoryException } | undefined;
 
-type NumericOption = 'groupSize' | 'concurrency' | 'timeout' | 'retries' | 'retryDelay' | 'maxExceptions';
-
-/** The numeric options with their defaults, checked before anything runs. */
-function checkOptions<S>(options: GatherOptions<S>): Required<Pick<GatherOptions<S>, NumericOption>> {
-  const resolved = {
-    groupSize: options.groupSize ?? 1,
-    concurrency: options.concurrency ?? 8,
-    timeout: options.timeout ?? 300_000,
-    retries: options.retries ?? 0,
-    retryDelay: options.retryDelay ?? 1000,
-    maxExceptions: options.maxExceptions ?? 0,
-  };
-  const integer = (name: string, value: number, min: number): void => {
-    if (!Number.isInteger(value) || value < min) {
-      throw new PolicyloopError(`Expected \`${name}\` to be an integer >= ${min}, got ${String(value)}`);
+/** The options with their defaults, checked before anything runs. */
+function checkOptions<S>(value: GatherOptions<S> | undefined) {
+  const options = optionsObject('options', value);
+  optional(options.reward, (reward) => {
+    if (typeof reward !== 'object' || reward === null) functionOption('reward', reward);
+  });
+  optional(options.scoreGroup, (scorer) => functionOption('scoreGroup', scorer));
+  optional(options.policyVersion, (read) => functionOption('policyVersion', read));
+  optional(options.signal, (signal) => signalOption('signal', signal));
+  optional(options.progress, (progress) => booleanOption('progress', progress));
+  optional(options.events, (events) => {
+    if (typeof (events as { emit?: unknown } | null)?.emit !== 'function') {
+      throw invalidOption('events', events, 'a GatherEmitter');
     }
+  });
+  return {
+    options,
+    groupSize: integerOption('groupSize', options.groupSize ?? 1, { min: 1 }),
+    concurrency: integerOption('concurrency', options.concurrency ?? 8, { min: 1 }),
+    timeout: timeoutOption('timeout', options.timeout ?? 300_000, true),
+    maxRetries: maxRetriesOption('maxRetries', options.maxRetries ?? 0),
+    retryDelay: retryDelayOption('retryDelay', options.retryDelay ?? 1000),
+    // A count (>= 1 or 0) or a fraction (between 0 and 1): any finite number >= 0.
+    maxExceptions: numberOption('maxExceptions', options.maxExceptions ?? 0, { min: 0 }),
   };
-  integer('groupSize', resolved.groupSize, 1);
-  integer('concurrency', resolved.concurrency, 1);
-  integer('retries', resolved.retries, 0);
-  if (!(resolved.timeout > 0)) {
-    throw new PolicyloopError(
-      `Expected \`timeout\` to be a positive number of milliseconds, got ${String(resolved.timeout)}`,
-    );
-  }
-  if (!(resolved.retryDelay >= 0) || !Number.isFinite(resolved.retryDelay)) {
-    throw new PolicyloopError(
-      `Expected \`retryDelay\` to be a finite number of milliseconds >= 0, got ${String(resolved.retryDelay)}`,
-    );
-  }
-  if (!(resolved.maxExceptions >= 0) || !Number.isFinite(resolved.maxExceptions)) {
-    throw new PolicyloopError(
-      `Expected \`maxExceptions\` to be a count (>= 1 or 0) or a fraction between 0 and 1, got ${String(resolved.maxExceptions)}`,
-    );
-  }
-  return resolved;
 }
 
 /** Whether another attempt may succeed. */
@@ -202,14 +209,17 @@ function buildTrajectory(recorded: TrajectoryInput, returned: unknown): Trajecto
 export async function gatherTrajectoryGroups<S>(
   scenarios: Iterable<S>,
   rollout: RolloutFn<S>,
-  options: GatherOptions<S> = {},
+  gatherOptions?: GatherOptions<S>,
 ): Promise<TrajectoryGroup[]> {
-  const { groupSize, concurrency, timeout, retries, retryDelay, maxExceptions } = checkOptions(options);
-  if (typeof rollout !== 'function')
-    throw new PolicyloopError(`Expected \`rollout\` to be a function, got ${typeof rollout}`);
+  const { options, groupSize, concurrency, timeout, maxRetries, retryDelay, maxExceptions } =
+    checkOptions(gatherOptions);
+  functionOption('rollout', rollout);
+  if (scenarios === null || typeof (scenarios as { [Symbol.iterator]?: unknown })?.[Symbol.iterator] !== 'function') {
+    throw invalidOption('scenarios', scenarios, 'an iterable (an array of scenarios)');
+  }
   const reward = options.reward === undefined ? undefined : toRewardFn(options.reward);
   const { scoreGroup, policyVersion, signal } = options;
-  signal?.throwIfAborted();
+  if (signal?.aborted) throw userAbortError(signal, 'The gather');
   const list = Array.from(scenarios);
   const total = list.length * groupSize;
   const events = options.events ?? new GatherEmitter<S>();
@@ -225,14 +235,15 @@ export async function gatherTrajectoryGroups<S>(
     rejectGather = reject;
   });
   stoppedEarly.catch(() => undefined);
-  const stop = (error: unknown): void => {
+  /** Stops everything: the rollouts see `reason` on their signal, the gather rejects with `error`. */
+  const stop = (error: unknown, reason: unknown = error): void => {
     if (stopped) return;
     stopped = true;
     queue.clear();
-    controller.abort(error);
+    controller.abort(reason);
     rejectGather(error);
   };
-  const onAbort = (): void => stop(abortReason(signal));
+  const onAbort = (): void => stop(userAbortError(signal, 'The gather'), abortReason(signal));
   signal?.addEventListener('abort', onAbort, { once: true });
 
   const emit = <K extends keyof GatherEventMap<S>>(name: K, payload: Parameters<GatherEventMap<S>[K]>[0]): void => {
@@ -307,11 +318,11 @@ export async function gatherTrajectoryGroups<S>(
       } catch (error) {
         if (stopped) return undefined;
         const exception = toTrajectoryException(error);
-        const willRetry = attempt < retries && isRetryable(error);
+        const willRetry = attempt < maxRetries && isRetryable(error);
         emit('rollout:error', { groupIndex, index, attempt, error, exception, willRetry });
         if (willRetry) {
           try {
-            await delay(retryDelay * 2 ** attempt, controller.signal);
+            await delay(backoffDelay(attempt + 1, retryDelay), controller.signal);
           } catch {
             return undefined;
           }

@@ -43,6 +43,8 @@ export interface ChatCompletionRequestOptions {
   signal?: AbortSignal | null | undefined;
   /** Limit of the request, in milliseconds. */
   timeout?: number | undefined;
+  /** Retries of the client itself (the `openai` SDK's; the judge sends 0 and retries on its own). */
+  maxRetries?: number | undefined;
 }
 
 /**

@@ -113,3 +113,22 @@ export class LogDeliveryError extends PolicyloopError {
     this.spoolPath = spoolPath;
   }
 }
+
+/**
+ * A log flush (or close) took longer than its `timeout`. A flush keeps delivering in the
+ * background; a close has written what was not delivered to the spool file (nothing is lost).
+ */
+export class LogFlushTimeoutError extends PolicyloopError {
+  /** The timeout that elapsed, in milliseconds. */
+  readonly timeoutMs: number;
+
+  /** @param timeoutMs The timeout that elapsed; `what` names the call in the message. */
+  constructor(timeoutMs: number, what = 'flush') {
+    super(
+      `The log ${what} did not finish within its timeout of ${timeoutMs} ms` +
+        (what === 'close' ? '; what was not delivered is in the spool file.' : '; delivery goes on in the background.'),
+      { retryable: true },
+    );
+    this.timeoutMs = timeoutMs;
+  }
+}

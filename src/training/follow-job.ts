@@ -3,7 +3,9 @@
  * terminal event, reporting progress on the way. Every wait is abortable and bounded by a timeout.
  */
 import type { TrainingClient } from '../client/index.js';
+import { abortScope } from '../internal/abort-scope.js';
 import { delay } from '../internal/delay.js';
+import { functionOption, optional, optionsObject, signalOption, timeoutOption } from '../internal/options.js';
 import type { ReceivedTrainingJobEvent, TrainingJobResponse } from '../schema/index.js';
 import { TrainingJobFailedError, TrainingTimeoutError } from './errors.js';
 
@@ -37,10 +39,13 @@ export interface JobProgress {
 
 /** Options of {@link followTrainingJob}. */
 export interface FollowJobOptions {
-  /** Stops following (the job itself keeps running on the service). */
+  /**
+   * Stops following (the job itself keeps running on the service): rejects with `APIUserAbortError`,
+   * whose `cause` is the signal's reason, whether the abort lands during a request or a poll wait.
+   */
   signal?: AbortSignal | undefined;
   /**
-   * Overall time allowed, in milliseconds; then {@link TrainingTimeoutError}.
+   * Overall time allowed, in milliseconds; then {@link TrainingTimeoutError}. `Infinity` for none.
    * @default 3_600_000
    */
   timeout?: number | undefined;
@@ -64,8 +69,8 @@ export interface FollowedJob {
 /**
  * Polls the events of job `jobId` until `training_ended` (resolves) or `training_failed`
  * (rejects with {@link TrainingJobFailedError} carrying the job and the service's message).
- * Rejects with {@link TrainingTimeoutError} after `timeout`, and with the client's abort error
- * when `signal` aborts.
+ * Rejects with {@link TrainingTimeoutError} after `timeout`, and with `APIUserAbortError` (cause:
+ * the signal's reason) when `signal` aborts.
  * @example
  * const job = await client.jobs.createRL({ model_id, trajectory_groups });
  * const { metrics } = await followTrainingJob(client, job.id, { onProgress: (p) => console.log(p.fraction) });
@@ -75,16 +80,18 @@ export async function followTrainingJob(
   jobId: string,
   options: FollowJobOptions = {},
 ): Promise<FollowedJob> {
+  checkFollowJobOptions(options);
   const timeout = options.timeout ?? DEFAULT_JOB_TIMEOUT_MS;
   const pollInterval = options.pollInterval ?? DEFAULT_POLL_INTERVAL_MS;
-  // Our own timer rather than AbortSignal.timeout: fake timers can drive it, and a timeout must
-  // surface as TrainingTimeoutError, not as the caller's abort.
-  const timeoutController = new AbortController();
-  const timer = setTimeout(() => timeoutController.abort(new TrainingTimeoutError(jobId, timeout)), timeout);
-  const signal =
-    options.signal === undefined
-      ? timeoutController.signal
-      : AbortSignal.any([options.signal, timeoutController.signal]);
+  // A timeout surfaces as TrainingTimeoutError and the caller's abort as APIUserAbortError, never
+  // the other way round, whether it lands during a request or a wait between polls.
+  const scope = abortScope({
+    signal: options.signal,
+    timeout,
+    what: `Following training job ${jobId}`,
+    onTimeout: (ms) => new TrainingTimeoutError(jobId, ms),
+  });
+  const signal = scope.signal;
 
   const events: ReceivedTrainingJobEvent[] = [];
   const sums = new Map<string, { sum: number; count: number }>();
@@ -140,13 +147,23 @@ export async function followTrainingJob(
       if (!page.has_more || page.data.length === 0) await delay(pollInterval, signal);
     }
   } catch (error) {
-    if (timeoutController.signal.aborted && !(error instanceof TrainingJobFailedError)) {
-      throw timeoutController.signal.reason as TrainingTimeoutError;
-    }
+    if (scope.signal.aborted && !(error instanceof TrainingJobFailedError)) throw scope.error();
     throw error;
   } finally {
-    clearTimeout(timer);
+    scope.dispose();
   }
+}
+
+/**
+ * Checks the options of following a job (`signal`, `timeout`, `pollInterval`, `onProgress`);
+ * a bad one throws `InvalidArgumentError` before any request.
+ */
+export function checkFollowJobOptions(options: FollowJobOptions): void {
+  optionsObject('options', options);
+  optional(options.signal, (value) => signalOption('signal', value));
+  optional(options.timeout, (value) => timeoutOption('timeout', value, true));
+  optional(options.pollInterval, (value) => timeoutOption('pollInterval', value));
+  optional(options.onProgress, (value) => functionOption('onProgress', value));
 }
 
 /** The job as the service reports it; `{id}` alone when it cannot be read (the failure wins). */

@@ -49,6 +49,11 @@ export interface HostedBackendOptions {
    * @default 2
    */
   maxRetries?: number | undefined;
+  /**
+   * Wait before the training client's first retry, in milliseconds (doubling after).
+   * @default 500
+   */
+  retryDelay?: number | undefined;
 }
 
 /**
@@ -82,6 +87,7 @@ export class HostedBackend implements Backend {
       fetch: options.fetch,
       timeout: options.timeout,
       maxRetries: options.maxRetries,
+      retryDelay: options.retryDelay,
     });
     const inferenceBaseURL = options.inferenceBaseURL ?? client.baseURL;
     this.connection = { client, baseURL: client.baseURL, inferenceBaseURL, apiKey, fetch: options.fetch };

@@ -33,6 +33,7 @@ export { appendHistoryRow, readHistory, metricByStep, type HistoryRow } from './
 export {
   LogBatcher,
   type LogBatcherOptions,
+  type FlushOptions,
   type LogBatcherEvents,
   type LogBatcherStats,
   type BatchSentEvent,
@@ -57,5 +58,6 @@ export {
   MissingLogprobsError,
   TrainingTimeoutError,
   LogDeliveryError,
+  LogFlushTimeoutError,
   type ChoiceLocation,
 } from './errors.js';

@@ -1,5 +1,5 @@
 /** The name a trained model is called by in chat completions. */
-import { PolicyloopError } from '../internal/errors.js';
+import { integerOption } from '../internal/options.js';
 
 /**
  * `wandb-artifact:///<entity>/<project>/<name>` (the latest step) or `...:step<N>` (a pinned step).
@@ -9,7 +9,6 @@ import { PolicyloopError } from '../internal/errors.js';
 export function modelInferenceName(model: { entity: string; project: string; name: string }, step?: number): string {
   const base = `wandb-artifact:///${model.entity}/${model.project}/${model.name}`;
   if (step === undefined) return base;
-  if (!Number.isInteger(step) || step < 0)
-    throw new PolicyloopError(`Expected \`step\` to be an integer >= 0, got ${step}`);
+  integerOption('step', step, { min: 0 });
   return `${base}:step${step}`;
 }

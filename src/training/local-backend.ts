@@ -7,6 +7,7 @@ import { TrainingClient } from '../client/index.js';
 import { ENV, readFirstEnv } from '../internal/env.js';
 import { raceSignal } from '../internal/delay.js';
 import { PolicyloopError } from '../internal/errors.js';
+import { integerOption, maxRetriesOption, optional, retryDelayOption, timeoutOption } from '../internal/options.js';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Backend, BackendConnection } from './backend.js';
@@ -49,6 +50,11 @@ export interface LocalBackendOptions {
    * @default 2
    */
   maxRetries?: number | undefined;
+  /**
+   * Wait before the training client's first retry, in milliseconds (doubling after).
+   * @default 500
+   */
+  retryDelay?: number | undefined;
 }
 
 /** What the local service's `serve()` returns (the part used here). */
@@ -80,9 +86,11 @@ export class LocalBackend implements Backend {
   private closed = false;
 
   constructor(options: LocalBackendOptions = {}) {
-    if (options.port !== undefined && (!Number.isInteger(options.port) || options.port < 0 || options.port > 65_535)) {
-      throw new PolicyloopError(`Expected \`port\` to be an integer 0..65535, got ${options.port}`);
-    }
+    optional(options.port, (port) => integerOption('port', port, { min: 0, max: 65_535 }));
+    // The client is made when the service starts: check its options now, before anything starts.
+    optional(options.timeout, (timeout) => timeoutOption('timeout', timeout));
+    optional(options.maxRetries, (count) => maxRetriesOption('maxRetries', count));
+    optional(options.retryDelay, (wait) => retryDelayOption('retryDelay', wait));
     this.options = options;
     this.dataDir = path.resolve(options.dataDir ?? DEFAULT_DATA_DIR);
   }
@@ -183,6 +191,7 @@ export class LocalBackend implements Backend {
       fetch: this.options.fetch,
       timeout: this.options.timeout,
       maxRetries: this.options.maxRetries,
+      retryDelay: this.options.retryDelay,
     });
     return { client, baseURL: client.baseURL, inferenceBaseURL: client.baseURL, apiKey, fetch: this.options.fetch };
   }

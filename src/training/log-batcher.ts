@@ -7,11 +7,25 @@
 import { EventEmitter } from 'eventemitter3';
 import { APIError } from '../client/errors.js';
 import type { TrainingClient } from '../client/index.js';
-import { retryDelay } from '../client/retry-delay.js';
-import { abortReason, delay, raceSignal } from '../internal/delay.js';
-import { PolicyloopError } from '../internal/errors.js';
+import { INITIAL_RETRY_DELAY_MS, retryDelay } from '../client/retry-delay.js';
+import { type AbortScope, abortScope } from '../internal/abort-scope.js';
+import { delay, raceSignal } from '../internal/delay.js';
+import { PolicyloopError, userAbortError } from '../internal/errors.js';
+import {
+  integerOption,
+  invalidOption,
+  MAX_TIMER_MS,
+  maxRetriesOption,
+  numberOption,
+  optional,
+  optionsObject,
+  retryDelayOption,
+  signalOption,
+  stringOption,
+  timeoutOption,
+} from '../internal/options.js';
 import type { TrajectoryGroupInput } from '../schema/index.js';
-import { LogDeliveryError } from './errors.js';
+import { LogDeliveryError, LogFlushTimeoutError } from './errors.js';
 import { appendSpoolRecords, releaseSpool, takeSpool } from './spool.js';
 
 /** Options of {@link LogBatcher}. */
@@ -49,10 +63,30 @@ export interface LogBatcherOptions {
    */
   maxRetries?: number | undefined;
   /**
+   * Wait before the first retry of a batch, in milliseconds; doubles with each further retry
+   * (capped at 8 s, or at `retryDelay` when longer), less up to 25 % jitter.
+   * @default 500
+   */
+  retryDelay?: number | undefined;
+  /**
    * Time allowed for each request, in milliseconds.
    * @default 60_000
    */
-  requestTimeout?: number | undefined;
+  timeout?: number | undefined;
+}
+
+/** Options of {@link LogBatcher.flush} and {@link LogBatcher.close}. */
+export interface FlushOptions {
+  /**
+   * Stops waiting: `flush` rejects with `APIUserAbortError` while delivery goes on in the
+   * background; `close` writes what is not delivered yet to the spool at once, then rejects with it.
+   */
+  signal?: AbortSignal | undefined;
+  /**
+   * Time allowed, in milliseconds; then like `signal`, but rejecting with `LogFlushTimeoutError`.
+   * @default Infinity (no limit: each request still has the batcher's `timeout`)
+   */
+  timeout?: number | undefined;
 }
 
 /** A batch the service acknowledged. */
@@ -147,7 +181,7 @@ interface Entry {
  * const batcher = new LogBatcher({ client, modelId: model.id, spoolPath: model.files.spool });
  * batcher.on('batch:spooled', (event) => console.warn(`${event.groupCount} groups spooled: ${event.error}`));
  * await batcher.add('val', groups);
- * await batcher.close();
+ * await batcher.close({ timeout: 30_000 });
  */
 export class LogBatcher extends EventEmitter<LogBatcherEvents> {
   private readonly client: TrainingClient;
@@ -158,7 +192,8 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
   private readonly maxDelay: number;
   private readonly maxBufferedBytes: number;
   private readonly maxRetries: number;
-  private readonly requestTimeout: number;
+  private readonly retryDelay: number;
+  private readonly timeout: number;
 
   private buffer: Entry[] = [];
   /** Bytes buffered plus bytes in flight: what memory the batcher holds. */
@@ -169,40 +204,60 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
   private tail: Promise<void> = Promise.resolve();
   private spaceWaiters: Array<() => void> = [];
   private closing = false;
-  /** Aborted when `close(signal)` is aborted: pending batches then go straight to the spool. */
+  /** Aborted when `close`'s signal aborts or its timeout passes: pending batches then go straight to the spool. */
   private readonly stop = new AbortController();
   /** Batches neither sent nor spooled, and errors thrown by listeners: surfaced by the next flush or close. */
   private failures: Error[] = [];
   private counts = { sentBatches: 0, sentGroups: 0, spooledBatches: 0, spooledGroups: 0 };
 
+  /** @throws {InvalidArgumentError} for a bad option, before anything is sent. */
   constructor(options: LogBatcherOptions) {
     super();
+    optionsObject('options', options);
+    if (options.client === null || typeof options.client?.models?.log !== 'function') {
+      throw invalidOption('client', options.client, 'a TrainingClient');
+    }
     this.client = options.client;
-    this.modelId = options.modelId;
-    this.spoolPath = options.spoolPath;
-    this.maxBatchGroups = positiveNumber('maxBatchGroups', options.maxBatchGroups ?? 64);
-    this.maxBatchBytes = positiveNumber('maxBatchBytes', options.maxBatchBytes ?? 8 * 1024 * 1024);
-    this.maxDelay = nonNegative('maxDelay', options.maxDelay ?? 1_000);
-    this.maxBufferedBytes = positiveNumber('maxBufferedBytes', options.maxBufferedBytes ?? 64 * 1024 * 1024);
-    this.maxRetries = nonNegative('maxRetries', options.maxRetries ?? 5);
-    this.requestTimeout = positiveNumber('requestTimeout', options.requestTimeout ?? 60_000);
+    this.modelId = stringOption('modelId', options.modelId, true);
+    this.spoolPath = stringOption('spoolPath', options.spoolPath, true);
+    this.maxBatchGroups = integerOption('maxBatchGroups', options.maxBatchGroups ?? 64, { min: 1 });
+    this.maxBatchBytes = numberOption('maxBatchBytes', options.maxBatchBytes ?? 8 * 1024 * 1024, POSITIVE);
+    this.maxDelay = numberOption('maxDelay', options.maxDelay ?? 1_000, {
+      min: 0,
+      max: MAX_TIMER_MS,
+      unit: 'milliseconds',
+    });
+    this.maxBufferedBytes = numberOption('maxBufferedBytes', options.maxBufferedBytes ?? 64 * 1024 * 1024, POSITIVE);
+    this.maxRetries = maxRetriesOption('maxRetries', options.maxRetries ?? 5);
+    this.retryDelay = retryDelayOption('retryDelay', options.retryDelay ?? INITIAL_RETRY_DELAY_MS);
+    this.timeout = timeoutOption('timeout', options.timeout ?? 60_000);
   }
 
   /**
    * Queues groups of `split` for sending. Resolves once they are buffered; waits first while the
-   * buffer is full (backpressure). A group larger than the whole buffer is accepted alone.
+   * buffer is full (backpressure); `signal` stops that wait (rejecting with `APIUserAbortError`).
+   * A group larger than the whole buffer is accepted alone.
+   * @example
+   * await batcher.add('val', groups, { signal });
    */
   async add(
     split: string,
     groups: readonly TrajectoryGroupInput[],
-    options: { signal?: AbortSignal | undefined } = {},
+    options?: { signal?: AbortSignal | undefined },
   ): Promise<void> {
+    stringOption('split', split, true);
+    if (!Array.isArray(groups)) throw invalidOption('groups', groups, 'an array of trajectory groups');
+    const signal = checkSignal(options);
     if (this.closing) throw new PolicyloopError('This LogBatcher is closed: it accepts no more groups.');
     for (const group of groups) {
       const bytes = Buffer.byteLength(JSON.stringify(group), 'utf8');
       while (this.heldBytes > 0 && this.heldBytes + bytes > this.maxBufferedBytes) {
         void this.drain(true);
-        await this.waitForSpace(options.signal);
+        try {
+          await this.waitForSpace(signal);
+        } catch (error) {
+          throw signal?.aborted ? userAbortError(signal, 'Adding to the log batcher') : error;
+        }
       }
       this.buffer.push({ split, group, bytes });
       this.heldBytes += bytes;
@@ -214,32 +269,48 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
 
   /**
    * Sends everything buffered and resolves when the service acknowledged it (or it was spooled).
-   * `signal` stops the wait only: the batches keep being delivered in the background.
+   * `signal` and `timeout` stop the wait only (rejecting with `APIUserAbortError` or
+   * `LogFlushTimeoutError`): the batches keep being delivered in the background.
    * Rejects with {@link LogDeliveryError} when a batch could be neither sent nor spooled, and with
    * the error of an event listener that threw (the batch itself is still delivered or spooled).
+   * @example
+   * const stats = await batcher.flush({ timeout: 30_000 });
    */
-  async flush(signal?: AbortSignal): Promise<LogBatcherStats> {
-    await raceSignal(this.drain(true), signal);
+  async flush(options?: FlushOptions): Promise<LogBatcherStats> {
+    const scope = this.scope(options, 'flush');
+    try {
+      await raceSignal(this.drain(true), scope.signal);
+    } catch (error) {
+      throw scope.signal.aborted ? scope.error() : error;
+    } finally {
+      scope.dispose();
+    }
     this.throwFailures();
     return this.stats();
   }
 
   /**
-   * Flushes and stops accepting groups. When `signal` aborts, the pending batches are not tried
-   * again but written to the spool at once, so that closing is quick and loses nothing.
+   * Flushes and stops accepting groups. When `signal` aborts or `timeout` passes, the pending
+   * batches are not tried again but written to the spool at once, so that closing is quick and
+   * loses nothing; then it rejects with `APIUserAbortError` or `LogFlushTimeoutError`.
+   * @example
+   * await batcher.close({ timeout: 10_000 });
    */
-  async close(signal?: AbortSignal): Promise<LogBatcherStats> {
+  async close(options?: FlushOptions): Promise<LogBatcherStats> {
+    const scope = this.scope(options, 'close');
     this.closing = true;
-    const onAbort = (): void => this.stop.abort(abortReason(signal));
-    if (signal?.aborted) onAbort();
-    signal?.addEventListener('abort', onAbort, { once: true });
+    const onStop = (): void => this.stop.abort(scope.signal.reason);
+    if (scope.signal.aborted) onStop();
+    else scope.signal.addEventListener('abort', onStop, { once: true });
     try {
       await this.drain(true);
     } finally {
-      signal?.removeEventListener('abort', onAbort);
+      scope.dispose();
+      scope.signal.removeEventListener('abort', onStop);
       for (const wake of this.spaceWaiters.splice(0)) wake();
     }
     this.throwFailures();
+    if (scope.signal.aborted) throw scope.error();
     return this.stats();
   }
 
@@ -257,15 +328,29 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
    * Sends the batches a previous run spooled (for this model's spool file). Batches that fail
    * again go back to the spool. Runs after whatever is already queued.
    */
-  async replaySpool(options: { signal?: AbortSignal | undefined } = {}): Promise<SpoolReplayResult> {
-    const run = this.tail.then(() => this.replay(options.signal));
+  async replaySpool(options?: { signal?: AbortSignal | undefined }): Promise<SpoolReplayResult> {
+    const signal = checkSignal(options);
+    const run = this.tail.then(() => this.replay(signal));
     this.tail = run.then(
       () => undefined,
       () => undefined,
     );
     const result = await run;
     this.throwFailures();
+    // An aborted replay put what it did not send back in the spool; the call still says it was aborted.
+    if (signal?.aborted) throw userAbortError(signal, 'The spool replay');
     return result;
+  }
+
+  /** Checks the options of flush/close and starts their abort scope. */
+  private scope(value: FlushOptions | undefined, what: 'flush' | 'close'): AbortScope {
+    const { signal, timeout } = checkFlushOptions(value);
+    return abortScope({
+      signal,
+      timeout,
+      what: `The log ${what}`,
+      onTimeout: (ms) => new LogFlushTimeoutError(ms, what),
+    });
   }
 
   private async replay(signal: AbortSignal | undefined): Promise<SpoolReplayResult> {
@@ -345,7 +430,7 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
         await this.client.models.log(
           this.modelId,
           { split, trajectory_groups: groups },
-          { signal: stop, timeout: this.requestTimeout, maxRetries: 0 },
+          { signal: stop, timeout: this.timeout, maxRetries: 0 },
         );
         this.counts.sentBatches += 1;
         this.counts.sentGroups += groups.length;
@@ -358,7 +443,7 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
           await this.spool(split, groups, error, attempt);
           return false;
         }
-        const delayMs = retryDelay(attempt, error instanceof APIError ? error.headers : undefined);
+        const delayMs = retryDelay(attempt, error instanceof APIError ? error.headers : undefined, this.retryDelay);
         this.notify('batch:retry', { split, groupCount: groups.length, attempt, delayMs, error });
         try {
           await delay(delayMs, stop);
@@ -446,16 +531,17 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
   }
 }
 
-function positiveNumber(name: string, value: number): number {
-  if (!Number.isFinite(value) || value <= 0) {
-    throw new PolicyloopError(`Expected \`${name}\` to be a positive number, got ${value}`);
-  }
-  return value;
+const POSITIVE = { min: 0, exclusiveMin: true } as const;
+
+/** Checks the options of a flush or close (`options.signal`, `options.timeout`). */
+export function checkFlushOptions(value: FlushOptions | undefined): FlushOptions {
+  const options = optionsObject('options', value);
+  optional(options.signal, (item) => signalOption('options.signal', item));
+  optional(options.timeout, (item) => timeoutOption('options.timeout', item, true));
+  return options;
 }
 
-function nonNegative(name: string, value: number): number {
-  if (!Number.isFinite(value) || value < 0) {
-    throw new PolicyloopError(`Expected \`${name}\` to be 0 or more, got ${value}`);
-  }
-  return value;
+/** The `signal` of an options argument, checked. */
+function checkSignal(value: { signal?: AbortSignal | undefined } | undefined): AbortSignal | undefined {
+  return optional(optionsObject('options', value).signal, (item) => signalOption('options.signal', item));
 }

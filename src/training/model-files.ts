@@ -1,6 +1,6 @@
 /** Where a model's local files live: history, spool and SFT data, under the data directory. */
 import path from 'node:path';
-import { PolicyloopError } from '../internal/errors.js';
+import { InvalidArgumentError } from '../internal/errors.js';
 
 /**
  * The default data directory, relative to the working directory.
@@ -40,7 +40,8 @@ export function modelFiles(dataDir: string, project: string, name: string): Mode
 /** A project or model name becomes a directory name: it must not climb out of the data directory. */
 export function assertPathSegment(what: string, value: string): void {
   if (value === '' || value === '.' || value === '..' || /[/\\\0]/.test(value)) {
-    throw new PolicyloopError(
+    throw new InvalidArgumentError(
+      what,
       `Expected \`${what}\` to be a non-empty name without '/', '\\' or NUL (it names a directory), ` +
         `got ${JSON.stringify(value)}`,
     );

@@ -1,7 +1,7 @@
 /** SFT data: trajectories as `{messages, tools?}` JSONL rows, and writing them to a file. */
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { PolicyloopError } from '../internal/errors.js';
+import { InvalidArgumentError } from '../internal/errors.js';
 import { isChoice, SFTRow, Trajectory } from '../schema/index.js';
 import type {
   ChatCompletionAssistantMessageParam,
@@ -50,7 +50,7 @@ export function toSFTRows(items: readonly (TrajectoryInput | SFTRow)[]): SFTRow[
       const parsed = SFTRow.safeParse(item);
       if (!parsed.success) {
         const issue = parsed.error.issues[0]?.message ?? 'invalid';
-        throw new PolicyloopError(`Expected SFT row ${index} to be {messages, tools?}: ${issue}`, {
+        throw new InvalidArgumentError('source', `Expected SFT row ${index} to be {messages, tools?}: ${issue}`, {
           cause: parsed.error,
         });
       }
@@ -61,7 +61,8 @@ export function toSFTRows(items: readonly (TrajectoryInput | SFTRow)[]): SFTRow[
     if (row !== null) rows.push(row);
   }
   if (rows.length === 0) {
-    throw new PolicyloopError(
+    throw new InvalidArgumentError(
+      'source',
       `Expected SFT data with at least one assistant turn to learn, got ${items.length} item(s) with none.`,
     );
   }

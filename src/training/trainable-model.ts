@@ -6,7 +6,18 @@ import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { EventEmitter } from 'eventemitter3';
 import OpenAI from 'openai';
-import { PolicyloopError } from '../internal/errors.js';
+import { InvalidArgumentError, PolicyloopError } from '../internal/errors.js';
+import {
+  booleanOption,
+  enumOption,
+  integerOption,
+  invalidOption,
+  numberOption,
+  optional,
+  optionsObject,
+  signalOption,
+  stringOption,
+} from '../internal/options.js';
 import { formatIssues } from '../internal/format-issues.js';
 import { captureCompletions } from '../rollout/capture-completions.js';
 import { dropStaleGroups } from '../rollout/drop-stale-groups.js';
@@ -22,13 +33,13 @@ import type {
 import type { Backend, BackendConnection } from './backend.js';
 import { planRetention } from './checkpoint-retention.js';
 import type { RetentionOptions } from './checkpoint-retention.js';
-import { followTrainingJob } from './follow-job.js';
+import { checkFollowJobOptions, followTrainingJob } from './follow-job.js';
 import type { JobProgress } from './follow-job.js';
 import { appendHistoryRow, metricByStep, readHistory } from './history.js';
 import type { HistoryRow } from './history.js';
 import { modelInferenceName } from './inference-name.js';
-import { LogBatcher } from './log-batcher.js';
-import type { LogBatcherOptions, LogBatcherStats, SpoolReplayResult } from './log-batcher.js';
+import { checkFlushOptions, LogBatcher } from './log-batcher.js';
+import type { FlushOptions, LogBatcherOptions, LogBatcherStats, SpoolReplayResult } from './log-batcher.js';
 import { assertChoicesHaveLogprobs } from './missing-logprobs.js';
 import type { TrainableModelEvents, TrainingJobKind } from './model-events.js';
 import { assertPathSegment, modelFiles } from './model-files.js';
@@ -231,13 +242,12 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
   private batcher: LogBatcher | undefined;
   private batcherOptions: Partial<LogBatcherOptions> = {};
 
+  /** @throws {InvalidArgumentError} for a missing or bad name, project, base model or entity. */
   constructor(options: TrainableModelOptions) {
     super();
-    for (const key of ['name', 'project', 'baseModel'] as const) {
-      if (typeof options[key] !== 'string' || options[key].trim() === '') {
-        throw new PolicyloopError(`Expected \`${key}\` to be a non-empty string, got ${JSON.stringify(options[key])}`);
-      }
-    }
+    optionsObject('options', options);
+    for (const key of ['name', 'project', 'baseModel'] as const) stringOption(key, options[key], true);
+    optional(options.entity, (entity) => stringOption('entity', entity, true));
     assertPathSegment('project', options.project);
     assertPathSegment('name', options.name);
     this.name = options.name;
@@ -276,6 +286,10 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
    * model), connecting it first (the local backend starts its service).
    */
   async register(backend: Backend, options: WaitOptions = {}): Promise<this> {
+    if (backend === null || typeof backend?.connect !== 'function') {
+      throw invalidOption('backend', backend, 'a Backend (LocalBackend or HostedBackend)');
+    }
+    checkWaitOptions(options);
     const connection = await backend.connect({ signal: options.signal });
     const model = await connection.client.models.create(
       {
@@ -304,6 +318,7 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
    * const groups = await gatherTrajectoryGroups(scenarios, rollout, { policyVersion: () => model.getStep() });
    */
   async getStep(options: WaitOptions = {}): Promise<number> {
+    checkWaitOptions(options);
     const { connection, model } = this.registered();
     const page = await connection.client.checkpoints.list(
       model.id,
@@ -379,10 +394,13 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
    * console.log(row['val/reward']);
    */
   async log(groups: readonly TrajectoryGroupInput[], options: LogOptions = {}): Promise<HistoryRow> {
+    checkWaitOptions(options);
     const split = options.split ?? 'val';
-    if (split === '' || split.includes('/')) {
-      throw new PolicyloopError(`Expected \`split\` to be a name without '/', got ${JSON.stringify(split)}`);
+    if (typeof split !== 'string' || split === '' || split.includes('/')) {
+      throw invalidOption('split', split, "a name without '/'");
     }
+    optional(options.step, (step) => integerOption('step', step, { min: 0 }));
+    optional(options.send, (send) => booleanOption('send', send));
     const parsed = parseGroups(groups);
     const step = options.step ?? (await this.getStep(options));
     const row = await this.appendHistory(prefixMetrics(computeStepMetrics(parsed), split), step);
@@ -390,13 +408,20 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
     return row;
   }
 
-  /** Waits until every logged group is acknowledged by the service or spooled. */
-  async flushLogs(signal?: AbortSignal): Promise<LogBatcherStats> {
-    return this.logBatcher().flush(signal);
+  /**
+   * Waits until every logged group is acknowledged by the service or spooled. `signal` and
+   * `timeout` stop the wait only (rejecting with `APIUserAbortError` or `LogFlushTimeoutError`).
+   * @example
+   * const stats = await model.flushLogs({ timeout: 30_000 });
+   */
+  async flushLogs(options?: FlushOptions): Promise<LogBatcherStats> {
+    checkFlushOptions(options);
+    return this.logBatcher().flush(options);
   }
 
   /** Sends log batches that an earlier run could not deliver (this model's spool file). */
   async replaySpool(options: WaitOptions = {}): Promise<SpoolReplayResult> {
+    checkWaitOptions(options);
     return this.logBatcher().replaySpool(options);
   }
 
@@ -424,6 +449,7 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
    * const { step, metrics } = await model.train(groups, { onProgress: (p) => console.log(p.fraction) });
    */
   async train(groups: readonly TrajectoryGroupInput[], options: TrainOptions = {}): Promise<TrainResult> {
+    checkTrainOptions(options);
     const { connection, model, backend } = this.registered();
     let parsed = parseGroups(groups);
     const currentStep = await this.getStep(options);
@@ -451,7 +477,7 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
       await this.logBatcher().add('train', parsed, options);
     }
     // The service stamps logged groups with its current step: deliver them before the step moves.
-    if (this.batcher !== undefined) await this.batcher.flush(options.signal);
+    if (this.batcher !== undefined) await this.batcher.flush({ signal: options.signal });
 
     const learningRate = options.learningRate ?? options.config?.learning_rate ?? (await backend.defaultLearningRate());
     const config: Partial<ExperimentalTrainingConfig> = { ...options.config };
@@ -475,6 +501,7 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
    * await model.trainSFT([{ messages: [{ role: 'user', content: '2+2?' }, { role: 'assistant', content: '4' }] }]);
    */
   async trainSFT(source: SFTSource | undefined, options: SFTOptions = {}): Promise<TrainResult> {
+    checkSFTOptions(options);
     const { connection, model, backend, files } = this.registered();
     const { url, rows } = await this.resolveSFTSource(source, options.trainingDataUrl, backend, files);
     const config: SFTTrainingConfigInput = {};
@@ -482,7 +509,7 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
     if (options.batchSize !== undefined) config.batch_size = options.batchSize;
     if (options.assistantTurns !== undefined) config.assistant_turns = options.assistantTurns;
     const currentStep = await this.getStep(options);
-    if (this.batcher !== undefined) await this.batcher.flush(options.signal);
+    if (this.batcher !== undefined) await this.batcher.flush({ signal: options.signal });
     const job = await connection.client.jobs.createSFT(
       { model_id: model.id, training_data_url: url, config },
       { signal: options.signal },
@@ -496,6 +523,7 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
    * const { kept, deleted } = await model.pruneCheckpoints({ keepBestBy: 'val/reward', keepLatest: true });
    */
   async pruneCheckpoints(options: RetentionOptions & WaitOptions = {}): Promise<PruneResult> {
+    checkWaitOptions(options);
     const { connection, model, files } = this.registered();
     const steps: number[] = [];
     const checkpoints = connection.client.checkpoints.list(
@@ -523,17 +551,22 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
   }
 
   /**
-   * Flushes and closes the log batcher (call before the backend closes). With `signal` aborted,
-   * what is not delivered yet goes to the spool at once.
+   * Flushes and closes the log batcher (call before the backend closes). When `signal` aborts or
+   * `timeout` passes, what is not delivered yet goes to the spool at once, and the call rejects
+   * with `APIUserAbortError` or `LogFlushTimeoutError`. Resolves to null when nothing was logged.
+   * @example
+   * await model.close({ timeout: 10_000 });
    */
-  async close(signal?: AbortSignal): Promise<LogBatcherStats | null> {
-    return this.closeBatcher(signal);
+  async close(options?: FlushOptions): Promise<LogBatcherStats | null> {
+    checkFlushOptions(options);
+    return this.closeBatcher(options);
   }
 
   /** Deletes the model, its checkpoints and its run on the service (local files stay). */
   async delete(options: WaitOptions = {}): Promise<void> {
+    checkWaitOptions(options);
     const { connection, model } = this.registered();
-    await this.closeBatcher(options.signal);
+    await this.closeBatcher({ signal: options.signal });
     await connection.client.models.delete(model.id, { signal: options.signal });
     this.registration = undefined;
   }
@@ -564,11 +597,11 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
     return this.batcher;
   }
 
-  private async closeBatcher(signal?: AbortSignal): Promise<LogBatcherStats | null> {
+  private async closeBatcher(options?: FlushOptions): Promise<LogBatcherStats | null> {
     const batcher = this.batcher;
     if (batcher === undefined) return null;
     this.batcher = undefined;
-    return batcher.close(signal);
+    return batcher.close(options);
   }
 
   private async appendHistory(metrics: Record<string, number>, step: number): Promise<HistoryRow> {
@@ -632,13 +665,17 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
       try {
         await stat(file);
       } catch (error) {
-        throw new PolicyloopError(`Expected an SFT JSONL file at ${file}, but it cannot be read`, { cause: error });
+        throw new InvalidArgumentError('source', `Expected an SFT JSONL file at ${file}, but it cannot be read`, {
+          cause: error,
+        });
       }
       return { url, rows: null };
     }
     if (source === undefined) {
-      throw new PolicyloopError(
-        'Expected SFT data: trajectories, `{messages}` rows, a JSONL path, a URL, or `trainingDataUrl`.',
+      throw new InvalidArgumentError(
+        'source',
+        'Expected `source` to be trajectories, `{messages}` rows, a JSONL path or a URL (or pass `trainingDataUrl`), ' +
+          'got undefined',
       );
     }
     if (backend.localFileUrl(files.sftData) === null) throw hostedNeedsUrl(backend);
@@ -659,8 +696,9 @@ const TRAJECTORY_METRIC_NAMES = new Set([
   'exception_rate',
 ]);
 
-function hostedNeedsUrl(backend: Backend): PolicyloopError {
-  return new PolicyloopError(
+function hostedNeedsUrl(backend: Backend): InvalidArgumentError {
+  return new InvalidArgumentError(
+    'source',
     `The ${backend.kind} service cannot read SFT data from this machine: write the rows as JSONL, upload the ` +
       'file (a W&B artifact) and pass its URL as `trainingDataUrl` (see docs/hosted.md).',
   );
@@ -671,10 +709,55 @@ function parseGroups(groups: readonly TrajectoryGroupInput[]): TrajectoryGroup[]
     const result = TrajectoryGroup.safeParse(group);
     if (!result.success) {
       const issues = formatIssues(result.error.issues);
-      throw new PolicyloopError(`Expected trajectory group ${index} to be a TrajectoryGroup: ${issues}`, {
-        cause: result.error,
-      });
+      throw new InvalidArgumentError(
+        'groups',
+        `Expected trajectory group ${index} to be a TrajectoryGroup: ${issues}`,
+        {
+          cause: result.error,
+        },
+      );
     }
     return result.data;
   });
+}
+
+/** Checks `options.signal` of a call that only waits; a bad one throws before any request. */
+function checkWaitOptions(options: WaitOptions): void {
+  optionsObject('options', options);
+  optional(options.signal, (signal) => signalOption('signal', signal));
+}
+
+const POSITIVE = { min: 0, exclusiveMin: true } as const;
+
+/** Checks the options of `train` before anything is logged or sent. */
+function checkTrainOptions(options: TrainOptions): void {
+  checkFollowJobOptions(options);
+  optional(options.learningRate, (rate) => numberOption('learningRate', rate, POSITIVE));
+  optional(options.lossFn, (lossFn) => enumOption('lossFn', lossFn, ['cispo', 'ppo']));
+  optional(options.allowTrainingWithoutLogprobs, (allow) => booleanOption('allowTrainingWithoutLogprobs', allow));
+  optional(options.maxStaleness, (steps) =>
+    numberOption('maxStaleness', steps, { min: 0, allowInfinity: true, unit: 'steps' }),
+  );
+  optional(options.log, (log) => booleanOption('log', log));
+  optional(options.config, (config) => {
+    if (typeof config !== 'object' || config === null || Array.isArray(config)) {
+      throw invalidOption('config', config, 'an object of `experimental_config` keys');
+    }
+  });
+}
+
+/** Checks the options of `trainSFT` before anything is written or sent. */
+function checkSFTOptions(options: SFTOptions): void {
+  checkFollowJobOptions(options);
+  optional(options.learningRate, (rate) => {
+    if (Array.isArray(rate)) rate.forEach((item, index) => numberOption(`learningRate[${index}]`, item, POSITIVE));
+    else numberOption('learningRate', rate, POSITIVE);
+  });
+  optional(options.batchSize, (size) => {
+    if (size !== 'auto' && !(Number.isInteger(size) && (size as number) >= 1)) {
+      throw invalidOption('batchSize', size, "an integer >= 1 or 'auto'");
+    }
+  });
+  optional(options.assistantTurns, (turns) => enumOption('assistantTurns', turns, ['all', 'last']));
+  optional(options.trainingDataUrl, (url) => stringOption('trainingDataUrl', url, true));
 }

@@ -15,7 +15,7 @@ import { JOB_ID, MODEL_ID, modelResponse } from './fixtures.js';
 
 const unavailable = () => json({ detail: 'busy' }, 503);
 
-function setup(options: { maxRetries?: number; timeout?: number }, ...replies: Reply[]) {
+function setup(options: { maxRetries?: number; timeout?: number; retryDelay?: number }, ...replies: Reply[]) {
   const fake = fakeFetch(...replies);
   const client = new TrainingClient({ apiKey: 'sk-test', baseURL: 'http://svc/v1', fetch: fake.fetch, ...options });
   return { client, ...fake };
@@ -226,6 +226,23 @@ describe('server hints', () => {
   });
 });
 
+describe('retryDelay', () => {
+  it('sets the first backoff step (less up to 25 % jitter), on the client and per call', async () => {
+    const { client, calls } = setup({ maxRetries: 1, retryDelay: 4_000 }, json({ detail: 'down' }, 503));
+    expect(client.retryDelay).toBe(4_000);
+    const outcome = settle(client.health());
+    await vi.advanceTimersByTimeAsync(2_999);
+    expect(calls()).toBe(1);
+    await vi.advanceTimersByTimeAsync(1_001);
+    expect(calls()).toBe(2);
+    await outcome;
+    const perCall = settle(client.health({ retryDelay: 0 }));
+    await vi.advanceTimersByTimeAsync(0);
+    expect(calls()).toBe(4);
+    await perCall;
+  });
+});
+
 describe('abort and timeout', () => {
   it('an abort during the backoff rejects at once and sends nothing more', async () => {
     const { client, calls } = setup({ maxRetries: 3 }, json({ detail: 'slow' }, 429, { 'retry-after': '30' }));
@@ -233,10 +250,12 @@ describe('abort and timeout', () => {
     const outcome = settle(client.health({ signal: controller.signal }));
     await vi.advanceTimersByTimeAsync(1_000);
     expect(calls()).toBe(1);
-    controller.abort();
+    const reason = new Error('no more waiting');
+    controller.abort(reason);
     // No timer has to fire for the call to end.
     const error = await outcome;
     expect(error).toBeInstanceOf(APIUserAbortError);
+    expect((error as APIUserAbortError).cause).toBe(reason);
     expect((error as APIUserAbortError).retryable).toBe(false);
     await vi.runAllTimersAsync();
     expect(calls()).toBe(1);
@@ -293,9 +312,11 @@ describe('abort and timeout', () => {
     const controller = new AbortController();
     const outcome = settle(client.health({ signal: controller.signal }));
     await vi.advanceTimersByTimeAsync(10);
-    controller.abort(new Error('user is done'));
+    const reason = new Error('user is done');
+    controller.abort(reason);
     const error = await outcome;
     expect(error).toBeInstanceOf(APIUserAbortError);
+    expect((error as APIUserAbortError).cause).toBe(reason);
     expect(error).not.toBeInstanceOf(APIConnectionTimeoutError);
     await vi.runAllTimersAsync();
     expect(fake.calls()).toBe(1);

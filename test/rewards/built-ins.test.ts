@@ -119,8 +119,6 @@ describe('lengthPenalty', () => {
   });
 
   it('rejects a target that is not positive', () => {
-    expect(() => lengthPenalty({ target: 0 })).toThrow(
-      'Expected `target` of lengthPenalty to be a positive number, got 0',
-    );
+    expect(() => lengthPenalty({ target: 0 })).toThrow('Expected `target` to be a positive number, got 0');
   });
 });

@@ -62,8 +62,8 @@ describe('combineRewards', () => {
   it('fails at construction on a bad weight, before any rollout', () => {
     expect(() => combineRewards({ a: { fn: () => 1, weight: Number.NaN } })).toThrow(PolicyloopError);
     expect(() => combineRewards({ a: { fn: () => 1, weight: Number.NaN } })).toThrow(
-      'Expected the weight of reward `a` to be a finite number, got NaN',
+      'Expected `a.weight` to be a finite number, got NaN',
     );
-    expect(() => combineRewards({})).toThrow('Expected at least one named reward');
+    expect(() => combineRewards({})).toThrow('Expected `rewards` to be at least one named reward, got {}');
   });
 });

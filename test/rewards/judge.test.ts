@@ -1,4 +1,5 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { APIUserAbortError, InvalidArgumentError } from '../../src/index.js';
 import { gatherTrajectoryGroups } from '../../src/rollout/index.js';
 import { JudgeError, relativeJudge, type JudgeScore } from '../../src/rewards/index.js';
 import { makeGroup, scriptedChatClient } from '../../src/testing/index.js';
@@ -99,12 +100,27 @@ describe('relativeJudge', () => {
 
   it('wraps a failed request in JudgeError with the HTTP error as cause', async () => {
     const httpError = Object.assign(new Error('503 Service Unavailable'), { status: 503 });
-    const error = await relativeJudge({ client: scriptedChatClient([httpError]), model: 'j' })(sampleGroup()).catch(
-      (caught: unknown) => caught,
-    );
+    const error = await relativeJudge({ client: scriptedChatClient([httpError]), model: 'j', maxRetries: 0 })(
+      sampleGroup(),
+    ).catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(JudgeError);
     expect(error).toMatchObject({ reason: 'request', cause: httpError });
     expect((error as Error).message).toContain('503 Service Unavailable');
+  });
+
+  it('retries a retryable failed request up to maxRetries, asking the client for no retries of its own', async () => {
+    const httpError = Object.assign(new Error('503 Service Unavailable'), { status: 503 });
+    const client = scriptedChatClient([httpError, scores([1, 'a'], [0, 'b'], [0.5, 'c'])]);
+    const group = await relativeJudge({ client, model: 'j', maxRetries: 1, retryDelay: 0 })(sampleGroup());
+    expect(group.trajectories.map((trajectory) => trajectory.reward)).toEqual([1, 0, 0.5]);
+    expect(client.requests).toHaveLength(2);
+    const twice = scriptedChatClient([httpError, httpError, scores([1, 'a'], [0, 'b'], [0.5, 'c'])]);
+    const error = await relativeJudge({ client: twice, model: 'j', maxRetries: 1, retryDelay: 0 })(sampleGroup()).catch(
+      (caught: unknown) => caught,
+    );
+    expect(error).toMatchObject({ reason: 'request', retryable: true });
+    expect((error as Error).message).toContain('gave up after 2 attempts');
+    expect(twice.requests).toHaveLength(2);
   });
 
   it('uses the parse fallback when the answer is not JSON, and still checks what it returns', async () => {
@@ -137,5 +153,90 @@ describe('relativeJudge', () => {
     await expect(
       gatherTrajectoryGroups(['q'], async () => ({ reward: 1 }), { groupSize: 2, scoreGroup: judge }),
     ).rejects.toBeInstanceOf(JudgeError);
+  });
+});
+
+describe('relativeJudge aborts and timeouts', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  const never = () => new Promise<never>(() => undefined);
+
+  it('an abort during the judge request rejects with APIUserAbortError whose cause is the reason', async () => {
+    let asked!: () => void;
+    const requested = new Promise<void>((resolve) => {
+      asked = resolve;
+    });
+    const client = scriptedChatClient([
+      () => {
+        asked();
+        return never();
+      },
+    ]);
+    const controller = new AbortController();
+    const judged = relativeJudge({ client, model: 'j' })(sampleGroup(), { signal: controller.signal }).catch(
+      (caught: unknown) => caught,
+    );
+    await requested;
+    const reason = new Error('stop judging');
+    controller.abort(reason);
+    const error = await judged;
+    expect(error).toBeInstanceOf(APIUserAbortError);
+    expect((error as APIUserAbortError).cause).toBe(reason);
+  });
+
+  it('an abort during the backoff between retries rejects with APIUserAbortError and sends nothing more', async () => {
+    vi.useFakeTimers();
+    const httpError = Object.assign(new Error('503 Service Unavailable'), { status: 503 });
+    const client = scriptedChatClient([httpError, scores([1, 'a'], [0, 'b'], [0.5, 'c'])]);
+    const controller = new AbortController();
+    const judged = relativeJudge({ client, model: 'j', timeout: Number.POSITIVE_INFINITY, retryDelay: 60_000 })(
+      sampleGroup(),
+      { signal: controller.signal },
+    ).catch((caught: unknown) => caught);
+    // The only timer once the first request failed is the backoff's.
+    for (let tick = 0; tick < 50 && vi.getTimerCount() === 0; tick += 1) await Promise.resolve();
+    expect(vi.getTimerCount()).toBe(1);
+    const reason = new Error('stop judging');
+    controller.abort(reason);
+    const error = await judged;
+    expect(error).toBeInstanceOf(APIUserAbortError);
+    expect((error as APIUserAbortError).cause).toBe(reason);
+    expect(client.requests).toHaveLength(1);
+  });
+
+  it('a request that outlives the timeout fails with JudgeError of reason timeout, not the abort error', async () => {
+    vi.useFakeTimers();
+    const client = scriptedChatClient([never]);
+    const judged = relativeJudge({ client, model: 'j', timeout: 1_000, maxRetries: 0 })(sampleGroup()).catch(
+      (caught: unknown) => caught,
+    );
+    await vi.advanceTimersByTimeAsync(1_000);
+    const error = await judged;
+    expect(error).toBeInstanceOf(JudgeError);
+    expect(error).not.toBeInstanceOf(APIUserAbortError);
+    expect(error).toMatchObject({ reason: 'timeout', retryable: true });
+  });
+
+  it.each([
+    [{ timeout: 0 }, 'timeout'],
+    [{ maxRetries: -1 }, 'maxRetries'],
+    [{ retryDelay: Number.NaN }, 'retryDelay'],
+    [{ model: '' }, 'model'],
+    [{ client: {} }, 'client'],
+    [{ parse: 'json' }, 'parse'],
+  ])('refuses %o when the judge is made, naming `%s`', (bad, name) => {
+    const client = scriptedChatClient([]);
+    let error: unknown;
+    try {
+      relativeJudge({ client, model: 'j', ...(bad as object) } as never);
+    } catch (caught) {
+      error = caught;
+    }
+    expect(error).toBeInstanceOf(InvalidArgumentError);
+    expect((error as InvalidArgumentError).argument).toBe(name);
+    expect((error as Error).message).toMatch(/^Expected `\w+` to be .+, got .+$/);
+    expect(client.requests).toHaveLength(0);
   });
 });

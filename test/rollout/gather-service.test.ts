@@ -5,7 +5,7 @@
  */
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TrainingClient } from '../../src/client/index.js';
+import { APIUserAbortError, TrainingClient } from '../../src/client/index.js';
 import {
   captureCompletions,
   dropStaleGroups,
@@ -115,14 +115,15 @@ describe('gathering against the local service', () => {
     expect(aborted).toBe(2);
   });
 
-  it('rejects with the abort reason when aborted while completions are in flight', async () => {
+  it('rejects with APIUserAbortError (cause: the reason) when aborted while completions are in flight', async () => {
     const controller = new AbortController();
+    const reason = new Error('stopped by user');
     let started = 0;
     const promise = gatherTrajectoryGroups(
       ['x', 'y'],
       async (question) => {
         started += 1;
-        if (started === 2) setTimeout(() => controller.abort(new Error('stopped by user')), 20);
+        if (started === 2) setTimeout(() => controller.abort(reason), 20);
         for (let turn = 0; turn < 50; turn += 1) {
           await openai.chat.completions.create({
             model: service.baseModel,
@@ -133,7 +134,9 @@ describe('gathering against the local service', () => {
       },
       { signal: controller.signal },
     );
-    await expect(promise).rejects.toThrow('stopped by user');
+    const error = await promise.catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(APIUserAbortError);
+    expect((error as APIUserAbortError).cause).toBe(reason);
   });
 
   it('stamps the step read from the service, and a training step later makes those groups stale', async () => {

@@ -10,7 +10,7 @@ import {
   type RolloutFn,
 } from '../../src/rollout/index.js';
 import { RewardFunctionError, exactMatch, finalAssistantText } from '../../src/rewards/index.js';
-import { PolicyloopError } from '../../src/internal/errors.js';
+import { APIUserAbortError, InvalidArgumentError, PolicyloopError } from '../../src/index.js';
 import { isChoice } from '../../src/schema/index.js';
 import { makeChoice, scriptedChatClient } from '../../src/testing/index.js';
 
@@ -145,20 +145,26 @@ describe('gatherTrajectoryGroups', () => {
     expect(started).toBe(4);
   });
 
-  it('rejects with the abort reason when the caller aborts, and the running rollouts see their signal abort', async () => {
+  it('rejects with APIUserAbortError (cause: the reason) when the caller aborts; running rollouts see the reason', async () => {
     const controller = new AbortController();
-    let sawAbort = 0;
+    const reason = new Error('user stop');
+    const seen: unknown[] = [];
+    let started = 0;
     const promise = gatherTrajectoryGroups(
       questions,
       async (_scenario, { signal }) => {
-        await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve()));
-        sawAbort += 1;
+        const aborted = new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve()));
+        started += 1;
+        if (started === 6) controller.abort(reason);
+        await aborted;
+        seen.push(signal.reason);
       },
       { groupSize: 2, signal: controller.signal },
     );
-    setTimeout(() => controller.abort(new Error('user stop')), 10);
-    await expect(promise).rejects.toThrow('user stop');
-    expect(sawAbort).toBe(6);
+    const error = await promise.catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(APIUserAbortError);
+    expect((error as APIUserAbortError).cause).toBe(reason);
+    expect(seen).toEqual(Array.from({ length: 6 }, () => reason));
   });
 
   it('rejects at once when the signal is already aborted', async () => {
@@ -173,7 +179,7 @@ describe('gatherTrajectoryGroups', () => {
         },
         { signal: controller.signal },
       ),
-    ).rejects.toMatchObject({ name: 'AbortError' });
+    ).rejects.toMatchObject({ name: 'APIUserAbortError', cause: { name: 'AbortError' } });
     expect(ran).toBe(false);
   });
 
@@ -206,7 +212,7 @@ describe('gatherTrajectoryGroups', () => {
         if (attempt < 2) throw new Error('connection reset');
         trajectory.metrics['attempt'] = attempt;
       },
-      { retries: 2, retryDelay: 1, events },
+      { maxRetries: 2, retryDelay: 1, events },
     );
     expect(attempts).toEqual([0, 1, 2]);
     expect(willRetry).toEqual([true, true]);
@@ -221,7 +227,7 @@ describe('gatherTrajectoryGroups', () => {
         attempts += 1;
       },
       {
-        retries: 3,
+        maxRetries: 3,
         retryDelay: 1,
         reward: {
           parsesAnswer: () => {
@@ -332,6 +338,12 @@ describe('gatherTrajectoryGroups', () => {
       'Expected `groupSize` to be an integer >= 1, got 0',
     );
     await expect(gatherTrajectoryGroups([1], rollout, { maxExceptions: -1 })).rejects.toBeInstanceOf(PolicyloopError);
+    await expect(gatherTrajectoryGroups([1], rollout, { timeout: Number.NaN })).rejects.toThrow(
+      'Expected `timeout` to be a positive number of milliseconds, at most 2147483647 (or Infinity), got NaN',
+    );
+    await expect(gatherTrajectoryGroups([1], rollout, { scoreGroup: 'judge' as never })).rejects.toThrow(
+      new InvalidArgumentError('scoreGroup', 'Expected `scoreGroup` to be a function, got "judge"'),
+    );
     expect(ran).toBe(false);
   });
 

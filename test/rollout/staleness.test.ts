@@ -43,6 +43,8 @@ describe('dropStaleGroups', () => {
   });
 
   it('rejects a negative staleness bound with a clear message', () => {
-    expect(() => dropStaleGroups([], 1, -1)).toThrow('Expected `maxStaleness` to be a number of steps >= 0, got -1');
+    expect(() => dropStaleGroups([], 1, -1)).toThrow(
+      'Expected `maxStaleness` to be a non-negative number of steps (or Infinity), got -1',
+    );
   });
 });

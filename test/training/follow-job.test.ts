@@ -3,7 +3,7 @@
  * `after=` cursors, progress, the terminal events, the overall timeout and abort.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { TrainingClient } from '../../src/client/index.js';
+import { APIUserAbortError, InvalidArgumentError, TrainingClient } from '../../src/client/index.js';
 import { followTrainingJob, TrainingJobFailedError, TrainingTimeoutError } from '../../src/training/index.js';
 import type { JobProgress } from '../../src/training/index.js';
 
@@ -166,19 +166,78 @@ describe('followTrainingJob', () => {
     expect(job.cursors.length).toBeLessThanOrEqual(6);
   });
 
-  it("stops at once when the caller's signal aborts, with the abort, not a timeout", async () => {
+  it('an abort during a poll wait stops at once with APIUserAbortError (cause: the reason), not a timeout', async () => {
     const job = scriptedJob();
     const controller = new AbortController();
     const followed = followTrainingJob(job.client, JOB_ID, { signal: controller.signal, timeout: 60_000 }).catch(
       (caught: unknown) => caught,
     );
     await vi.advanceTimersByTimeAsync(1_500);
-    controller.abort(new Error('user stop'));
+    const reason = new Error('user stop');
+    controller.abort(reason);
     const error = await followed;
-    expect(error).not.toBeInstanceOf(TrainingTimeoutError);
-    expect(String((error as Error).message)).toContain('user stop');
+    expect(error).toBeInstanceOf(APIUserAbortError);
+    expect((error as APIUserAbortError).cause).toBe(reason);
     const polls = job.cursors.length;
     await vi.advanceTimersByTimeAsync(10_000);
     expect(job.cursors).toHaveLength(polls);
+  });
+
+  /** A client whose event requests hang until aborted; `requests` counts them. */
+  function hangingClient() {
+    const state = { requests: 0 };
+    const fetch = (_input: RequestInfo | URL, init?: RequestInit): Promise<Response> => {
+      state.requests += 1;
+      return new Promise((_resolve, reject) => {
+        init?.signal?.addEventListener('abort', () => reject(init.signal?.reason), { once: true });
+      });
+    };
+    const client = new TrainingClient({
+      apiKey: 'test',
+      baseURL: 'http://service.test/v1',
+      fetch: fetch as typeof globalThis.fetch,
+      maxRetries: 0,
+    });
+    return { client, state };
+  }
+
+  it('an abort during an event request rejects with APIUserAbortError whose cause is the reason', async () => {
+    const { client, state } = hangingClient();
+    const controller = new AbortController();
+    const followed = followTrainingJob(client, JOB_ID, { signal: controller.signal }).catch(
+      (caught: unknown) => caught,
+    );
+    await vi.advanceTimersByTimeAsync(0);
+    expect(state.requests).toBe(1);
+    const reason = new Error('user stop');
+    controller.abort(reason);
+    const error = await followed;
+    expect(error).toBeInstanceOf(APIUserAbortError);
+    expect((error as APIUserAbortError).cause).toBe(reason);
+  });
+
+  it('a timeout during an event request rejects with TrainingTimeoutError, not the abort error', async () => {
+    const { client } = hangingClient();
+    const followed = followTrainingJob(client, JOB_ID, { timeout: 2_000 }).catch((caught: unknown) => caught);
+    await vi.advanceTimersByTimeAsync(2_000);
+    const error = await followed;
+    expect(error).toBeInstanceOf(TrainingTimeoutError);
+    expect(error).not.toBeInstanceOf(APIUserAbortError);
+  });
+
+  it('refuses bad options before any request', async () => {
+    const { client, state } = hangingClient();
+    for (const [options, name] of [
+      [{ timeout: 0 }, 'timeout'],
+      [{ pollInterval: -5 }, 'pollInterval'],
+      [{ onProgress: 'log' }, 'onProgress'],
+      [{ signal: 'stop' }, 'signal'],
+    ] as const) {
+      const error = await followTrainingJob(client, JOB_ID, options as never).catch((caught: unknown) => caught);
+      expect(error).toBeInstanceOf(InvalidArgumentError);
+      expect((error as InvalidArgumentError).argument).toBe(name);
+      expect((error as InvalidArgumentError).message).toContain(`Expected \`${name}\` to be `);
+    }
+    expect(state.requests).toBe(0);
   });
 });

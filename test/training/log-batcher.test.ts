@@ -7,8 +7,8 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { TrainingClient } from '../../src/client/index.js';
-import { LogBatcher, LogDeliveryError } from '../../src/training/index.js';
+import { APIUserAbortError, TrainingClient } from '../../src/client/index.js';
+import { LogBatcher, LogDeliveryError, LogFlushTimeoutError } from '../../src/training/index.js';
 import type { BatchSpooledEvent, LogBatcherOptions, SpoolRecord } from '../../src/training/index.js';
 import { group, scriptedLogFetch } from './support/scripted-fetch.js';
 
@@ -258,7 +258,7 @@ describe('LogBatcher memory and shutdown', () => {
     expect(service.acknowledged).toEqual(['m0', 'm1', 'm2']);
   });
 
-  it('close with an aborted signal spools everything pending at once', async () => {
+  it('close with an aborted signal spools everything pending at once, then rejects with APIUserAbortError', async () => {
     const service = scriptedLogFetch(() => 'hold');
     const batcher = batcherWith(service.fetch, { maxBatchGroups: 2, maxRetries: 5 });
     await batcher.add(
@@ -267,25 +267,76 @@ describe('LogBatcher memory and shutdown', () => {
     );
     await vi.advanceTimersByTimeAsync(0);
     const controller = new AbortController();
-    const closed = batcher.close(controller.signal);
-    controller.abort(new Error('shutting down'));
-    const stats = await settle(closed);
+    const closed = batcher.close({ signal: controller.signal }).catch((caught: unknown) => caught);
+    const reason = new Error('shutting down');
+    controller.abort(reason);
+    const error = await settle(closed);
+    expect(error).toBeInstanceOf(APIUserAbortError);
+    expect((error as APIUserAbortError).cause).toBe(reason);
     expect(service.acknowledged).toEqual([]);
-    expect(stats).toMatchObject({ sentGroups: 0, spooledGroups: 5, bufferedGroups: 0 });
+    expect(batcher.stats()).toMatchObject({ sentGroups: 0, spooledGroups: 5, bufferedGroups: 0 });
     expect(idsOf(await spoolRecords()).sort()).toEqual(ids('c', 5));
     await expect(batcher.add('val', [group('late')])).rejects.toThrow(/closed/);
   });
 
-  it('a flush whose signal aborts stops waiting but keeps delivering', async () => {
+  it('a flush whose signal aborts rejects with APIUserAbortError but keeps delivering', async () => {
     const service = scriptedLogFetch((call) => (call === 0 ? 'hold' : 200));
     const batcher = batcherWith(service.fetch);
     await batcher.add('val', [group('f0')]);
     const controller = new AbortController();
-    const flushed = batcher.flush(controller.signal);
-    controller.abort(new Error('impatient'));
-    await expect(flushed).rejects.toThrow('impatient');
+    const flushed = batcher.flush({ signal: controller.signal }).catch((caught: unknown) => caught);
+    const reason = new Error('impatient');
+    controller.abort(reason);
+    const error = await flushed;
+    expect(error).toBeInstanceOf(APIUserAbortError);
+    expect((error as APIUserAbortError).cause).toBe(reason);
     service.release();
     await settle(batcher.close());
     expect(service.acknowledged).toEqual(['f0']);
+  });
+
+  it('a flush that outlives its timeout rejects with LogFlushTimeoutError, not the abort error, and keeps delivering', async () => {
+    const service = scriptedLogFetch((call) => (call === 0 ? 'hold' : 200));
+    const batcher = batcherWith(service.fetch);
+    await batcher.add('val', [group('t0')]);
+    const flushed = batcher.flush({ timeout: 5_000 }).catch((caught: unknown) => caught);
+    await vi.advanceTimersByTimeAsync(5_000);
+    const error = await flushed;
+    expect(error).toBeInstanceOf(LogFlushTimeoutError);
+    expect(error).not.toBeInstanceOf(APIUserAbortError);
+    expect((error as LogFlushTimeoutError).timeoutMs).toBe(5_000);
+    service.release();
+    await settle(batcher.close());
+    expect(service.acknowledged).toEqual(['t0']);
+  });
+
+  it('a close that outlives its timeout spools what is pending and rejects with LogFlushTimeoutError', async () => {
+    const service = scriptedLogFetch(() => 'hold');
+    const batcher = batcherWith(service.fetch, { maxBatchGroups: 2 });
+    await batcher.add(
+      'val',
+      ids('k', 3).map((id) => group(id)),
+    );
+    const error = await settle(batcher.close({ timeout: 2_000 }).catch((caught: unknown) => caught));
+    expect(error).toBeInstanceOf(LogFlushTimeoutError);
+    expect(service.acknowledged).toEqual([]);
+    expect(idsOf(await spoolRecords()).sort()).toEqual(ids('k', 3));
+  });
+
+  it('an abort during the backoff between retries of a batch spools it and rejects the close with APIUserAbortError', async () => {
+    const service = scriptedLogFetch(() => 503);
+    const batcher = batcherWith(service.fetch, { maxRetries: 5, retryDelay: 60_000 });
+    const retrying = new Promise<void>((resolve) => batcher.once('batch:retry', () => resolve()));
+    await batcher.add('val', [group('b0')]);
+    const controller = new AbortController();
+    const closed = batcher.close({ signal: controller.signal }).catch((caught: unknown) => caught);
+    await retrying;
+    const reason = new Error('enough');
+    controller.abort(reason);
+    const error = await settle(closed);
+    expect(error).toBeInstanceOf(APIUserAbortError);
+    expect((error as APIUserAbortError).cause).toBe(reason);
+    expect(service.calls).toHaveLength(1);
+    expect(idsOf(await spoolRecords())).toEqual(['b0']);
   });
 });

@@ -14,7 +14,9 @@ import {
   MissingLogprobsError,
   TrainableModel,
   TrainingJobFailedError,
+  TrainingTimeoutError,
 } from '../../src/training/index.js';
+import { APIUserAbortError } from '../../src/client/index.js';
 import type { GroupsDroppedEvent, JobProgress } from '../../src/training/index.js';
 
 const BASE_MODEL = 'policyloop/tiny-chat';
@@ -216,6 +218,29 @@ describe('RL and SFT round trips', () => {
     expect(failed.job.status).toBe('FAILED');
     expect(failed.serviceMessage).toMatch(/not valid JSON/);
     expect(await model.getStep()).toBe(0);
+  });
+});
+
+describe('aborts and timeouts while following a job', () => {
+  it('an abort while train follows its job rejects with APIUserAbortError whose cause is the reason', async () => {
+    const model = await freshModel();
+    const groups = await sampleGroups(model);
+    const controller = new AbortController();
+    const reason = new Error('enough training');
+    const error = await model
+      .train(groups, { signal: controller.signal, onProgress: () => controller.abort(reason) })
+      .catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(APIUserAbortError);
+    expect((error as APIUserAbortError).cause).toBe(reason);
+    expect(error).not.toBeInstanceOf(TrainingTimeoutError);
+  });
+
+  it('a timeout while train follows its job rejects with TrainingTimeoutError, not the abort error', async () => {
+    const model = await freshModel();
+    const groups = await sampleGroups(model);
+    const error = await model.train(groups, { timeout: 1 }).catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(TrainingTimeoutError);
+    expect(error).not.toBeInstanceOf(APIUserAbortError);
   });
 });
 

@@ -1,0 +1,250 @@
+/**
+ * One validator for every public option: a table of bad values, each refused with
+ * InvalidArgumentError naming the option ("Expected `x` to be ..., got ..."), before anything is
+ * sent or run. The model methods run against the real local service on loopback, through a
+ * `fetch` that counts what reaches it.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { InvalidArgumentError, TrainingClient } from '../../src/client/index.js';
+import { gatherTrajectoryGroups } from '../../src/rollout/index.js';
+import { makeGroup, startTestService, type TestService } from '../../src/testing/index.js';
+import { type Backend, LocalBackend, LogBatcher, TrainableModel } from '../../src/training/index.js';
+
+const MESSAGE = /^Expected `[^`]+` to be .+, got .+$/;
+
+/** The error `run` throws or rejects with. */
+async function failure(run: () => unknown): Promise<unknown> {
+  try {
+    await run();
+  } catch (error) {
+    return error;
+  }
+  return undefined;
+}
+
+function expectInvalid(error: unknown, argument: string): void {
+  expect(error, argument).toBeInstanceOf(InvalidArgumentError);
+  expect((error as InvalidArgumentError).argument).toBe(argument);
+  expect((error as Error).message).toMatch(MESSAGE);
+  expect((error as Error).message).toContain(`\`${argument}\``);
+}
+
+/** A fetch that answers 200 `{}` and counts calls: nothing may reach it. */
+function countingFetch() {
+  const state = { calls: 0 };
+  const fetch = async (): Promise<Response> => {
+    state.calls += 1;
+    return new Response('{}', { headers: { 'content-type': 'application/json' } });
+  };
+  return { fetch: fetch as typeof globalThis.fetch, state };
+}
+
+describe('client options', () => {
+  it.each([
+    [{ timeout: 0 }, 'timeout'],
+    [{ timeout: Number.POSITIVE_INFINITY }, 'timeout'],
+    [{ maxRetries: -1 }, 'maxRetries'],
+    [{ maxRetries: 1.5 }, 'maxRetries'],
+    [{ retryDelay: -1 }, 'retryDelay'],
+    [{ retryDelay: '1s' }, 'retryDelay'],
+    [{ baseURL: 'localhost:8000' }, 'baseURL'],
+    [{ baseURL: 42 }, 'baseURL'],
+    [{ fetch: 'fetch' }, 'fetch'],
+  ])('new TrainingClient(%o) names `%s`', async (bad, argument) => {
+    expectInvalid(await failure(() => new TrainingClient({ apiKey: 'k', ...(bad as object) })), argument);
+  });
+
+  it.each([
+    [{ timeout: -1 }, 'options.timeout'],
+    [{ maxRetries: Number.NaN }, 'options.maxRetries'],
+    [{ retryDelay: Number.POSITIVE_INFINITY }, 'options.retryDelay'],
+    [{ signal: 'abort' }, 'options.signal'],
+    [{ idempotencyKey: '' }, 'options.idempotencyKey'],
+  ])('a call with %o names `%s` and sends nothing', async (bad, argument) => {
+    const { fetch, state } = countingFetch();
+    const client = new TrainingClient({ apiKey: 'k', baseURL: 'http://service.test/v1', fetch });
+    expectInvalid(await failure(() => client.health(bad as never)), argument);
+    expect(state.calls).toBe(0);
+  });
+});
+
+describe('gather options', () => {
+  it.each([
+    [{ groupSize: 0 }, 'groupSize'],
+    [{ groupSize: 2.5 }, 'groupSize'],
+    [{ concurrency: 0 }, 'concurrency'],
+    [{ timeout: 0 }, 'timeout'],
+    [{ timeout: Number.NaN }, 'timeout'],
+    [{ maxRetries: -1 }, 'maxRetries'],
+    [{ retryDelay: -5 }, 'retryDelay'],
+    [{ maxExceptions: -1 }, 'maxExceptions'],
+    [{ maxExceptions: Number.POSITIVE_INFINITY }, 'maxExceptions'],
+    [{ reward: 'exact' }, 'reward'],
+    [{ scoreGroup: {} }, 'scoreGroup'],
+    [{ policyVersion: 3 }, 'policyVersion'],
+    [{ signal: true }, 'signal'],
+    [{ progress: 'yes' }, 'progress'],
+    [{ events: {} }, 'events'],
+  ])('%o names `%s` and runs no rollout', async (bad, argument) => {
+    let ran = 0;
+    const error = await failure(() =>
+      gatherTrajectoryGroups(
+        [1, 2],
+        async () => {
+          ran += 1;
+        },
+        bad as never,
+      ),
+    );
+    expectInvalid(error, argument);
+    expect(ran).toBe(0);
+  });
+
+  it('a rollout that is not a function is named', async () => {
+    expectInvalid(await failure(() => gatherTrajectoryGroups([1], 'rollout' as never)), 'rollout');
+  });
+});
+
+describe('log batcher options', () => {
+  const base = { modelId: 'm', spoolPath: path.join(tmpdir(), 'never-written.jsonl') };
+
+  it.each([
+    [{ maxBatchGroups: 0 }, 'maxBatchGroups'],
+    [{ maxBatchBytes: -1 }, 'maxBatchBytes'],
+    [{ maxDelay: -1 }, 'maxDelay'],
+    [{ maxBufferedBytes: 0 }, 'maxBufferedBytes'],
+    [{ maxRetries: 0.5 }, 'maxRetries'],
+    [{ retryDelay: Number.NaN }, 'retryDelay'],
+    [{ timeout: 0 }, 'timeout'],
+    [{ modelId: '' }, 'modelId'],
+    [{ client: {} }, 'client'],
+  ])('new LogBatcher(%o) names `%s`', async (bad, argument) => {
+    const { fetch } = countingFetch();
+    const client = new TrainingClient({ apiKey: 'k', baseURL: 'http://service.test/v1', fetch });
+    expectInvalid(await failure(() => new LogBatcher({ client, ...base, ...(bad as object) } as never)), argument);
+  });
+
+  it('a signal passed where the options go (the old `flush(signal)`) is refused, not ignored', async () => {
+    const { fetch } = countingFetch();
+    const client = new TrainingClient({ apiKey: 'k', baseURL: 'http://service.test/v1', fetch });
+    const batcher = new LogBatcher({ client, ...base });
+    const error = await failure(() => batcher.flush(new AbortController().signal as never));
+    expectInvalid(error, 'options');
+    expect((error as Error).message).toBe(
+      'Expected `options` to be an options object (pass `{ signal }`), got an AbortSignal',
+    );
+  });
+
+  it.each([
+    ['flush', { timeout: -1 }, 'options.timeout'],
+    ['flush', { signal: {} }, 'options.signal'],
+    ['close', { timeout: 0 }, 'options.timeout'],
+  ] as const)('%s(%o) names `%s` and sends nothing', async (method, bad, argument) => {
+    const { fetch, state } = countingFetch();
+    const client = new TrainingClient({ apiKey: 'k', baseURL: 'http://service.test/v1', fetch });
+    const batcher = new LogBatcher({ client, ...base, maxDelay: 60_000 });
+    await batcher.add('val', [makeGroup([{ reward: 1 }])]);
+    expectInvalid(await failure(() => batcher[method](bad as never)), argument);
+    expect(state.calls).toBe(0);
+  });
+});
+
+describe('backend options', () => {
+  it.each([
+    [{ port: 70_000 }, 'port'],
+    [{ timeout: -1 }, 'timeout'],
+    [{ maxRetries: 1.5 }, 'maxRetries'],
+    [{ retryDelay: -1 }, 'retryDelay'],
+  ])('new LocalBackend(%o) names `%s` before any service starts', async (bad, argument) => {
+    expectInvalid(await failure(() => new LocalBackend(bad)), argument);
+  });
+});
+
+describe('model options, against the local service', () => {
+  let service: TestService;
+  let dataDir: string;
+  const state = { calls: 0 };
+  let backend: Backend;
+  let model: TrainableModel;
+
+  beforeAll(async () => {
+    service = await startTestService();
+    dataDir = await mkdtemp(path.join(tmpdir(), 'policyloop-options-'));
+    const counted = (input: RequestInfo | URL, init?: RequestInit) => {
+      state.calls += 1;
+      return globalThis.fetch(input, init);
+    };
+    const client = new TrainingClient({ apiKey: service.apiKey, baseURL: service.baseURL, fetch: counted });
+    const connection = {
+      client,
+      baseURL: service.baseURL,
+      inferenceBaseURL: service.baseURL,
+      apiKey: service.apiKey,
+      fetch: counted as typeof globalThis.fetch,
+    };
+    backend = {
+      kind: 'local',
+      dataDir,
+      connect: async () => connection,
+      defaultLearningRate: async () => null,
+      localFileUrl: (file) => new URL(`file://${file}`).href,
+      close: async () => undefined,
+    };
+    model = await new TrainableModel({ project: 'options', name: 'table', baseModel: service.baseModel }).register(
+      backend,
+    );
+  });
+
+  afterAll(async () => {
+    await service?.close();
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  it.each([
+    [{ name: '' }, 'name'],
+    [{ project: 'a/b' }, 'project'],
+    [{ baseModel: 7 }, 'baseModel'],
+    [{ entity: '' }, 'entity'],
+  ])('new TrainableModel(%o) names `%s`', async (bad, argument) => {
+    const options = { project: 'p', name: 'n', baseModel: 'b', ...(bad as object) };
+    expectInvalid(await failure(() => new TrainableModel(options as never)), argument);
+  });
+
+  const group = () => makeGroup([{ user: 'hi', answer: 'a', reward: 1 }]);
+  const cases: [string, string, (model: TrainableModel) => unknown][] = [
+    ['register', 'backend', (m) => m.register({} as never)],
+    ['register', 'signal', (m) => m.register(backend, { signal: 'stop' as never })],
+    ['getStep', 'signal', (m) => m.getStep({ signal: 1 as never })],
+    ['log', 'split', (m) => m.log([group()], { split: 'a/b' })],
+    ['log', 'step', (m) => m.log([group()], { step: -1 })],
+    ['log', 'send', (m) => m.log([group()], { send: 'no' as never })],
+    ['flushLogs', 'options.timeout', (m) => m.flushLogs({ timeout: 0 })],
+    ['close', 'options.timeout', (m) => m.close({ timeout: -1 })],
+    ['train', 'timeout', (m) => m.train([group()], { timeout: 0 })],
+    ['train', 'pollInterval', (m) => m.train([group()], { pollInterval: -1 })],
+    ['train', 'onProgress', (m) => m.train([group()], { onProgress: 'log' as never })],
+    ['train', 'learningRate', (m) => m.train([group()], { learningRate: 0 })],
+    ['train', 'lossFn', (m) => m.train([group()], { lossFn: 'grpo' as never })],
+    ['train', 'maxStaleness', (m) => m.train([group()], { maxStaleness: -1 })],
+    ['train', 'log', (m) => m.train([group()], { log: 1 as never })],
+    ['train', 'signal', (m) => m.train([group()], { signal: {} as never })],
+    ['trainSFT', 'batchSize', (m) => m.trainSFT('data.jsonl', { batchSize: 0 })],
+    ['trainSFT', 'learningRate[1]', (m) => m.trainSFT('data.jsonl', { learningRate: [1e-4, -1] })],
+    ['trainSFT', 'assistantTurns', (m) => m.trainSFT('data.jsonl', { assistantTurns: 'first' as never })],
+    ['trainSFT', 'source', (m) => m.trainSFT(undefined)],
+    ['replaySpool', 'signal', (m) => m.replaySpool({ signal: 'x' as never })],
+    ['pruneCheckpoints', 'signal', (m) => m.pruneCheckpoints({ signal: 'x' as never })],
+    ['delete', 'signal', (m) => m.delete({ signal: 'x' as never })],
+    ['inferenceName', 'step', (m) => m.inferenceName(1.5)],
+  ];
+
+  it.each(cases)('%s with a bad `%s` is refused and sends nothing', async (_method, argument, call) => {
+    const before = state.calls;
+    expectInvalid(await failure(() => call(model)), argument);
+    expect(state.calls).toBe(before);
+    expect(await model.history()).toEqual([]);
+  });
+});
