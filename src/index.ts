@@ -158,5 +158,6 @@ export {
   MissingLogprobsError,
   TrainingTimeoutError,
   LogDeliveryError,
+  LogFlushTimeoutError,
   type ChoiceLocation,
 } from './training/errors.js';
