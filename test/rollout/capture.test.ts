@@ -137,7 +137,7 @@ describe('captureCompletions', () => {
     expect(contents(b.trajectory)).toEqual(['b', 'reply to b', 'b', 'reply to b']);
   });
 
-  it('merges default request params under each request, the request keys winning', async () => {
+  it('fills default request params into each request, the request values winning', async () => {
     const scripted = scriptedChatClient(['x', 'y']);
     const client = captureCompletions(scripted, { defaults: { logprobs: true, temperature: 1 } });
     await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi' }] });
