@@ -148,15 +148,18 @@ describe('gatherTrajectoryGroups', () => {
   it('rejects with the abort reason when the caller aborts, and the running rollouts see their signal abort', async () => {
     const controller = new AbortController();
     let sawAbort = 0;
+    let started = 0;
     const promise = gatherTrajectoryGroups(
       questions,
       async (_scenario, { signal }) => {
-        await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve()));
+        const aborted = new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve()));
+        // The user stops the gather once all 6 rollouts are running.
+        if (++started === 6) controller.abort(new Error('user stop'));
+        await aborted;
         sawAbort += 1;
       },
       { groupSize: 2, signal: controller.signal },
     );
-    setTimeout(() => controller.abort(new Error('user stop')), 10);
     await expect(promise).rejects.toThrow('user stop');
     expect(sawAbort).toBe(6);
   });
@@ -184,7 +187,8 @@ describe('gatherTrajectoryGroups', () => {
     const groups = await gatherTrajectoryGroups(
       ['slow', 'fast'],
       async (scenario) => {
-        if (scenario === 'slow') await new Promise((resolve) => setTimeout(resolve, 1_000));
+        // Never settles, whatever its signal says.
+        if (scenario === 'slow') await new Promise<never>(() => undefined);
       },
       { timeout: 30, maxExceptions: 1, events },
     );
