@@ -115,12 +115,19 @@ describe('captureCompletions', () => {
   });
 
   it('keeps concurrent rollouts that share one client in their own trajectories', async () => {
-    const slowEcho = async (request: { body: { messages: readonly unknown[] } }): Promise<string> => {
+    // Interleaved for certain: rollout a's first reply waits until rollout b has sent its second request.
+    let bRequests = 0;
+    let bAskedTwice = (): void => undefined;
+    const gate = new Promise<void>((resolve) => {
+      bAskedTwice = resolve;
+    });
+    const interleavedEcho = async (request: { body: { messages: readonly unknown[] } }): Promise<string> => {
       const last = request.body.messages[request.body.messages.length - 1] as { content: string };
-      await new Promise((resolve) => setTimeout(resolve, last.content === 'a' ? 30 : 5));
+      if (last.content === 'b' && ++bRequests === 2) bAskedTwice();
+      if (last.content === 'a') await gate;
       return `reply to ${last.content}`;
     };
-    const client = captureCompletions(scriptedChatClient([slowEcho], { loop: true }));
+    const client = captureCompletions(scriptedChatClient([interleavedEcho], { loop: true }));
     const run = (text: string) =>
       recordTrajectory(async () => {
         const messages: Message[] = [{ role: 'user', content: text }];
