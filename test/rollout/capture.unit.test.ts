@@ -214,6 +214,27 @@ describe('captureCompletions', () => {
     expect(choices[1]?.finish_reason).toBe('tool_calls');
   });
 
+  it('records a stream once at its finish_reason chunk, and not a stream left before it', async () => {
+    const client = captureCompletions(scriptedChatClient(['finished', 'left early']));
+    const { trajectory } = await recordTrajectory(async () => {
+      const read = async (content: string, stop: (chunk: { choices: { finish_reason?: unknown }[] }) => boolean) => {
+        const stream = (await client.chat.completions.create({
+          model: 'm',
+          messages: [{ role: 'user', content }],
+          stream: true,
+        })) as AsyncIterable<{ choices: { finish_reason?: unknown }[] }>;
+        for await (const chunk of stream) if (stop(chunk)) break;
+      };
+      // Stops right after the finish_reason chunk (as agent frameworks do): recorded.
+      await read('one', (chunk) => typeof chunk.choices[0]?.finish_reason === 'string');
+      // Stops at the first chunk, before any finish_reason: not recorded.
+      await read('two', () => true);
+    });
+    const parsed = Trajectory.parse(trajectory);
+    expect(parsed.messages_and_choices.filter(isChoice).map((choice) => choice.message.content)).toEqual(['finished']);
+    expect(parsed.additional_histories).toEqual([]);
+  });
+
   it('stops recording once the recorder is closed', async () => {
     const recorder = new TrajectoryRecorder();
     recorder.recordCompletion({ messages: [{ role: 'user', content: 'a' }], choice: makeChoice('b') });
