@@ -122,9 +122,9 @@ function withProperty<T extends object>(target: T, property: PropertyKey, replac
  * `chat.completions.create` made inside a rollout (`gatherTrajectoryGroups`, `recordTrajectory`)
  * into that rollout's trajectory: the new request messages, then the first Choice of the response
  * with its logprobs. Outside a rollout it only applies `defaults`, which fill the keys a request
- * leaves `undefined` or `null` (`model` also when `''`); the request's own values win. Concurrent rollouts may share
- * one wrapped client. Requests without a `signal` get the rollout's signal, so a cancelled or
- * timed-out rollout stops its requests.
+ * leaves `undefined` or `null` (`model` also when `''`); the request's own values win.
+ * Concurrent rollouts may share one wrapped client. Requests without a `signal` get the rollout's
+ * signal, so a cancelled or timed-out rollout stops its requests.
  *
  * Wrapping an already captured client again records each completion once (the new wrapper only
  * adds its defaults).

@@ -93,7 +93,7 @@ describe('docstrings', () => {
     for (const [file, missing] of undocumented(entries, false)) expect(missing, file).toEqual([]);
   }, 120_000);
 
-  it('gives every export of the schema, client and internal folders, and their class and interface members, a docstring', () => {
+  it('gives every export of schema/, client/ and internal/, and their class and interface members, a docstring', () => {
     for (const [file, missing] of undocumented(folderFiles, true)) expect(missing, file).toEqual([]);
   }, 120_000);
 });

@@ -153,7 +153,7 @@ describe.each(majors)('capture with $name', ({ OpenAI }) => {
     }
   });
 
-  it('records 8 concurrent streams whose readers stop right after the finish_reason chunk, each in its own trajectory', async () => {
+  it('records 8 concurrent streams left just after the finish_reason chunk, each in its own trajectory', async () => {
     const captured = client();
     const runs = await Promise.all(
       Array.from({ length: 8 }, (_, index) =>
