@@ -1,5 +1,9 @@
 import { defineConfig } from 'vitest/config';
 
+/**
+ * Every test (`npm test`). Files named `*.unit.test.ts` are also the fast tier, `npm run test:unit`
+ * (vitest.unit.config.ts): no service, no network training, no demo or examples.
+ */
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts', 'src/**/*.test.ts'],

@@ -14,7 +14,9 @@ import { StreamAccumulator } from './stream-accumulator.js';
 /** Options of {@link captureCompletions}. */
 export interface CaptureCompletionsOptions {
   /**
-   * Request parameters merged under every request (the request's own keys win). Training needs
+   * Request parameters filled into every request where the request has no value of its own: a
+   * default fills a key that is missing, `undefined` or `null` (and `model` also when it is `''`,
+   * since the SDK's types require the key); any other value in the request wins. Training needs
    * `logprobs: true`; a model handle usually sets `model` here too. A function is called for
    * every request (for values that change, such as a pinned step).
    * @default {}
@@ -22,6 +24,22 @@ export interface CaptureCompletionsOptions {
    * { logprobs: true, temperature: 1 }
    */
   defaults?: Readonly<Record<string, unknown>> | (() => Readonly<Record<string, unknown>>);
+}
+
+/**
+ * The one merge rule of `defaults`: a default fills a key of `body` whose value is `undefined` or
+ * `null` (`model` also when it is `''`); the body's own values win otherwise.
+ */
+function withDefaults(
+  body: ChatCompletionCreateBody,
+  defaults: Readonly<Record<string, unknown>>,
+): ChatCompletionCreateBody {
+  const merged: Record<string, unknown> = { ...body };
+  for (const [key, value] of Object.entries(defaults)) {
+    const own = merged[key];
+    if (own === undefined || own === null || (key === 'model' && own === '')) merged[key] = value;
+  }
+  return merged as unknown as ChatCompletionCreateBody;
 }
 
 /** Marks a `create` that already records, so that wrapping a captured client twice records once. */
@@ -41,7 +59,11 @@ function record(scope: RolloutScope, body: ChatCompletionCreateBody, choice: Cho
   scope.recorder.recordCompletion({ messages: body.messages, tools: body.tools, choice, into: scope.history });
 }
 
-/** Wraps a chunk stream so that the Choice it adds up to is recorded when it has been read to the end. */
+/**
+ * Wraps a chunk stream so that the Choice it adds up to is recorded, exactly once, as soon as the
+ * chunk carrying choice 0's `finish_reason` has been read (agent frameworks stop reading there),
+ * or else when the stream ends. A stream left before any `finish_reason` is not recorded.
+ */
 function captureStream(stream: unknown, onChoice: (choice: Choice | null) => void): unknown {
   if (typeof stream !== 'object' || stream === null || !(Symbol.asyncIterator in stream)) return stream;
   const target = stream as AsyncIterable<unknown> & object;
@@ -51,14 +73,24 @@ function captureStream(stream: unknown, onChoice: (choice: Choice | null) => voi
         return () => {
           const iterator = object[Symbol.asyncIterator]();
           const accumulator = new StreamAccumulator();
+          let recorded = false;
+          const recordOnce = (): void => {
+            if (recorded) return;
+            recorded = true;
+            onChoice(accumulator.choice());
+          };
           const wrapped: AsyncIterableIterator<unknown> = {
             async next() {
               const result = await iterator.next();
-              if (result.done === true) onChoice(accumulator.choice());
-              else accumulator.add(result.value);
+              if (result.done === true) recordOnce();
+              else {
+                accumulator.add(result.value);
+                if (accumulator.finished) recordOnce();
+              }
               return result;
             },
             async return(value?: unknown) {
+              if (accumulator.finished) recordOnce();
               return iterator.return ? iterator.return(value) : { done: true, value };
             },
             [Symbol.asyncIterator]() {
@@ -89,17 +121,21 @@ function withProperty<T extends object>(target: T, property: PropertyKey, replac
  * Returns a client that behaves like `client` (same type, same other methods) but records every
  * `chat.completions.create` made inside a rollout (`gatherTrajectoryGroups`, `recordTrajectory`)
  * into that rollout's trajectory: the new request messages, then the first Choice of the response
- * with its logprobs. Outside a rollout it only applies `defaults`. Concurrent rollouts may share
- * one wrapped client. Requests without a `signal` get the rollout's signal, so a cancelled or
- * timed-out rollout stops its requests.
+ * with its logprobs. Outside a rollout it only applies `defaults`, which fill the keys a request
+ * leaves `undefined` or `null` (`model` also when `''`); the request's own values win.
+ * Concurrent rollouts may share one wrapped client. Requests without a `signal` get the rollout's
+ * signal, so a cancelled or timed-out rollout stops its requests.
  *
  * Wrapping an already captured client again records each completion once (the new wrapper only
  * adds its defaults).
  *
- * Streaming (`stream: true`) is recorded once the stream has been read to its end through
- * `for await`; a stream left early, or read through `tee()`/`toReadableStream()`, is not recorded.
- * With `n > 1` only the first choice is recorded. The `openai` SDK's `.withResponse()` keeps
- * working; `.asResponse()` (the raw, unparsed response) is not recorded.
+ * Streaming (`stream: true`) is recorded once, as soon as the chunk with the first choice's
+ * `finish_reason` has been read through `for await` (so a reader that stops there, as agent
+ * frameworks do, is recorded), or at the end of the stream; a stream left before its
+ * `finish_reason`, or read through `tee()`/`toReadableStream()`, is not recorded. With `n > 1`
+ * only the first choice is recorded. The `openai` SDK's `.withResponse()` keeps working (with
+ * `openai` 6 and 7, through the SDK's own promise when it offers one; any other client gets a
+ * plain promise); `.asResponse()` (the raw, unparsed response) is not recorded.
  * @example
  * const client = captureCompletions(new OpenAI({ baseURL, apiKey }), { defaults: { logprobs: true } });
  * const groups = await gatherTrajectoryGroups(scenarios, async (scenario) => {
@@ -118,7 +154,7 @@ export function captureCompletions<T extends ChatCompletionsClient>(
     body: ChatCompletionCreateBody,
     requestOptions?: ChatCompletionRequestOptions,
   ): PromiseLike<unknown> => {
-    const merged = { ...(typeof defaults === 'function' ? defaults() : defaults), ...body } as ChatCompletionCreateBody;
+    const merged = withDefaults(body, typeof defaults === 'function' ? defaults() : defaults);
     const scope = currentRolloutScope();
     if (scope === undefined || innerRecords) return completions.create(merged, requestOptions);
     let effectiveOptions = requestOptions;
@@ -131,8 +167,9 @@ export function captureCompletions<T extends ChatCompletionsClient>(
       record(scope, merged, firstChoice(response));
       return response;
     };
-    // The openai SDK's APIPromise can transform its data and stay an APIPromise, which keeps
-    // `.withResponse()` working; any other client gets a plain promise.
+    // The openai SDK's APIPromise (6 and 7) can transform its data and stay an APIPromise, which
+    // keeps `.withResponse()` working. `_thenUnwrap` is private to the SDK, so it is only used when
+    // present; any other client (or an SDK without it) gets a plain promise.
     const thenUnwrap = (pending as { _thenUnwrap?: unknown })._thenUnwrap;
     if (typeof thenUnwrap === 'function') {
       return (thenUnwrap as (transform: (data: unknown) => unknown) => PromiseLike<unknown>).call(

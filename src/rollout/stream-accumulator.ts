@@ -58,6 +58,11 @@ export class StreamAccumulator {
     this.#toolCalls.set(index, parts);
   }
 
+  /** Whether a chunk has carried choice 0's `finish_reason` (its last content chunk). */
+  get finished(): boolean {
+    return this.#finishReason !== null;
+  }
+
   /** The Choice the chunks add up to, or null when no chunk carried choice 0. */
   choice(): Choice | null {
     if (!this.#seen) return null;

@@ -33,7 +33,7 @@ export interface ChatCompletionCreateBody {
   tool_choice?: unknown;
   /** Structured output format. */
   response_format?: unknown;
-  /** Stream chunks (recorded once the stream is read to its end). */
+  /** Stream chunks (recorded once the chunk with `finish_reason` is read). */
   stream?: unknown;
 }
 

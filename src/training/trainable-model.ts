@@ -75,8 +75,9 @@ export interface OpenAIClientOptions {
    */
   step?: number | undefined;
   /**
-   * Request parameters filled into every request where it has no value (`undefined` or null;
-   * `model` also when it is `''`).
+   * Request parameters filled into every request where it has no value (`undefined` or `null`;
+   * `model` also when it is `''`); the request's own values win. Merged over the defaults
+   * `model` and `logprobs: true`.
    * @default { model: model.inferenceName(step), logprobs: true }
    */
   defaults?: Readonly<Record<string, unknown>> | undefined;
@@ -343,45 +344,32 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
   }
 
   /**
-   * An `openai` client for the backend's chat completions, with `model` (this model's inference
-   * name) and `logprobs: true` filled in when a request leaves them out (`model: ''` counts as
-   * left out, since the SDK's types require the key). Inside a rollout
-   * (`gatherTrajectoryGroups`) each completion is captured into the rollout's trajectory.
+   * An `openai` client for the backend's chat completions: exactly
+   * `captureCompletions(new OpenAI({ baseURL, apiKey }), { defaults })`, with `defaults` of
+   * `model` (this model's inference name) and `logprobs: true` plus `options.defaults`. Defaults
+   * follow {@link captureCompletions}'s one rule: they fill a request key whose value is
+   * `undefined` or `null` (`model` also when it is `''`, since the SDK's types require the key);
+   * the request's own values win. Inside a rollout (`gatherTrajectoryGroups`) each completion is
+   * captured into the rollout's trajectory.
    * @example
    * const client = model.openai();
    * const reply = await client.chat.completions.create({ model: model.inferenceName(), messages });
    */
   openai(options: OpenAIClientOptions = {}): OpenAI {
     const { connection } = this.registered();
-    const client = new OpenAI({
-      apiKey: connection.apiKey,
-      baseURL: connection.inferenceBaseURL,
-      ...(connection.fetch === undefined ? {} : { fetch: connection.fetch as unknown as OpenAIFetch }),
-      ...(options.timeout === undefined ? {} : { timeout: options.timeout }),
-      ...(options.maxRetries === undefined ? {} : { maxRetries: options.maxRetries }),
-    });
-    const model = this.inferenceName(options.step);
-    const defaults: Readonly<Record<string, unknown>> = { logprobs: true, ...options.defaults };
-    // Fill `model` also when it is '' (the SDK's types require the key), and defaults only where
-    // the request has no value; then the capture records completions made inside rollouts.
-    const completions = client.chat.completions;
-    type Create = (body: Record<string, unknown>, requestOptions?: unknown) => unknown;
-    const create = completions.create.bind(completions) as unknown as Create;
-    Object.defineProperty(completions, 'create', {
-      configurable: true,
-      writable: true,
-      value: (body: Record<string, unknown>, requestOptions?: unknown) => {
-        const merged: Record<string, unknown> = { ...body };
-        for (const [key, value] of Object.entries(defaults)) {
-          if (merged[key] === undefined || merged[key] === null) merged[key] = value;
-        }
-        if (typeof merged['model'] !== 'string' || merged['model'] === '') {
-          merged['model'] = (defaults['model'] as string | undefined) ?? model;
-        }
-        return create(merged, requestOptions);
-      },
-    });
-    return captureCompletions(client);
+    const defaults: Record<string, unknown> = { logprobs: true, ...options.defaults };
+    const model = defaults['model'];
+    if (model === undefined || model === null || model === '') defaults['model'] = this.inferenceName(options.step);
+    return captureCompletions(
+      new OpenAI({
+        apiKey: connection.apiKey,
+        baseURL: connection.inferenceBaseURL,
+        ...(connection.fetch === undefined ? {} : { fetch: connection.fetch as unknown as OpenAIFetch }),
+        ...(options.timeout === undefined ? {} : { timeout: options.timeout }),
+        ...(options.maxRetries === undefined ? {} : { maxRetries: options.maxRetries }),
+      }),
+      { defaults },
+    );
   }
 
   /**

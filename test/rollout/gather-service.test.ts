@@ -86,6 +86,11 @@ describe('gathering against the local service', () => {
 
   it('over the budget rejects with every failure and aborts requests in flight', async () => {
     let aborted = 0;
+    let ended = 0;
+    let bothEnded = (): void => undefined;
+    const longRolloutsEnded = new Promise<void>((resolve) => {
+      bothEnded = resolve;
+    });
     const error = await gatherTrajectoryGroups(
       ['a', 'b', 'c', 'd'],
       async (question, context) => {
@@ -102,6 +107,8 @@ describe('gathering against the local service', () => {
         } catch (caught) {
           if (context.signal.aborted) aborted += 1;
           throw caught;
+        } finally {
+          if (++ended === 2) bothEnded();
         }
       },
       { concurrency: 4, maxExceptions: 0.25 },
@@ -111,21 +118,34 @@ describe('gathering against the local service', () => {
       'failed a',
       'failed b',
     ]);
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    // The gather rejects without waiting for its rollouts; wait until the two long ones have ended.
+    await longRolloutsEnded;
     expect(aborted).toBe(2);
   });
 
   it('rejects with APIUserAbortError (cause: the reason) when aborted while completions are in flight', async () => {
     const controller = new AbortController();
     const reason = new Error('stopped by user');
-    let started = 0;
+    let sent = 0;
+    // The user stops the gather once both rollouts have a completion on its way to the service.
+    const client = captureCompletions(
+      new OpenAI({
+        baseURL: service.baseURL,
+        apiKey: service.apiKey,
+        maxRetries: 0,
+        fetch: (input, init) => {
+          const response = fetch(input, init);
+          if (++sent === 2) controller.abort(reason);
+          return response;
+        },
+      }),
+      { defaults: { logprobs: true } },
+    );
     const promise = gatherTrajectoryGroups(
       ['x', 'y'],
       async (question) => {
-        started += 1;
-        if (started === 2) setTimeout(() => controller.abort(reason), 20);
         for (let turn = 0; turn < 50; turn += 1) {
-          await openai.chat.completions.create({
+          await client.chat.completions.create({
             model: service.baseModel,
             messages: [{ role: 'user', content: question }],
             max_tokens: 200,

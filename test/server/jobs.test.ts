@@ -55,7 +55,9 @@ describe('job queue', () => {
       () => statusOf(server, jobs[0] as string),
       (status) => status === 'RUNNING',
     );
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    // The queue holds the other two behind the first (every submit has enqueued its job by now).
+    const queue = await server.call('GET', '/v1/system-check', { auth: false });
+    expect(queue.body.cpu_queue).toMatchObject({ running_jobs: 1, queued_jobs: 2 });
     expect([await statusOf(server, jobs[1] as string), await statusOf(server, jobs[2] as string)]).toEqual([
       'PENDING',
       'PENDING',
@@ -101,10 +103,15 @@ describe('job queue', () => {
     for (const name of ['one', 'two', 'three']) jobs.push(await submit(server, (await registerModel(server, name)).id));
     const statuses = async () => Promise.all(jobs.map((jobId) => statusOf(server, jobId)));
     await waitFor(statuses, (all) => all.filter((status) => status === 'RUNNING').length === 2);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    expect((await statuses()).sort()).toEqual(['PENDING', 'RUNNING', 'RUNNING']);
+    // The third is held in the queue, not merely late: every submit has enqueued its job by now.
     const check = await server.call('GET', '/v1/system-check', { auth: false });
-    expect(check.body.cpu_queue).toMatchObject({ success: true, running_jobs: 2, max_concurrent_jobs: 2 });
+    expect(check.body.cpu_queue).toMatchObject({
+      success: true,
+      running_jobs: 2,
+      queued_jobs: 1,
+      max_concurrent_jobs: 2,
+    });
+    expect((await statuses()).sort()).toEqual(['PENDING', 'RUNNING', 'RUNNING']);
     gate.open();
     for (const jobId of jobs) expect((await waitForJobEnd(server, jobId)).status).toBe('COMPLETED');
   });
@@ -228,11 +235,12 @@ describe('job queue', () => {
   });
 
   it('lets in-flight requests finish when it stops listening', async () => {
-    const server = await startServer({ engine: createStandInEngine({ completionDelayMs: 300 }) });
+    const engine = createStandInEngine({ completionDelayMs: 300 });
+    const server = await startServer({ engine });
     const inFlight = server.call('POST', '/v1/chat/completions', {
       body: { model: 'policyloop/tiny-chat', messages: [{ role: 'user', content: 'slow' }] },
     });
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await engine.completionsStarted(1);
     const closing = server.close();
     const response = await inFlight;
     expect(response.status).toBe(200);

@@ -187,12 +187,10 @@ describe('closing with requests in flight', () => {
     );
 
   it('lets a completion in flight finish before the engine and store close', async () => {
-    const app = await createApp({
-      dataDir: temporaryDirectory(),
-      engine: createStandInEngine({ completionDelayMs: 300 }),
-    });
+    const engine = createStandInEngine({ completionDelayMs: 300 });
+    const app = await createApp({ dataDir: temporaryDirectory(), engine });
     const inFlight = ask(app);
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await engine.completionsStarted(1);
     const closing = app.close();
     // New requests are refused while it drains.
     expect((await ask(app)).status).toBe(503);
@@ -206,7 +204,7 @@ describe('closing with requests in flight', () => {
     const engine = createStandInEngine({ completionDelayMs: 60_000 });
     const app = await createApp({ dataDir: temporaryDirectory(), engine });
     const inFlight = ask(app);
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await engine.completionsStarted(1);
     await app.close(100);
     const response = await inFlight;
     expect(response.status).toBe(503);
@@ -225,7 +223,15 @@ describe('closing with requests in flight', () => {
     );
     const model = (await modelResponse.json()) as { id: string };
     let release = (): void => undefined;
+    let reading = (): void => undefined;
+    const bodyRead = new Promise<void>((resolve) => {
+      reading = resolve;
+    });
     const body = new ReadableStream<Uint8Array>({
+      // The service has taken the first chunk and asks for more: it is past the door, reading the body.
+      pull() {
+        reading();
+      },
       start(controller) {
         controller.enqueue(new TextEncoder().encode(`{"model_id": "${model.id}", `));
         release = () => {
@@ -245,7 +251,7 @@ describe('closing with requests in flight', () => {
         duplex: 'half',
       } as RequestInit),
     );
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await bodyRead;
     await app.close(50);
     release();
     const response = await submitted;
@@ -348,7 +354,8 @@ describe('many completions at once', () => {
         ),
       );
       expect(responses.map((response) => response.status)).toEqual(Array(40).fill(200));
-      await new Promise((resolve) => setTimeout(resolve, 50));
+      // Node emits a warning on the next tick after the cause: one turn of the event loop delivers them all.
+      await new Promise((resolve) => setImmediate(resolve));
       expect(warnings.filter((warning) => warning.includes('MaxListeners'))).toEqual([]);
     } finally {
       process.off('warning', onWarning);

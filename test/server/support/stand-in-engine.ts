@@ -38,6 +38,8 @@ export interface StandInEngine extends Engine {
   readonly policies: PolicyRef[];
   /** The signal the service passed with each completion, in order. */
   readonly completionSignals: (AbortSignal | undefined)[];
+  /** Resolves once `count` completions have reached the engine (so they are in flight). */
+  completionsStarted(count: number): Promise<void>;
 }
 
 /** Base models the stand-in serves (the real engine's ids). */
@@ -48,11 +50,16 @@ export function createStandInEngine(options: StandInEngineOptions = {}): StandIn
   const trainedJobs: EngineTrainingJob[] = [];
   const policies: PolicyRef[] = [];
   const completionSignals: (AbortSignal | undefined)[] = [];
+  const waiters: { count: number; resolve: () => void }[] = [];
   const stepDelayMs = options.stepDelayMs ?? 5;
   return {
     trainedJobs,
     policies,
     completionSignals,
+    completionsStarted(count: number): Promise<void> {
+      if (completionSignals.length >= count) return Promise.resolve();
+      return new Promise((resolve) => waiters.push({ count, resolve }));
+    },
     baseModels: () => STAND_IN_BASE_MODELS,
     async chatCompletion(
       policy: PolicyRef,
@@ -61,6 +68,10 @@ export function createStandInEngine(options: StandInEngineOptions = {}): StandIn
     ): Promise<ChatCompletionResult> {
       policies.push(policy);
       completionSignals.push(completionOptions.signal);
+      for (const waiter of waiters.filter((entry) => completionSignals.length >= entry.count)) {
+        waiters.splice(waiters.indexOf(waiter), 1);
+        waiter.resolve();
+      }
       // Honours the signal as the real engine does: an aborted request stops waiting at once.
       if (options.completionDelayMs !== undefined) await delay(options.completionDelayMs, completionOptions.signal);
       const last = request.messages[request.messages.length - 1];

@@ -3,7 +3,6 @@
  * metric value types, the leniency of response schemas, and the inferred TypeScript shapes that
  * the rest of the code base relies on.
  */
-import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import {
   ChatCompletionContentPart,
@@ -198,26 +197,5 @@ describe('inferred types', () => {
       'PENDING' | 'RUNNING' | 'COMPLETED' | 'FAILED' | 'CANCELLED' | undefined
     >();
     expect(trajectory.reward).toBe(0);
-  });
-});
-
-describe('documentation', () => {
-  const directory = new URL('../../src/schema/', import.meta.url);
-  const files = readdirSync(directory).filter((file) => file.endsWith('.ts') && file !== 'metrics.ts');
-
-  it.each(files)('%s: every export has a docstring (a type sharing its schema’s name shares its docstring)', (file) => {
-    const lines = readFileSync(new URL(file, directory), 'utf8').split('\n');
-    const documented = new Set<string>();
-    const undocumented: string[] = [];
-    let previous = '';
-    for (const line of lines) {
-      const match = /^export (?:const|function|type|interface) (\w+)/.exec(line);
-      if (match?.[1]) {
-        if (previous.endsWith('*/')) documented.add(match[1]);
-        else if (!documented.has(match[1])) undocumented.push(match[1]);
-      }
-      if (line.trim() !== '') previous = line.trim();
-    }
-    expect(undocumented).toEqual([]);
   });
 });

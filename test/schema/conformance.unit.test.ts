@@ -145,7 +145,7 @@ describe('conformance corpus', () => {
     expect(corpus.length).toBeGreaterThanOrEqual(150);
     const ids = corpus.map((testCase) => testCase.id);
     expect(new Set(ids).size).toBe(ids.length);
-    // (structure.test.ts checks that every exported schema has valid and invalid instances.)
+    // (structure.unit.test.ts checks that every exported schema has valid and invalid instances.)
     const checked = corpus.filter((testCase) => documentNames.some((document) => targetOf(testCase.schema, document)));
     expect(checked.length).toBeGreaterThanOrEqual(300);
   });

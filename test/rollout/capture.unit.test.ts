@@ -115,12 +115,19 @@ describe('captureCompletions', () => {
   });
 
   it('keeps concurrent rollouts that share one client in their own trajectories', async () => {
-    const slowEcho = async (request: { body: { messages: readonly unknown[] } }): Promise<string> => {
+    // Interleaved for certain: rollout a's first reply waits until rollout b has sent its second request.
+    let bRequests = 0;
+    let bAskedTwice = (): void => undefined;
+    const gate = new Promise<void>((resolve) => {
+      bAskedTwice = resolve;
+    });
+    const interleavedEcho = async (request: { body: { messages: readonly unknown[] } }): Promise<string> => {
       const last = request.body.messages[request.body.messages.length - 1] as { content: string };
-      await new Promise((resolve) => setTimeout(resolve, last.content === 'a' ? 30 : 5));
+      if (last.content === 'b' && ++bRequests === 2) bAskedTwice();
+      if (last.content === 'a') await gate;
       return `reply to ${last.content}`;
     };
-    const client = captureCompletions(scriptedChatClient([slowEcho], { loop: true }));
+    const client = captureCompletions(scriptedChatClient([interleavedEcho], { loop: true }));
     const run = (text: string) =>
       recordTrajectory(async () => {
         const messages: Message[] = [{ role: 'user', content: text }];
@@ -137,7 +144,7 @@ describe('captureCompletions', () => {
     expect(contents(b.trajectory)).toEqual(['b', 'reply to b', 'b', 'reply to b']);
   });
 
-  it('merges default request params under each request, the request keys winning', async () => {
+  it('fills default request params into each request, the request values winning', async () => {
     const scripted = scriptedChatClient(['x', 'y']);
     const client = captureCompletions(scripted, { defaults: { logprobs: true, temperature: 1 } });
     await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi' }] });
@@ -205,6 +212,27 @@ describe('captureCompletions', () => {
       function: { name: 'f', arguments: '{"x":1}' },
     });
     expect(choices[1]?.finish_reason).toBe('tool_calls');
+  });
+
+  it('records a stream once at its finish_reason chunk, and not a stream left before it', async () => {
+    const client = captureCompletions(scriptedChatClient(['finished', 'left early']));
+    const { trajectory } = await recordTrajectory(async () => {
+      const read = async (content: string, stop: (chunk: { choices: { finish_reason?: unknown }[] }) => boolean) => {
+        const stream = (await client.chat.completions.create({
+          model: 'm',
+          messages: [{ role: 'user', content }],
+          stream: true,
+        })) as AsyncIterable<{ choices: { finish_reason?: unknown }[] }>;
+        for await (const chunk of stream) if (stop(chunk)) break;
+      };
+      // Stops right after the finish_reason chunk (as agent frameworks do): recorded.
+      await read('one', (chunk) => typeof chunk.choices[0]?.finish_reason === 'string');
+      // Stops at the first chunk, before any finish_reason: not recorded.
+      await read('two', () => true);
+    });
+    const parsed = Trajectory.parse(trajectory);
+    expect(parsed.messages_and_choices.filter(isChoice).map((choice) => choice.message.content)).toEqual(['finished']);
+    expect(parsed.additional_histories).toEqual([]);
   });
 
   it('stops recording once the recorder is closed', async () => {

@@ -120,11 +120,12 @@ describe('package.json', () => {
     for (const version of ['5.23.0', '8.0.0']) expect(satisfies(version, range), `${version} in ${range}`).toBe(false);
   });
 
-  it('`npm test` type-checks (and lints) before running the tests', () => {
+  it('`npm test` type-checks and lints before running every test; `npm run test:unit` runs the fast tier', () => {
     const test = manifest.scripts?.['test'] ?? '';
     const typecheck = manifest.scripts?.['typecheck'] ?? '';
-    expect(test).toMatch(/^npm run typecheck && (?:npm run lint && )?vitest run\b/);
+    expect(test).toMatch(/^npm run typecheck && npm run lint && vitest run$/);
     expect(typecheck).toMatch(/\btsc --noEmit\b/);
+    expect(manifest.scripts?.['test:unit']).toBe('vitest run --config vitest.unit.config.ts');
   });
 });
 
