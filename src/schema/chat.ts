@@ -139,12 +139,16 @@ export const SFTRow = z.looseObject({
 });
 export type SFTRow = Closed<z.infer<typeof SFTRow>>;
 
-/** One model of the inference API's `GET /v1/models`. */
+/**
+ * One model of the inference API's `GET /v1/models`: `created` in unix seconds, and `root`, the
+ * model it derives from (a trained model's base model; a base model's own id).
+ */
 export const InferenceModel = z.looseObject({
   id: z.string(),
   object: z.literal('model').default('model'),
   created: z.int().optional(),
   owned_by: z.string().optional(),
+  root: z.string().optional(),
 });
 export type InferenceModel = z.output<typeof InferenceModel>;
 
