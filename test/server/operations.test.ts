@@ -141,6 +141,7 @@ describe('log', () => {
       'val/group_difficulty': 3,
       'val/reward': 2 / 3,
       'val/reward_std_dev': 0.25,
+      'val/frac_reward_zero_std': 0.5, // the one-trajectory group
       'val/exception_rate': 0.25,
       'val/data/step_num_trajectories': 3,
       'val/data/step_num_groups_submitted': 2,
