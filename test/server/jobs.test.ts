@@ -154,6 +154,30 @@ describe('job queue', () => {
     }
   });
 
+  it('long-polls events with wait_ms: an empty answer waits for the next event', async () => {
+    const gate = createGate();
+    const server = await start({ engine: createStandInEngine({ gate: gate.wait }) });
+    const model = await registerModel(server, 'long-poll');
+    const jobId = await submit(server, model.id);
+    await waitFor(
+      () => statusOf(server, jobId),
+      (status) => status === 'RUNNING',
+    );
+    // The stand-in engine sends its first event only once the gate opens: the list is empty now.
+    const held = server.call('GET', `/v1/preview/training-jobs/${jobId}/events?wait_ms=30000`);
+    expect((await server.call('GET', `/v1/preview/training-jobs/${jobId}/events`)).body.data).toEqual([]);
+    gate.open();
+    const answer = await held;
+    expect(answer.status).toBe(200);
+    expect(answer.body.data[0]?.type).toBe('training_started');
+    // A finished job's list answers at once, even with nothing after the cursor.
+    const { events } = await followEvents(server, jobId);
+    const last = events[events.length - 1]?.id;
+    const after = await server.call('GET', `/v1/preview/training-jobs/${jobId}/events?after=${last}&wait_ms=30000`);
+    expect(after.body).toMatchObject({ data: [], has_more: false });
+    expect((await server.call('GET', `/v1/preview/training-jobs/${jobId}/events?wait_ms=30001`)).status).toBe(422);
+  });
+
   it('stops a running job when its model is deleted, and removes its files', async () => {
     const gate = createGate();
     const server = await start({ engine: createStandInEngine({ gate: gate.wait }) });
