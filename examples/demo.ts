@@ -94,7 +94,6 @@ const rows = Array.from({ length: RECIPE.sftEpochs }, () => sftRows(examples)).f
 ({ step } = await model.trainSFT(rows, {
   batchSize: RECIPE.sftBatchSize,
   learningRate: RECIPE.sftLearningRate,
-  pollInterval: 250,
 }));
 const sftVal = await validate();
 line('sft', undefined, sftVal);
@@ -108,7 +107,7 @@ for (let index = 1; index <= RECIPE.rlSteps; index += 1) {
   const groups = await sample(makeScenarios(1_000 + index, RECIPE.promptsPerStep), RECIPE.groupSize, 1_000_000 * index);
   const trainReward = mean(groups.flatMap((group) => group.trajectories.map((trajectory) => trajectory.reward)));
   // The learning rate is the local backend's default: the engine's tuned value.
-  ({ step } = await model.train(groups, { pollInterval: 250 }));
+  ({ step } = await model.train(groups));
   lastVal = await validate();
   line('rl', trainReward, lastVal);
 }

@@ -4,7 +4,15 @@
  * the hosted service (network, a GPU bill); without it, locally. See docs/hosted.md.
  * Run: WANDB_API_KEY=... npx tsx examples/hosted.ts
  */
-import { gatherTrajectoryGroups, HostedBackend, LocalBackend, normalizedMatch, TrainableModel } from 'policyloop';
+import {
+  combineRewards,
+  finalAssistantText,
+  gatherTrajectoryGroups,
+  HostedBackend,
+  LocalBackend,
+  normalizedMatch,
+  TrainableModel,
+} from 'policyloop';
 import type { Backend } from 'policyloop';
 
 const hosted = process.env['WANDB_API_KEY'] !== undefined;
@@ -26,6 +34,8 @@ const scenarios = [
   { country: 'France', capital: 'Paris' },
   { country: 'Peru', capital: 'Lima' },
 ];
+const letterShare = (text: string): number =>
+  text.length === 0 ? 0 : [...text].filter((character) => /\p{L}/u.test(character)).length / [...text].length;
 const groups = await gatherTrajectoryGroups(
   scenarios,
   async (scenario) => {
@@ -38,7 +48,13 @@ const groups = await gatherTrajectoryGroups(
   {
     groupSize: 4,
     concurrency: hosted ? 32 : 8,
-    reward: normalizedMatch((scenario) => scenario.capital),
+    // Right answers score 1. Partial credit for a reply of letters only (a one-word answer) keeps
+    // the rewards of a group apart while no sample is right yet, as with a fresh local model: a
+    // group whose rewards are all equal teaches nothing, and train() refuses a batch of only those.
+    reward: combineRewards<(typeof scenarios)[number]>({
+      correct: normalizedMatch((scenario) => scenario.capital),
+      letters: { fn: (trajectory) => letterShare(finalAssistantText(trajectory)), weight: 0.2 },
+    }),
     policyVersion: () => model.getStep(),
   },
 );

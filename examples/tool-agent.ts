@@ -65,7 +65,7 @@ const rows: SFTRow[] = scenarios.flatMap(({ city }) => {
   return [
     { messages: calling, tools },
     { messages: answering, tools },
-  ] as SFTRow[];
+  ];
 });
 await model.trainSFT(Array.from({ length: 50 }, () => rows).flat(), { batchSize: 8, learningRate: 1e-2 });
 

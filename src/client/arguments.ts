@@ -34,6 +34,9 @@ export const ListQuery = z.strictObject({
   limit: z.int().min(1).max(100).optional(),
 });
 
+/** Query of the event list: {@link ListQuery} plus the local service's long poll `wait_ms`. */
+export const EventListQuery = ListQuery.extend({ wait_ms: z.int().min(0).max(30_000).optional() });
+
 /** Query of the checkpoint list: {@link ListQuery} plus `order`. */
 export const CheckpointListQuery = ListQuery.extend({ order: z.enum(['asc', 'desc']).optional() });
 

@@ -86,6 +86,12 @@ export interface EventListParams {
   after?: string | undefined;
   /** Items per page, 1..100 (the service's default is 20). */
   limit?: number | undefined;
+  /**
+   * A long poll, 0..30000 ms: when no event follows `after` yet, the local service answers at the
+   * job's next event or after this long (other services ignore it and answer at once).
+   * @default 0 (answer at once)
+   */
+  wait_ms?: number | undefined;
 }
 
 /** Options of `client.inference.models.list`. */

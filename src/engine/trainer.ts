@@ -10,7 +10,7 @@ import { MODEL_CONFIGS } from './model-config.js';
 import type { ModelConfig } from './model-config.js';
 import { AdamW } from './optimizer.js';
 import { buildRlData, buildSftSequences, scalesRewards } from './training-data.js';
-import type { TrainingSequence } from './training-data.js';
+import type { RlData, TrainingSequence } from './training-data.js';
 import { forwardLogits } from './transformer.js';
 import type { EngineTrainingEvent, EngineTrainingJob, EngineTrainingResult } from './types.js';
 import {
@@ -223,6 +223,24 @@ function truncate(
   return { sequences: result, truncated };
 }
 
+/** Why an RL job has no trainable token, for its `training_failed` message. */
+function nothingToTrain(data: RlData, truncated: number, contextLength: number): string {
+  const counts = `${data.trajectories} trajectories in ${data.groupsSubmitted} groups`;
+  let why: string;
+  if (data.choices === 0) {
+    why =
+      `no trajectory has a Choice (a sampled completion, the trainable part of messages_and_choices) among the ` +
+      `${counts}; messages are context only`;
+  } else if (data.groupsTrainable === 0) {
+    why = `the rewards within each group are all equal (${counts}), so every advantage is 0`;
+  } else if (truncated > 0) {
+    why = `every trainable token lies past the context of ${contextLength} tokens (${truncated} sequences truncated)`;
+  } else {
+    why = `the groups whose rewards differ have no Choice with tokens (${counts})`;
+  }
+  return `The job has 0 trainable tokens: ${why}. Nothing was trained and no checkpoint was written.`;
+}
+
 function checkCancelled(hooks: TrainingHooks): void {
   if (hooks.isCancelled?.()) throw new Error('The training job was cancelled.');
 }
@@ -259,13 +277,16 @@ export async function runTrainingJob(job: EngineTrainingJob, hooks: TrainingHook
   if (job.kind === 'rl') {
     const data = buildRlData(job.trajectoryGroups, job.config);
     const { sequences, truncated } = truncate(config, data.sequences);
+    // A step without a trainable token would change nothing yet use up a step: fail the job.
+    if (!sequences.some((sequence) => sequence.mask.includes(1)))
+      throw new Error(nothingToTrain(data, truncated, config.contextLength));
     const learningRate = job.config?.learning_rate ?? DEFAULT_LEARNING_RATE;
     hooks.onEvent({ type: 'training_started', data: { num_sequences: 1 } });
     checkCancelled(hooks);
     const settings = lossSettings('rl', job.config);
     const step = computeStep(tf, config, weights, sequences, settings);
     checkCancelled(hooks);
-    // No trainable token (every group had equal rewards): no update at all, not even weight decay.
+    // No trainable token left (checked above; kept for safety): no update, not even weight decay.
     const gradNorm = step.trainableTokens > 0 ? optimizer.step(step.gradients, learningRate) : 0;
     metrics = {
       loss: step.loss,

@@ -24,6 +24,8 @@ export interface RlData {
   readonly groupsSubmitted: number;
   readonly groupsTrainable: number;
   readonly trajectories: number;
+  /** Choice items in all groups (main conversations and additional histories). */
+  readonly choices: number;
   /** Mean reward over all trajectories. */
   readonly reward: number;
   /** Mean over groups of the population std of rewards. */
@@ -56,7 +58,15 @@ export function buildRlData(groups: readonly TrajectoryGroup[], config: Experime
   let rewardSum = 0;
   let stdSum = 0;
   let groupsWithTrajectories = 0;
+  let choices = 0;
   groups.forEach((group, groupIndex) => {
+    for (const trajectory of group.trajectories) {
+      for (const items of [
+        trajectory.messages_and_choices,
+        ...(trajectory.additional_histories ?? []).map((history) => history.messages_and_choices),
+      ])
+        choices += items.filter(isChoiceItem).length;
+    }
     const rewards = group.trajectories.map((trajectory) => trajectory.reward ?? 0);
     trajectories += rewards.length;
     if (rewards.length === 0) return;
@@ -146,6 +156,7 @@ export function buildRlData(groups: readonly TrajectoryGroup[], config: Experime
     groupsSubmitted: groups.length,
     groupsTrainable,
     trajectories,
+    choices,
     reward: trajectories > 0 ? rewardSum / trajectories : 0,
     rewardStdDev: groupsWithTrajectories > 0 ? stdSum / groupsWithTrajectories : 0,
   };

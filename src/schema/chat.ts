@@ -1,7 +1,8 @@
 /** Chat-completions requests and responses, the inference model list, and SFT data rows. */
 import { z } from 'zod';
 import { Choice, ChoiceLogprobs } from './choice.js';
-import { ChatCompletionFunctionToolParam, ChatCompletionMessageParam, ChatCompletionToolParam } from './messages.js';
+import type { Closed } from './closed.js';
+import { ChatCompletionMessageParam, ChatCompletionToolParam } from './messages.js';
 
 /** The contract's own (deliberately loose) request schema: `model` and object `messages`. */
 export const ChatCompletionRequest = z.looseObject({
@@ -124,19 +125,30 @@ export type ChatChoice = z.infer<typeof ChatChoice>;
 export const ChatCompletionResponse = z.looseObject({ choices: z.array(ChatChoice).optional() });
 export type ChatCompletionResponse = z.infer<typeof ChatCompletionResponse>;
 
-/** One line of an SFT JSONL file: a conversation whose assistant turn(s) are learned. */
+/**
+ * One line of an SFT JSONL file: a conversation whose assistant turn(s) are learned, and the tools
+ * (function or custom) offered in it. The type has no index signature, so the openai SDK's types
+ * fit (`messages: OpenAI.ChatCompletionMessageParam[]`, `tools: OpenAI.ChatCompletionTool[]`);
+ * the schema still keeps unknown keys.
+ * @example
+ * const row: SFTRow = { messages: [{ role: 'user', content: '2+2?' }, { role: 'assistant', content: '4' }] };
+ */
 export const SFTRow = z.looseObject({
   messages: z.array(ChatCompletionMessageParam).min(1),
-  tools: z.array(ChatCompletionFunctionToolParam).nullable().optional(),
+  tools: z.array(ChatCompletionToolParam).nullable().optional(),
 });
-export type SFTRow = z.infer<typeof SFTRow>;
+export type SFTRow = Closed<z.infer<typeof SFTRow>>;
 
-/** One model of the inference API's `GET /v1/models`. */
+/**
+ * One model of the inference API's `GET /v1/models`: `created` in unix seconds, and `root`, the
+ * model it derives from (a trained model's base model; a base model's own id).
+ */
 export const InferenceModel = z.looseObject({
   id: z.string(),
   object: z.literal('model').default('model'),
   created: z.int().optional(),
   owned_by: z.string().optional(),
+  root: z.string().optional(),
 });
 export type InferenceModel = z.output<typeof InferenceModel>;
 

@@ -145,7 +145,8 @@ export const ChatCompletionCustomToolParam = z.looseObject({
   custom: z.looseObject({
     name: z.string(),
     description: z.string().optional(),
-    format: z.record(z.string(), z.unknown()).optional(),
+    /** `{type: 'text'}` or `{type: 'grammar', grammar: {syntax, definition}}`. */
+    format: z.looseObject({ type: z.string() }).optional(),
   }),
 });
 export type ChatCompletionCustomToolParam = z.infer<typeof ChatCompletionCustomToolParam>;

@@ -1,7 +1,7 @@
 /**
  * The per-step metrics of logged trajectory groups, named as clients and dashboards expect
- * (`reward`, `reward_std_dev`, `exception_rate`, trajectory metric means, `group_<name>` means,
- * `data/step_*` counts). One implementation, used by the local service's log route and by the
+ * (`reward`, `reward_std_dev`, `frac_reward_zero_std`, `exception_rate`, trajectory metric means,
+ * `group_<name>` means, `data/step_*` counts). One implementation, used by the local service's log route and by the
  * framework's `history.jsonl`.
  */
 import type { TrajectoryGroup } from './trajectory.js';
@@ -12,6 +12,9 @@ import type { TrajectoryGroup } from './trajectory.js';
  * - `reward`: mean reward over all trajectories;
  * - `reward_std_dev`: mean over groups (with at least one trajectory) of the population standard
  *   deviation of the group's rewards;
+ * - `frac_reward_zero_std` (TRL's name): the fraction of those groups whose rewards are all equal
+ *   (a single trajectory counts as all equal); such a group gives every trajectory a zero advantage
+ *   and so carries no gradient;
  * - `exception_rate`: exceptions / (trajectories + exceptions);
  * - each trajectory metric: its mean over the trajectories that report it (booleans count 0/1);
  * - `group_<name>`: the mean of each group metric over the groups that report it;
@@ -22,7 +25,7 @@ import type { TrajectoryGroup } from './trajectory.js';
  * present. Non-finite values are ignored.
  * @example
  * computeStepMetrics([{ trajectories: [{ reward: 1, metrics: { solved: true } }, { reward: 0, metrics: { solved: false } }] }]);
- * // { solved: 0.5, reward: 0.5, reward_std_dev: 0.5, exception_rate: 0, 'data/step_num_trajectories': 2, ... }
+ * // { solved: 0.5, reward: 0.5, reward_std_dev: 0.5, frac_reward_zero_std: 0, exception_rate: 0, ... }
  */
 export function computeStepMetrics(groups: readonly TrajectoryGroup[]): Record<string, number> {
   const trajectoryMetrics = new Map<string, Mean>();
@@ -32,6 +35,7 @@ export function computeStepMetrics(groups: readonly TrajectoryGroup[]): Record<s
   let trajectoryCount = 0;
   let exceptionCount = 0;
   let trainableGroups = 0;
+  let zeroStdGroups = 0;
 
   for (const group of groups) {
     const trajectories = group.trajectories ?? [];
@@ -48,7 +52,9 @@ export function computeStepMetrics(groups: readonly TrajectoryGroup[]): Record<s
     exceptionCount += group.exceptions?.length ?? 0;
     for (const [name, value] of Object.entries(group.metrics ?? {})) addMetric(groupMetrics, `group_${name}`, value);
     if (groupRewards.length > 0) groupStdDevs.add(populationStdDev(groupRewards));
-    if (groupRewards.some((reward) => reward !== groupRewards[0])) trainableGroups += 1;
+    const differ = groupRewards.some((reward) => reward !== groupRewards[0]);
+    if (differ) trainableGroups += 1;
+    else if (groupRewards.length > 0) zeroStdGroups += 1;
   }
 
   const metrics: Record<string, number> = {};
@@ -56,7 +62,10 @@ export function computeStepMetrics(groups: readonly TrajectoryGroup[]): Record<s
   for (const [name, mean] of groupMetrics) metrics[name] = mean.value();
   // The standard names come last so that a trajectory metric called `reward` cannot shadow them.
   if (rewards.count > 0) metrics['reward'] = rewards.value();
-  if (groupStdDevs.count > 0) metrics['reward_std_dev'] = groupStdDevs.value();
+  if (groupStdDevs.count > 0) {
+    metrics['reward_std_dev'] = groupStdDevs.value();
+    metrics['frac_reward_zero_std'] = zeroStdGroups / groupStdDevs.count;
+  }
   if (trajectoryCount + exceptionCount > 0)
     metrics['exception_rate'] = exceptionCount / (trajectoryCount + exceptionCount);
   metrics['data/step_num_trajectories'] = trajectoryCount;

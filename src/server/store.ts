@@ -101,6 +101,7 @@ function now(): string {
 export class Store {
   private readonly db: Database.Database;
   private open = true;
+  private readonly eventListeners = new Map<string, Set<() => void>>();
 
   private constructor(db: Database.Database) {
     this.db = db;
@@ -491,10 +492,29 @@ export class Store {
     return { items, hasMore: rows.length > query.limit };
   }
 
+  /**
+   * Calls `listener` after each event recorded for job `jobId` from now on (inside the recording
+   * call: defer work to a promise). Returns the function that stops it. Long-polled event lists
+   * wait on it.
+   */
+  onJobEvent(jobId: string, listener: () => void): () => void {
+    let listeners = this.eventListeners.get(jobId);
+    if (listeners === undefined) {
+      listeners = new Set();
+      this.eventListeners.set(jobId, listeners);
+    }
+    listeners.add(listener);
+    return () => {
+      listeners.delete(listener);
+      if (listeners.size === 0 && this.eventListeners.get(jobId) === listeners) this.eventListeners.delete(jobId);
+    };
+  }
+
   private insertEvent(jobId: string, type: TrainingJobEventType, data: Record<string, unknown>, time: string): void {
     this.db
       .prepare('INSERT INTO job_events (id, job_id, type, data, created_at) VALUES (?, ?, ?, ?, ?)')
       .run(randomUUID(), jobId, type, JSON.stringify(data), time);
+    for (const listener of this.eventListeners.get(jobId) ?? []) listener();
   }
 }
 

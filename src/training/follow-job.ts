@@ -1,6 +1,9 @@
 /**
  * Following a training job: poll its events (`?after=<last id>`, following `has_more`) until the
- * terminal event, reporting progress on the way. Every wait is abortable and bounded by a timeout.
+ * terminal event, reporting progress on the way. Each poll is a long poll (`wait_ms`): the local
+ * service answers at the job's next event, so the wait ends as the job does. A service that
+ * answers at once instead is polled with a back-off (50 ms, doubling up to the poll interval,
+ * short again after each event). Every wait is abortable and bounded by a timeout.
  */
 import type { TrainingClient } from '../client/index.js';
 import { abortScope } from '../internal/abort-scope.js';
@@ -10,10 +13,20 @@ import type { ReceivedTrainingJobEvent, TrainingJobResponse } from '../schema/in
 import { TrainingJobFailedError, TrainingTimeoutError } from './errors.js';
 
 /**
- * Default time between event polls, in milliseconds.
+ * Default longest time between event polls (the cap of the back-off), in milliseconds.
  * @default 1000
  */
 export const DEFAULT_POLL_INTERVAL_MS = 1_000;
+
+/**
+ * The first wait after a poll that brought an event (or the first poll), in milliseconds; each
+ * quiet poll doubles it, up to the poll interval.
+ * @default 50
+ */
+const FIRST_POLL_DELAY_MS = 50;
+
+/** How long each poll asks the service to hold an empty answer for the next event (`wait_ms`). */
+const LONG_POLL_MS = 10_000;
 
 /**
  * Default overall timeout of following a job, in milliseconds (one hour).
@@ -50,7 +63,10 @@ export interface FollowJobOptions {
    */
   timeout?: number | undefined;
   /**
-   * Time between polls when there is no new event, in milliseconds.
+   * Longest time between polls of a service that does not long-poll, in milliseconds: the wait
+   * starts at 50 ms after each event and doubles while no event comes, up to this. (The local
+   * service long-polls: it answers at the job's next event, so the wait ends as the job does,
+   * with a poll per event or per 10 s.)
    * @default 1000
    */
   pollInterval?: number | undefined;
@@ -83,6 +99,8 @@ export async function followTrainingJob(
   checkFollowJobOptions(options);
   const timeout = options.timeout ?? DEFAULT_JOB_TIMEOUT_MS;
   const pollInterval = options.pollInterval ?? DEFAULT_POLL_INTERVAL_MS;
+  const firstDelay = Math.min(FIRST_POLL_DELAY_MS, pollInterval);
+  let wait = firstDelay;
   // A timeout surfaces as TrainingTimeoutError and the caller's abort as APIUserAbortError, never
   // the other way round, whether it lands during a request or a wait between polls.
   const scope = abortScope({
@@ -101,7 +119,14 @@ export async function followTrainingJob(
   let latest: Record<string, number> = {};
   try {
     for (;;) {
-      const page = await client.jobs.events(jobId, { after, limit: 100 }, { signal });
+      const sentAt = Date.now();
+      const page = await client.jobs.events(
+        jobId,
+        { after, limit: 100, wait_ms: LONG_POLL_MS },
+        { signal, timeout: LONG_POLL_MS + 30_000 },
+      );
+      // An empty answer that took most of the wait: the service held it (a long poll), so ask again at once.
+      const held = page.data.length === 0 && Date.now() - sentAt >= LONG_POLL_MS / 2;
       for (const event of page.data) {
         events.push(event);
         after = event.id;
@@ -143,8 +168,13 @@ export async function followTrainingJob(
           );
         }
       }
+      // Short again after an event: the next one (often the terminal event) tends to follow soon.
+      if (page.data.length > 0 || held) wait = firstDelay;
       // An empty page that claims more (a confused service) waits too, rather than spin.
-      if (!page.has_more || page.data.length === 0) await delay(pollInterval, signal);
+      if (!held && (!page.has_more || page.data.length === 0)) {
+        await delay(wait, signal);
+        wait = Math.min(wait * 2, pollInterval);
+      }
     }
   } catch (error) {
     if (scope.signal.aborted && !(error instanceof TrainingJobFailedError)) throw scope.error();

@@ -25,6 +25,8 @@ export type {
   JobSubmittedEvent,
   JobEndEvent,
   GroupsDroppedEvent,
+  StaleGroupsDroppedEvent,
+  ZeroVarianceGroupsDroppedEvent,
   HistoryRowEvent,
 } from './model-events.js';
 export { modelInferenceName } from './inference-name.js';

@@ -24,12 +24,12 @@ export interface JobEndEvent {
   readonly kind: TrainingJobKind;
   /** The new step (policy version). */
   readonly step: number;
-  /** The job's metrics (gradient-step averages and the checkpoint's own). */
+  /** The job's metrics, named as in the history (`train/loss`, `sft/loss`; see `TrainResult.metrics`). */
   readonly metrics: Readonly<Record<string, number>>;
 }
 
-/** Groups were left out of training before upload. */
-export interface GroupsDroppedEvent {
+/** Stale groups were left out of training before upload. */
+export interface StaleGroupsDroppedEvent {
   /** Why: sampled from a policy more than `maxStaleness` steps old. */
   readonly reason: 'stale';
   /** How many groups were left out. */
@@ -39,6 +39,25 @@ export interface GroupsDroppedEvent {
   /** The bound that was applied, in steps. */
   readonly maxStaleness: number;
 }
+
+/**
+ * Groups whose rewards are all equal were left out of the upload: every trajectory's advantage is
+ * its reward minus its group's mean, so they carry no gradient. They still count in the step's
+ * `train/` metrics (`train/frac_reward_zero_std`).
+ */
+export interface ZeroVarianceGroupsDroppedEvent {
+  /** Why: the group's rewards are all equal. */
+  readonly reason: 'zero_variance';
+  /** How many groups were left out. */
+  readonly count: number;
+  /** The step at the time of the check. */
+  readonly currentStep: number;
+  /** Their indexes in the groups given to `train`. */
+  readonly groupIndexes: readonly number[];
+}
+
+/** Groups were left out of training before upload: stale ones, or ones whose rewards are all equal. */
+export type GroupsDroppedEvent = StaleGroupsDroppedEvent | ZeroVarianceGroupsDroppedEvent;
 
 /** A row was appended to `history.jsonl`. */
 export interface HistoryRowEvent {
@@ -56,7 +75,7 @@ export interface TrainableModelEvents {
   'job:progress': [event: JobProgress];
   /** A job ended and its checkpoint exists. */
   'job:end': [event: JobEndEvent];
-  /** Stale groups were left out before upload. */
+  /** Stale groups, or groups whose rewards are all equal, were left out before upload. */
   'groups:dropped': [event: GroupsDroppedEvent];
   /** A row was appended to `history.jsonl`. */
   'history:row': [event: HistoryRowEvent];

@@ -45,6 +45,7 @@ import type { TrainableModelEvents, TrainingJobKind } from './model-events.js';
 import { assertPathSegment, modelFiles } from './model-files.js';
 import type { ModelFiles } from './model-files.js';
 import { toSFTRows, writeSFTFile } from './sft-data.js';
+import { assertSomethingToTrain, assertTrainingGroupsShape, hasZeroRewardVariance } from './training-input.js';
 
 /** Options of `new TrainableModel(...)`. */
 export interface TrainableModelOptions {
@@ -120,7 +121,8 @@ export interface JobOptions extends WaitOptions {
    */
   timeout?: number | undefined;
   /**
-   * Time between event polls, in milliseconds.
+   * Longest time between event polls, in milliseconds: polls start 50 ms apart after each job
+   * event and back off (doubling) to this while the job is quiet.
    * @default 1000
    */
   pollInterval?: number | undefined;
@@ -191,11 +193,18 @@ export interface SFTOptions extends JobOptions {
 export interface TrainResult {
   /** The new step (policy version) after the job. */
   readonly step: number;
-  /** The job's metrics: gradient-step metrics averaged, and the checkpoint's own. */
+  /**
+   * The step's metrics, named as in `history.jsonl`: RL has the groups' metrics (`train/reward`,
+   * `train/frac_reward_zero_std`, ...) and the job's (gradient-step averages and the checkpoint's
+   * own: `train/loss`, `train/grad_norm`, ...); SFT has the job's under `sft/` (`sft/loss`).
+   */
   readonly metrics: Record<string, number>;
   /** The job's id. */
   readonly jobId: string;
-  /** Groups left out before upload because they were stale (RL only). */
+  /**
+   * Groups left out before upload (RL only): stale ones (`maxStaleness`) and ones whose rewards
+   * are all equal (no gradient); each kind is reported by a `groups:dropped` event.
+   */
   readonly droppedGroups: number;
 }
 
@@ -428,18 +437,27 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
   }
 
   /**
-   * One RL step: checks the data (logprobs, staleness), logs the groups' metrics under `train/`,
-   * submits a training job, follows its events to the end and returns the new step.
-   * Rejects with `MissingLogprobsError` before uploading anything when a Choice has no
-   * logprobs, with `TrainingJobFailedError` when the job fails, and with `TrainingTimeoutError`
-   * after `timeout`.
+   * One RL step: checks the data, logs the groups' metrics under `train/`, submits a training job
+   * with the groups that can teach something, follows its events to the end and returns the new
+   * step. Before anything happens (no history row, no log, no job) it rejects with
+   * `InvalidArgumentError` when `groups` is not an array of groups, when a group or trajectory has
+   * a key the schema does not know (naming it, e.g. `messages` for `messages_and_choices`), or
+   * when nothing can be trained (no Choice in any trajectory, or every group's rewards are equal);
+   * with `MissingLogprobsError` when a Choice has no logprobs. Groups whose rewards are all equal
+   * in an otherwise trainable batch are left out of the upload (they carry no gradient), counted in
+   * `train/frac_reward_zero_std` and reported by a `groups:dropped` event (`reason: 'zero_variance'`).
+   * Rejects with `TrainingJobFailedError` when the job fails, and with `TrainingTimeoutError` after
+   * `timeout`.
    * @example
    * const { step, metrics } = await model.train(groups, { onProgress: (p) => console.log(p.fraction) });
+   * console.log(metrics['train/reward'], metrics['train/loss']);
    */
   async train(groups: readonly TrajectoryGroupInput[], options: TrainOptions = {}): Promise<TrainResult> {
     checkTrainOptions(options);
     const { connection, model, backend } = this.registered();
+    assertTrainingGroupsShape(groups);
     let parsed = parseGroups(groups);
+    const givenIndex = new Map(parsed.map((group, index) => [group, index]));
     const currentStep = await this.getStep(options);
     let droppedGroups = 0;
     if (options.maxStaleness !== undefined) {
@@ -458,11 +476,22 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
           '.',
       );
     }
+    assertSomethingToTrain(parsed);
     if (options.allowTrainingWithoutLogprobs !== true) assertChoicesHaveLogprobs(parsed);
 
+    const groupMetrics = prefixMetrics(computeStepMetrics(parsed), 'train');
     if (options.log ?? true) {
-      await this.appendHistory(prefixMetrics(computeStepMetrics(parsed), 'train'), currentStep);
+      await this.appendHistory(groupMetrics, currentStep);
       await this.logBatcher().add('train', parsed, options);
+    }
+    // Equal rewards give every trajectory of the group a zero advantage: no gradient, so the
+    // service is not asked to process them (the history row above still counts them).
+    const equalRewards = parsed.filter(hasZeroRewardVariance);
+    if (equalRewards.length > 0) {
+      const groupIndexes = equalRewards.map((group) => givenIndex.get(group) ?? -1);
+      parsed = parsed.filter((group) => !equalRewards.includes(group));
+      droppedGroups += groupIndexes.length;
+      this.emit('groups:dropped', { reason: 'zero_variance', count: groupIndexes.length, currentStep, groupIndexes });
     }
     // The service stamps logged groups with its current step: deliver them before the step moves.
     if (this.batcher !== undefined) await this.batcher.flush({ signal: options.signal });
@@ -477,7 +506,7 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
       { model_id: model.id, trajectory_groups: parsed, experimental_config: config },
       { signal: options.signal },
     );
-    return this.finishJob(job.id, 'rl', parsed.length, currentStep, droppedGroups, options);
+    return this.finishJob(job.id, 'rl', parsed.length, currentStep, droppedGroups, options, groupMetrics);
   }
 
   /**
@@ -502,7 +531,7 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
       { model_id: model.id, training_data_url: url, config },
       { signal: options.signal },
     );
-    return this.finishJob(job.id, 'sft', rows, currentStep, 0, options);
+    return this.finishJob(job.id, 'sft', rows, currentStep, 0, options, {});
   }
 
   /**
@@ -606,6 +635,7 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
     previousStep: number,
     droppedGroups: number,
     options: JobOptions,
+    groupMetrics: Readonly<Record<string, number>>,
   ): Promise<TrainResult> {
     const { connection, model } = this.registered();
     this.emit('job:submitted', { jobId, kind, size });
@@ -625,14 +655,16 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
     );
     const checkpoint = page.data[0];
     const step = checkpoint?.step ?? 0;
-    const metrics = { ...followed.metrics, ...checkpoint?.metrics };
+    const jobMetrics = { ...followed.metrics, ...checkpoint?.metrics };
     // Job metrics describe training on the data of `previousStep`; trajectory metrics of that
     // step (already in its `train/` row) are not repeated.
     const jobRow: Record<string, number> = {};
-    for (const [name, value] of Object.entries(metrics)) {
+    for (const [name, value] of Object.entries(jobMetrics)) {
       if (!TRAJECTORY_METRIC_NAMES.has(name)) jobRow[`${kind === 'sft' ? 'sft' : 'train'}/${name}`] = value;
     }
     if (Object.keys(jobRow).length > 0) await this.appendHistory(jobRow, previousStep);
+    // The result is the step's two history rows in one: the groups' metrics and the job's.
+    const metrics = { ...groupMetrics, ...jobRow };
     this.emit('job:end', { jobId, kind, step, metrics });
     return { step, metrics, jobId, droppedGroups };
   }

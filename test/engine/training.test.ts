@@ -1,9 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { DEFAULT_LEARNING_RATE, DEFAULT_SFT_LEARNING_RATE, createEngine } from '../../src/engine/index.js';
 import type { Engine, EngineTrainingEvent, PolicyRef } from '../../src/engine/index.js';
+import { Trajectory } from '../../src/schema/index.js';
 import type { ChatCompletionRequestBody, Choice, SFTRow, TrajectoryGroup } from '../../src/schema/index.js';
 import { capitalsReward, makeScenarios } from '../../examples/tasks/uppercase.js';
 
@@ -423,27 +425,24 @@ describe('RL', () => {
     expect(metrics['learning_rate']).toBe(1e-4);
   });
 
-  it('changes no weight when every group has equal rewards', async () => {
+  it('fails a job with 0 trainable tokens (equal rewards, or no Choice) and writes no checkpoint', async () => {
     const { groups } = await rlGroups(base, ['abcd', 'efgh'], 4, () => 0.5);
-    const { outputPath } = output();
-    const { metrics } = await train({
-      kind: 'rl',
-      policy: base,
-      outputPath,
-      step: 1,
-      trajectoryGroups: groups,
-      config: { learning_rate: 0.1 },
-    });
-    expect(metrics['num_groups_trainable']).toBe(0);
-    expect(metrics['num_groups_submitted']).toBe(2);
-    // Same weights as the base: the same completions, logprob for logprob.
-    const after: PolicyRef = { baseModel: BASE, checkpointPath: outputPath, key: outputPath };
-    const request = ask('abcd', { seed: 9, max_tokens: 6, logprobs: true });
-    const [before, later] = await Promise.all([
-      engine.chatCompletion(base, request),
-      engine.chatCompletion(after, request),
-    ]);
-    expect(later.choices[0]?.logprobs?.content).toEqual(before.choices[0]?.logprobs?.content);
+    const noChoice = [{ trajectories: [{ reward: 1 }, { reward: 0 }].map((t) => Trajectory.parse(t)) }];
+    for (const [trajectoryGroups, message] of [
+      [groups, /0 trainable tokens: the rewards within each group are all equal \(8 trajectories in 2 groups\)/],
+      [noChoice, /0 trainable tokens: no trajectory has a Choice .* among the 2 trajectories in 1 groups/],
+    ] as const) {
+      const { outputPath } = output();
+      const events: EngineTrainingEvent[] = [];
+      await expect(
+        engine.train(
+          { kind: 'rl', policy: base, outputPath, step: 1, trajectoryGroups, config: { learning_rate: 0.1 } },
+          { onEvent: (event) => events.push(event) },
+        ),
+      ).rejects.toThrow(message);
+      expect(events).toEqual([]);
+      expect(existsSync(path.join(outputPath, 'metadata.json'))).toBe(false);
+    }
   });
 
   it('fails a Choice without logprobs unless allow_training_without_logprobs', async () => {

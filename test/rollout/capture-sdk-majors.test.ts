@@ -12,8 +12,9 @@
 import OpenAI6 from 'openai';
 import OpenAI7 from 'openai-v7';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ChatCompletionsClient, captureCompletions, recordTrajectory } from '../../src/rollout/index.js';
-import { isChoice, Trajectory, type Choice } from '../../src/schema/index.js';
+import { captureCompletions, recordTrajectory } from '../../src/rollout/index.js';
+import type { ChatCompletionsClient } from '../../src/schema/chat-client.js';
+import { type Choice, isChoice, Trajectory } from '../../src/schema/index.js';
 import { startTestService, type TestService } from '../../src/testing/index.js';
 
 let service: TestService;

@@ -134,6 +134,57 @@ describe('job queue', () => {
     expect((await server.call('GET', `/v1/preview/models/${model.id}/checkpoints`)).body.data[0].step).toBe(1);
   });
 
+  it('with the real engine, fails an RL job of 0 trainable tokens: one training_failed, no checkpoint', async () => {
+    const server = await start({});
+    const model = await registerModel(server, 'nothing-to-train');
+    const typo = { messages: [{ role: 'assistant', content: 'hi' }] }; // kept by the tolerant wire schema
+    for (const trajectories of [
+      [{ reward: 1 }, { reward: 0 }],
+      [
+        { ...typo, reward: 1 },
+        { ...typo, reward: 0 },
+      ],
+    ]) {
+      const created = await server.call('POST', '/v1/preview/training-jobs', {
+        body: { model_id: model.id, trajectory_groups: [{ trajectories }] },
+      });
+      expect(created.status).toBe(200);
+      const { events } = await followEvents(server, created.body.id);
+      expect(events.map((event) => event.type)).toEqual(['training_failed']);
+      const message = String(events[0]?.data['error_message']);
+      expect(message).toMatch(/^The job has 0 trainable tokens: no trajectory has a Choice/);
+      expect(message).toMatch(/among the 2 trajectories in 1 groups; messages are context only/);
+      const job = await server.call('GET', `/v1/preview/training-jobs/${created.body.id}`);
+      expect(job.body).toMatchObject({ status: 'FAILED', error_message: message });
+      expect((await server.call('GET', `/v1/preview/models/${model.id}/checkpoints`)).body.data).toEqual([]);
+      expect(existsSync(join(server.dataDir, 'weights', model.id, 'step-1'))).toBe(false);
+    }
+  });
+
+  it('long-polls events with wait_ms: an empty answer waits for the next event', async () => {
+    const gate = createGate();
+    const server = await start({ engine: createStandInEngine({ gate: gate.wait }) });
+    const model = await registerModel(server, 'long-poll');
+    const jobId = await submit(server, model.id);
+    await waitFor(
+      () => statusOf(server, jobId),
+      (status) => status === 'RUNNING',
+    );
+    // The stand-in engine sends its first event only once the gate opens: the list is empty now.
+    const held = server.call('GET', `/v1/preview/training-jobs/${jobId}/events?wait_ms=30000`);
+    expect((await server.call('GET', `/v1/preview/training-jobs/${jobId}/events`)).body.data).toEqual([]);
+    gate.open();
+    const answer = await held;
+    expect(answer.status).toBe(200);
+    expect(answer.body.data[0]?.type).toBe('training_started');
+    // A finished job's list answers at once, even with nothing after the cursor.
+    const { events } = await followEvents(server, jobId);
+    const last = events[events.length - 1]?.id;
+    const after = await server.call('GET', `/v1/preview/training-jobs/${jobId}/events?after=${last}&wait_ms=30000`);
+    expect(after.body).toMatchObject({ data: [], has_more: false });
+    expect((await server.call('GET', `/v1/preview/training-jobs/${jobId}/events?wait_ms=30001`)).status).toBe(422);
+  });
+
   it('stops a running job when its model is deleted, and removes its files', async () => {
     const gate = createGate();
     const server = await start({ engine: createStandInEngine({ gate: gate.wait }) });

@@ -10,6 +10,7 @@ import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import Database from 'better-sqlite3';
 import { InferenceModelList, TrainingJobDetails } from '../../src/schema/index.js';
+import { TrainingClient } from '../../src/client/index.js';
 import { DATABASE_FILE } from '../../src/server/index.js';
 import { checkResponse, declaredResponses } from './support/openapi-responses.js';
 import { startServer, temporaryDirectory, type TestServer } from './support/harness.js';
@@ -140,6 +141,7 @@ describe('log', () => {
       'val/group_difficulty': 3,
       'val/reward': 2 / 3,
       'val/reward_std_dev': 0.25,
+      'val/frac_reward_zero_std': 0.5, // the one-trajectory group
       'val/exception_rate': 0.25,
       'val/data/step_num_trajectories': 3,
       'val/data/step_num_groups_submitted': 2,
@@ -489,6 +491,46 @@ describe('checkpoints', () => {
     });
     expect(again.status).toBe(200);
     expect(again.body.id).not.toBe(model.id);
+  });
+});
+
+describe('the inference model list', () => {
+  it('gives every entry its root and a real created time, and the client parses both', async () => {
+    const now = () => Math.floor(Date.now() / 1000);
+    const before = now();
+    const model = await registerModel(server, 'listed');
+    const job = await server.call('POST', '/v1/preview/sft-training-jobs', {
+      body: { model_id: model.id, training_data_url: dataUrl(sftJsonl([{ question: 'q', answer: 'a' }])) },
+    });
+    expect(job.status).toBe(200);
+    expect((await waitForJobEnd(server, job.body.id)).status).toBe('COMPLETED');
+
+    const client = new TrainingClient({
+      baseURL: server.handle.url,
+      inferenceBaseURL: server.handle.url,
+      apiKey: server.handle.apiKey,
+      maxRetries: 0,
+    });
+    const { data } = await client.inference.models.list();
+    const after = now();
+    const byId = new Map(data.map((entry) => [entry.id, entry]));
+    // A base model derives from itself, created at the documented fixed time (2026-11-21T00:00Z).
+    expect(byId.get('policyloop/tiny-chat')).toMatchObject({ root: 'policyloop/tiny-chat', created: 1_795_219_200 });
+    // The trained model (latest and step 0) and its checkpoint derive from the base model, created
+    // when they were: the model at registration, the checkpoint when its job ended.
+    const name = 'wandb-artifact:///local/server-tests/listed';
+    const latest = byId.get(name);
+    const step0 = byId.get(`${name}:step0`);
+    const step1 = byId.get(`${name}:step1`);
+    for (const entry of [latest, step0, step1]) expect(entry?.root).toBe('policyloop/tiny-chat');
+    expect(latest?.created).toBeGreaterThanOrEqual(before);
+    expect(step0?.created).toBe(latest?.created);
+    expect(step1?.created).toBeGreaterThanOrEqual(latest?.created ?? Number.POSITIVE_INFINITY);
+    expect(step1?.created).toBeLessThanOrEqual(after);
+    for (const entry of data) {
+      expect(entry.root).toEqual(expect.any(String));
+      expect(entry.created).toBeGreaterThan(0);
+    }
   });
 });
 

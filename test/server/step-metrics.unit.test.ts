@@ -25,6 +25,8 @@ describe('computeStepMetrics', () => {
       group_difficulty: 3,
       reward: 2,
       reward_std_dev: 0.5,
+      // The second group's rewards are all equal: half the groups carry no gradient.
+      frac_reward_zero_std: 0.5,
       exception_rate: 1 / 5,
       'data/step_num_trajectories': 4,
       'data/step_num_groups_submitted': 2,

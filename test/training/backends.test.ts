@@ -138,7 +138,7 @@ describe('HostedBackend', () => {
       authorization: 'Bearer wandb-key',
     });
 
-    const result = await model.train([groupWithLogprobs()], { pollInterval: 10, log: false });
+    const result = await model.train([groupWithLogprobs()], { log: false });
     expect(result.step).toBe(1);
     const job = service.requests.find((request) => request.path === '/v1/preview/training-jobs');
     expect(
@@ -155,7 +155,7 @@ describe('HostedBackend', () => {
     ];
     await expect(model.trainSFT(rows)).rejects.toThrow(/upload the file .* `trainingDataUrl`/);
     await expect(model.trainSFT('local.jsonl')).rejects.toThrow(/trainingDataUrl/);
-    await model.trainSFT(undefined, { trainingDataUrl: 'wandb-artifact:///my-team/p/sft:v0', pollInterval: 10 });
+    await model.trainSFT(undefined, { trainingDataUrl: 'wandb-artifact:///my-team/p/sft:v0' });
     const sft = service.requests.find((request) => request.path === '/v1/preview/sft-training-jobs');
     expect(sft?.body).toMatchObject({ model_id: MODEL_ID, training_data_url: 'wandb-artifact:///my-team/p/sft:v0' });
     await model.close();
@@ -225,9 +225,8 @@ describe('LocalBackend', () => {
     const model = await new TrainableModel({ project: 'p', name: 'lr', baseModel: 'policyloop/tiny-chat' }).register(
       backend,
     );
-    await model.train([groupWithLogprobs()], { pollInterval: 50, log: false, allowTrainingWithoutLogprobs: true });
+    await model.train([groupWithLogprobs()], { log: false, allowTrainingWithoutLogprobs: true });
     await model.train([groupWithLogprobs()], {
-      pollInterval: 50,
       log: false,
       allowTrainingWithoutLogprobs: true,
       learningRate: 0.001,

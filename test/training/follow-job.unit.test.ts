@@ -1,5 +1,5 @@
 /**
- * Following a job's events with fake timers and a scripted events endpoint: the poll cadence,
+ * Following a job's events with fake timers and a scripted events endpoint: the poll back-off,
  * `after=` cursors, progress, the terminal events, the overall timeout and abort.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
@@ -23,19 +23,33 @@ interface ScriptedEvent {
   data: Record<string, unknown>;
 }
 
-/** An events endpoint whose events become visible as `publish` is called; records `after` cursors. */
-function scriptedJob() {
+/**
+ * An events endpoint whose events become visible as `publish` is called; records `after` cursors.
+ * With `longPoll` it honours `wait_ms` as the local service does: an empty answer waits for the
+ * next event or that long; without, it answers at once, as a service that ignores `wait_ms`.
+ */
+function scriptedJob(options: { longPoll?: boolean } = {}) {
   const visible: ScriptedEvent[] = [];
   const cursors: Array<string | null> = [];
+  const waiting: Array<() => void> = [];
   let status = 'RUNNING';
-  const fetch = async (input: RequestInfo | URL): Promise<Response> => {
+  const fetch = async (input: RequestInfo | URL, init?: RequestInit): Promise<Response> => {
     const url = new URL(String(input));
     const json = (body: unknown) =>
       new Response(JSON.stringify(body), { headers: { 'content-type': 'application/json' } });
     if (url.pathname.endsWith('/events')) {
       const after = url.searchParams.get('after');
       cursors.push(after);
-      const start = after === null ? 0 : visible.findIndex((event) => event.id === after) + 1;
+      const startOf = () => (after === null ? 0 : visible.findIndex((event) => event.id === after) + 1);
+      const waitMs = Number(url.searchParams.get('wait_ms') ?? 0);
+      if (options.longPoll === true && waitMs > 0 && startOf() >= visible.length) {
+        await new Promise<void>((resolve, reject) => {
+          waiting.push(resolve);
+          setTimeout(resolve, waitMs);
+          init?.signal?.addEventListener('abort', () => reject(init.signal?.reason), { once: true });
+        });
+      }
+      const start = startOf();
       const data = visible.slice(start, start + 2); // small pages, so has_more is followed
       return json({ object: 'list', data, first_id: '', last_id: '', has_more: start + 2 < visible.length });
     }
@@ -55,6 +69,7 @@ function scriptedJob() {
   const publish = (type: string, data: Record<string, unknown> = {}) => {
     counter += 1;
     visible.push({ id: `00000000-0000-4000-8000-${String(counter).padStart(12, '0')}`, type, data });
+    for (const resolve of waiting.splice(0)) resolve();
   };
   const client = new TrainingClient({
     apiKey: 'test',
@@ -65,7 +80,7 @@ function scriptedJob() {
 }
 
 describe('followTrainingJob', () => {
-  it('polls about once a second with the last event id, reports progress, and averages gradient metrics', async () => {
+  it('polls with the last event id, reports progress, and averages gradient metrics', async () => {
     const job = scriptedJob();
     const progress: JobProgress[] = [];
     const followed = followTrainingJob(job.client, JOB_ID, { onProgress: (p) => progress.push(p) });
@@ -73,20 +88,20 @@ describe('followTrainingJob', () => {
     void followed.then(() => (settled = true));
     await vi.advanceTimersByTimeAsync(0);
     expect(job.cursors).toEqual([null]);
-    await vi.advanceTimersByTimeAsync(999);
-    expect(job.cursors).toHaveLength(1);
     job.publish('training_started', { num_sequences: 2 });
     job.publish('gradient_step', { loss: 1, reward: 0.5 });
     job.publish('gradient_step', { loss: 3, reward: 0.7 });
-    await vi.advanceTimersByTimeAsync(1);
-    // Two events per page: the second page is fetched at once because of has_more.
-    expect(job.cursors).toHaveLength(3);
+    await vi.advanceTimersByTimeAsync(1_000); // the longest wait between polls
     expect(progress.map((p) => [p.event.type, p.gradientSteps, p.fraction])).toEqual([
       ['training_started', 0, 0],
       ['gradient_step', 1, 0.5],
       ['gradient_step', 2, 1],
     ]);
-    expect(job.cursors[2]).toBe(progress[1]?.event.id);
+    // Two events per page: the second page is fetched from the first one's last event, at once.
+    const cursorIndex = job.cursors.indexOf(progress[1]?.event.id ?? '');
+    expect(cursorIndex).toBeGreaterThan(0);
+    expect(job.cursors[cursorIndex - 1]).toBeNull();
+    expect(job.cursors.slice(cursorIndex + 1).every((cursor) => cursor === progress[2]?.event.id)).toBe(true);
     expect(settled).toBe(false);
     job.publish('training_ended');
     await vi.advanceTimersByTimeAsync(1_000);
@@ -98,6 +113,48 @@ describe('followTrainingJob', () => {
       'gradient_step',
       'training_ended',
     ]);
+  });
+
+  it('long-polls: a 10 s job costs a poll per event, and the wait ends at its terminal event', async () => {
+    const job = scriptedJob({ longPoll: true });
+    let endedAt: number | null = null;
+    const followed = followTrainingJob(job.client, JOB_ID).then(() => (endedAt = Date.now()));
+    const start = Date.now();
+    await vi.advanceTimersByTimeAsync(100);
+    job.publish('training_started', { num_sequences: 1 });
+    await vi.advanceTimersByTimeAsync(9_337); // a quiet stretch longer than one long poll
+    job.publish('gradient_step', { loss: 1 });
+    job.publish('training_ended');
+    const terminalAt = Date.now();
+    for (let waited = 0; endedAt === null && waited < 1_000; waited += 10) await vi.advanceTimersByTimeAsync(10);
+    await followed;
+    expect(endedAt).not.toBeNull();
+    expect((endedAt ?? Number.POSITIVE_INFINITY) - terminalAt).toBeLessThanOrEqual(100);
+    expect(terminalAt - start).toBeGreaterThanOrEqual(9_437);
+    expect(job.cursors.length).toBeLessThanOrEqual(5);
+  });
+
+  it('backs off against a service that does not long-poll: at most 20 polls over a quiet 10 s job', async () => {
+    const job = scriptedJob();
+    job.publish('training_started', { num_sequences: 1 });
+    const followed = followTrainingJob(job.client, JOB_ID);
+    await vi.advanceTimersByTimeAsync(10_000);
+    job.publish('gradient_step', { loss: 1 });
+    job.publish('training_ended');
+    await vi.advanceTimersByTimeAsync(1_000); // at most one poll interval
+    await followed;
+    expect(job.cursors.length).toBeLessThanOrEqual(20);
+  });
+
+  it('waits at most pollInterval between polls of a quiet job', async () => {
+    const job = scriptedJob();
+    const followed = followTrainingJob(job.client, JOB_ID, { pollInterval: 200, timeout: 2_000 }).catch(
+      (caught: unknown) => caught,
+    );
+    await vi.advanceTimersByTimeAsync(2_000);
+    expect(await followed).toBeInstanceOf(TrainingTimeoutError);
+    // 50, 100, 200, 200, ... ms apart: 0, 50, 150, 350, 550, ..., 1950.
+    expect(job.cursors).toHaveLength(12);
   });
 
   it('passes over an event type a newer service added and still ends at the terminal event', async () => {
@@ -151,8 +208,8 @@ describe('followTrainingJob', () => {
     const followed = followTrainingJob(client, JOB_ID, { timeout: 3_500 }).catch((caught: unknown) => caught);
     await vi.advanceTimersByTimeAsync(3_500);
     expect(await followed).toBeInstanceOf(TrainingTimeoutError);
-    expect(polls).toBeGreaterThanOrEqual(3);
-    expect(polls).toBeLessThanOrEqual(5);
+    // 0, 50, 150, 350, 750, 1550, 2550: backing off, not spinning.
+    expect(polls).toBe(7);
   });
 
   it('gives up after the timeout with TrainingTimeoutError naming the job', async () => {
@@ -162,8 +219,8 @@ describe('followTrainingJob', () => {
     const error = await followed;
     expect(error).toBeInstanceOf(TrainingTimeoutError);
     expect((error as TrainingTimeoutError).jobId).toBe(JOB_ID);
-    expect(job.cursors.length).toBeGreaterThanOrEqual(4);
-    expect(job.cursors.length).toBeLessThanOrEqual(6);
+    // 0, 50, 150, 350, 750, 1550, 2550, 3550, 4550.
+    expect(job.cursors).toHaveLength(9);
   });
 
   it('an abort during a poll wait stops at once with APIUserAbortError (cause: the reason), not a timeout', async () => {

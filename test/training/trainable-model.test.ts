@@ -8,7 +8,9 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gatherTrajectoryGroups } from '../../src/rollout/index.js';
+import { isChoice } from '../../src/schema/index.js';
 import type { TrajectoryGroup, TrajectoryGroupInput } from '../../src/schema/index.js';
+import { InvalidArgumentError } from '../../src/client/index.js';
 import {
   LocalBackend,
   MissingLogprobsError,
@@ -39,7 +41,10 @@ async function freshModel(on: LocalBackend = backend): Promise<TrainableModel> {
   return new TrainableModel({ project: 'tests', name: `model-${modelCount}`, baseModel: BASE_MODEL }).register(on);
 }
 
-/** Two groups of four short completions, rewarded by whether the reply contains an `a`. */
+/**
+ * Two groups of four short completions, each rewarded by a checksum of its reply's text (so that
+ * different replies almost surely get different rewards and each group has something to train).
+ */
 async function sampleGroups(model: TrainableModel): Promise<TrajectoryGroup[]> {
   const client = model.openai();
   return gatherTrajectoryGroups(
@@ -53,7 +58,13 @@ async function sampleGroups(model: TrainableModel): Promise<TrajectoryGroup[]> {
     },
     {
       groupSize: 4,
-      reward: (trajectory) => (JSON.stringify(trajectory.messages_and_choices.at(-1)).includes('a') ? 1 : 0),
+      reward: (trajectory) => {
+        const last = trajectory.messages_and_choices.at(-1);
+        const text = last !== undefined && isChoice(last) ? String(last.message.content) : '';
+        let sum = 0;
+        for (const char of text) sum += char.codePointAt(0) ?? 0;
+        return (sum % 97) / 97;
+      },
       policyVersion: () => model.getStep(),
     },
   );
@@ -137,17 +148,20 @@ describe('RL and SFT round trips', () => {
     const progress: JobProgress[] = [];
     const ended: number[] = [];
     model.on('job:end', (event) => ended.push(event.step));
-    const result = await model.train(groups, { pollInterval: 100, onProgress: (p) => progress.push(p) });
+    const result = await model.train(groups, { onProgress: (p) => progress.push(p) });
     expect(result.step).toBe(1);
     expect(ended).toEqual([1]);
     expect(await model.getStep()).toBe(1);
-    expect(typeof result.metrics['loss']).toBe('number');
     expect(progress.at(-1)?.event.type).toBe('training_ended');
 
     const history = await model.history();
     expect(history.map((row) => row.training_step)).toEqual([0, 0, 0]);
     expect(history[1]).toMatchObject({ 'train/reward': val['val/reward'], 'train/data/step_num_groups_submitted': 2 });
     expect(typeof history[2]?.['train/loss']).toBe('number');
+    // The result's metrics are named and valued as in the history.
+    expect(result.metrics['train/reward']).toBe(val['val/reward']);
+    expect(result.metrics['train/loss']).toBe(history[2]?.['train/loss']);
+    expect(result.metrics['loss']).toBeUndefined();
     const lines = (await readFile(model.files.history, 'utf8')).trim().split('\n');
     expect(lines).toHaveLength(3);
 
@@ -165,23 +179,20 @@ describe('RL and SFT round trips', () => {
 
   it('SFT from trajectories writes JSONL into the data dir; SFT from a JSONL path works too', async () => {
     const model = await freshModel();
-    const first = await model.trainSFT(
-      [
-        {
-          messages_and_choices: [
-            { role: 'user', content: 'capital of France?' },
-            { role: 'assistant', content: 'Paris' },
-          ],
-        },
-        {
-          messages: [
-            { role: 'user', content: '2+2?' },
-            { role: 'assistant', content: '4' },
-          ],
-        },
-      ],
-      { pollInterval: 100 },
-    );
+    const first = await model.trainSFT([
+      {
+        messages_and_choices: [
+          { role: 'user', content: 'capital of France?' },
+          { role: 'assistant', content: 'Paris' },
+        ],
+      },
+      {
+        messages: [
+          { role: 'user', content: '2+2?' },
+          { role: 'assistant', content: '4' },
+        ],
+      },
+    ]);
     expect(first.step).toBe(1);
     const written = await readdir(model.files.sftData);
     expect(written).toHaveLength(1);
@@ -203,15 +214,16 @@ describe('RL and SFT round trips', () => {
         ],
       })}\n`,
     );
-    const second = await model.trainSFT(file, { pollInterval: 100, learningRate: 0.001 });
+    const second = await model.trainSFT(file, { learningRate: 0.001 });
     expect(second.step).toBe(2);
     expect((await model.history()).some((row) => typeof row['sft/loss'] === 'number')).toBe(true);
+    expect(second.metrics['sft/loss']).toEqual(expect.any(Number));
   });
 
   it('a failed job raises TrainingJobFailedError with the job and the service message', async () => {
     const model = await freshModel();
     const error = await model
-      .trainSFT('data:application/jsonl,this%20is%20not%20json', { pollInterval: 100 })
+      .trainSFT('data:application/jsonl,this%20is%20not%20json')
       .catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(TrainingJobFailedError);
     const failed = error as TrainingJobFailedError;
@@ -266,28 +278,22 @@ describe('checks before upload', () => {
 
   it('drops groups sampled more than maxStaleness steps ago, and refuses when none is left', async () => {
     const model = await freshModel();
-    await model.trainSFT(
-      [
-        {
-          messages: [
-            { role: 'user', content: 'a' },
-            { role: 'assistant', content: 'b' },
-          ],
-        },
-      ],
-      { pollInterval: 100 },
-    );
-    await model.trainSFT(
-      [
-        {
-          messages: [
-            { role: 'user', content: 'a' },
-            { role: 'assistant', content: 'b' },
-          ],
-        },
-      ],
-      { pollInterval: 100 },
-    );
+    await model.trainSFT([
+      {
+        messages: [
+          { role: 'user', content: 'a' },
+          { role: 'assistant', content: 'b' },
+        ],
+      },
+    ]);
+    await model.trainSFT([
+      {
+        messages: [
+          { role: 'user', content: 'a' },
+          { role: 'assistant', content: 'b' },
+        ],
+      },
+    ]);
     expect(await model.getStep()).toBe(2);
     const dropped: GroupsDroppedEvent[] = [];
     model.on('groups:dropped', (event) => dropped.push(event));
@@ -296,13 +302,97 @@ describe('checks before upload', () => {
     );
     const result = await model.train(
       [handGroup({ logprobs: true, policyVersion: 0 }), handGroup({ logprobs: true, policyVersion: 1 })],
-      { maxStaleness: 1, pollInterval: 100 },
+      { maxStaleness: 1 },
     );
     expect(result).toMatchObject({ step: 3, droppedGroups: 1 });
     expect(dropped.map((event) => [event.count, event.currentStep])).toEqual([
       [1, 2],
       [1, 2],
     ]);
+    await model.close();
+  });
+});
+
+describe('bad training input is refused before anything happens', () => {
+  /** Runs `attempt` on a fresh model and checks that nothing happened: no job, no history, no log, step 0. */
+  async function refused(attempt: (model: TrainableModel) => Promise<unknown>): Promise<InvalidArgumentError> {
+    const model = await freshModel();
+    let submitted = 0;
+    model.on('job:submitted', () => (submitted += 1));
+    const error = await attempt(model).catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(InvalidArgumentError);
+    expect(submitted).toBe(0);
+    expect(await model.history()).toEqual([]);
+    expect(await model.getStep()).toBe(0);
+    expect((await model.flushLogs()).sentGroups).toBe(0);
+    await model.close();
+    return error as InvalidArgumentError;
+  }
+  const choiceGroup = handGroup({ logprobs: true });
+  const choiceTrajectory = choiceGroup.trajectories[0];
+
+  it('refuses groups that are not an array, saying how to pass one group', async () => {
+    const error = await refused((model) => model.train({ trajectories: [] } as never));
+    expect(error.message).toMatch(
+      /Expected `groups` to be an array of trajectory groups .*got \{"trajectories":\[\]\}/,
+    );
+    expect(error.message).toMatch(/pass it in an array: `train\(\[group\]\)`/);
+  });
+
+  it('names an unknown trajectory key with its group and trajectory, and suggests the likely one', async () => {
+    const error = await refused((model) =>
+      model.train([
+        choiceGroup,
+        {
+          trajectories: [
+            { ...choiceTrajectory, reward: 0 },
+            { messages: [{ role: 'user', content: 'hi' }], reward: 1 },
+          ],
+        },
+      ] as TrajectoryGroupInput[]),
+    );
+    expect(error.message).toContain(
+      'groups[1].trajectories[1]: Unknown key `messages` in trajectory 1 of group 1: did you mean `messages_and_choices`?',
+    );
+    expect(error.argument).toBe('groups');
+  });
+
+  it('names an unknown group key, and suggests by edit distance', async () => {
+    const error = await refused((model) =>
+      model.train([{ ...choiceGroup, metadta: { id: 1 } }, { trajectory: [] }] as unknown as TrajectoryGroupInput[]),
+    );
+    expect(error.message).toContain('Unknown key `metadta` in group 0: did you mean `metadata`?');
+    expect(error.message).toContain('Unknown key `trajectory` in group 1: did you mean `trajectories`?');
+  });
+
+  it('refuses a batch in which no trajectory has a Choice', async () => {
+    const error = await refused((model) => model.train([{ trajectories: [{ reward: 1 }, { reward: 0 }] }]));
+    expect(error.message).toMatch(/Expected a trajectory with a Choice .*got none in 2 trajectories of 1 groups/);
+  });
+
+  it('refuses a batch whose groups all have equal rewards', async () => {
+    const equal = (reward: number) => ({
+      trajectories: choiceGroup.trajectories.map((trajectory) => ({ ...trajectory, reward })),
+    });
+    const error = await refused((model) => model.train([equal(1), equal(0)]));
+    expect(error.message).toMatch(/got 2 groups whose rewards are all equal \(group 0: all 1, group 1: all 0\)/);
+  });
+
+  it('trains the rest of a batch without its equal-reward groups, and counts them in the metrics', async () => {
+    const model = await freshModel();
+    const equal = { trajectories: choiceGroup.trajectories.map((trajectory) => ({ ...trajectory, reward: 1 })) };
+    const dropped: GroupsDroppedEvent[] = [];
+    const sizes: Array<number | null> = [];
+    model.on('groups:dropped', (event) => dropped.push(event));
+    model.on('job:submitted', (event) => sizes.push(event.size));
+    const result = await model.train([equal, choiceGroup]);
+    expect(result).toMatchObject({ step: 1, droppedGroups: 1 });
+    expect(dropped).toEqual([{ reason: 'zero_variance', count: 1, currentStep: 0, groupIndexes: [0] }]);
+    expect(sizes).toEqual([1]);
+    expect(result.metrics['train/frac_reward_zero_std']).toBe(0.5);
+    const [trainRow] = await model.history();
+    expect(trainRow).toMatchObject({ 'train/frac_reward_zero_std': 0.5, 'train/data/step_num_groups_submitted': 2 });
+    expect((await model.log([equal, choiceGroup], { send: false }))['val/frac_reward_zero_std']).toBe(0.5);
     await model.close();
   });
 });
@@ -318,7 +408,7 @@ describe('checkpoint retention', () => {
     };
     const valRewards = [0.1, 0.9, 0.4, 0.6];
     for (const [index, reward] of valRewards.entries()) {
-      await model.trainSFT([row], { pollInterval: 100 });
+      await model.trainSFT([row]);
       await model.log([{ trajectories: [{ reward }, { reward }] }], { split: 'val', step: index + 1, send: false });
     }
     expect(await model.getStep()).toBe(4);

@@ -10,7 +10,7 @@ import type {
   CreateTrainingJobInput,
   ReceivedTrainingJobEvent,
 } from '../../schema/index.js';
-import { encodePathParameter, ListQuery, pagedList, parseArgument } from '../arguments.js';
+import { EventListQuery, encodePathParameter, pagedList, parseArgument } from '../arguments.js';
 import type { EventListParams, RequestOptions } from '../options.js';
 import type { PagePromise } from '../pagination.js';
 import type { Transport } from '../transport.js';
@@ -94,7 +94,8 @@ export class Jobs {
    * Lists a job's events (`GET .../training-jobs/{training_job_id}/events`), oldest first. `for await`
    * yields every event so far across pages; pass `after` (the last event id seen) to resume.
    * A job's last event is `training_ended` or `training_failed`. An event type a newer service
-   * added arrives with its own string as `type` instead of failing the listing.
+   * added arrives with its own string as `type` instead of failing the listing. `wait_ms` long-polls
+   * the local service: an empty answer waits up to that long for the job's next event.
    * @example
    * for await (const event of client.jobs.events(job.id)) {
    *   if (event.type === 'gradient_step') console.log(event.data.loss);
@@ -107,7 +108,7 @@ export class Jobs {
         template: '/preview/training-jobs/{training_job_id}/events',
         id: { value: jobId, argument: 'jobId' },
         path: (id) => `/preview/training-jobs/${id}/events`,
-        querySchema: ListQuery,
+        querySchema: EventListQuery,
         query,
         response: ReceivedTrainingJobEventPage,
         responseName: 'TrainingJobEventPage',

@@ -15,6 +15,13 @@ import { inferenceName, resolveInferenceModel } from '../inference-names.js';
 import type { RouteTable } from '../route-table.js';
 import { readBody, requireAuth, type ServiceContext } from '../service-context.js';
 
+/**
+ * The `created` time of the base models in `GET /v1/models`, in unix seconds: 2026-11-21T00:00Z,
+ * the day their definitions (architecture and seeded initial weights) were fixed. A constant, so
+ * that a base model's entry is the same on every service and after every restart.
+ */
+const BASE_MODEL_CREATED = 1_795_219_200;
+
 /** Registers `POST /v1/chat/completions` (with and without the trailing slash) and `GET /v1/models`. */
 export function registerInferenceRoutes(routes: RouteTable, service: ServiceContext): void {
   const chatCompletions = async (context: Context): Promise<Response> => {
@@ -109,7 +116,7 @@ export function registerInferenceRoutes(routes: RouteTable, service: ServiceCont
     requireAuth(service, context);
     const data: InferenceModel[] = service.engine
       .baseModels()
-      .map((id) => ({ id, object: 'model', created: 0, owned_by: 'policyloop' }));
+      .map((id) => ({ id, object: 'model', created: BASE_MODEL_CREATED, owned_by: 'policyloop', root: id }));
     for (const model of service.store.listModels()) {
       const created = Math.floor(Date.parse(model.created_at) / 1000);
       data.push({ id: inferenceName(model), object: 'model', created, owned_by: model.entity, root: model.base_model });

@@ -1,4 +1,5 @@
 /** Training jobs (RL and SFT), their state and their events. */
+import { z } from 'zod';
 import { CreateSFTTrainingJob, CreateTrainingJob, PageQuery, type TrainingJobDetails } from '../../schema/index.js';
 import type { Context } from 'hono';
 import { HttpError, validationFailure } from '../http-error.js';
@@ -56,13 +57,52 @@ export function registerJobRoutes(routes: RouteTable, service: ServiceContext): 
   routes.add('GET', '/v1/preview/training-jobs/:training_job_id/events', async (context) => {
     requireAuth(service, context);
     const jobId = readIdParam(context, 'training_job_id');
-    const query = readQuery(context, PageQuery);
-    requireJob(service, jobId);
+    const query = readQuery(context, EventListQuery);
+    const job = requireJob(service, jobId);
     // An empty `after` (`?after=`) means no cursor: the first page.
-    const page = store.listEvents(jobId, { ...query, after: query.after === '' ? undefined : query.after });
+    const pageQuery = { limit: query.limit, after: query.after === '' ? undefined : query.after };
+    let page = store.listEvents(jobId, pageQuery);
     if (page === undefined)
       throw validationFailure(['query', 'after'], `No event with id ${JSON.stringify(query.after)} in this job's list`);
+    // Long poll: nothing new yet, and the job may still add events: wait for one (or the time).
+    if (page.items.length === 0 && query.wait_ms > 0 && (job.status === 'PENDING' || job.status === 'RUNNING')) {
+      await nextJobEvent(service, jobId, query.wait_ms, context.req.raw.signal);
+      if (!store.isOpen) return context.json(toPage([], false));
+      requireJob(service, jobId);
+      page = store.listEvents(jobId, pageQuery) ?? page;
+    }
     return context.json(toPage(page.items, page.hasMore));
+  });
+}
+
+/** Longest long poll of the event list, in milliseconds. */
+const MAX_EVENT_WAIT_MS = 30_000;
+
+/**
+ * The event list's query: a page query plus this service's `wait_ms` (a long poll: when no event
+ * follows `after` yet, the answer waits up to that long for one; other services ignore it).
+ */
+const EventListQuery = PageQuery.extend({
+  wait_ms: z.coerce.number().int().min(0).max(MAX_EVENT_WAIT_MS).default(0),
+});
+
+/** Resolves at the job's next event, after `waitMs`, or when the client leaves or the service stops. */
+function nextJobEvent(service: ServiceContext, jobId: string, waitMs: number, client: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const signals = [client, service.stopping];
+    let stop = (): void => undefined;
+    const done = (): void => {
+      stop();
+      clearTimeout(timer);
+      for (const signal of signals) signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, waitMs);
+    stop = service.store.onJobEvent(jobId, done);
+    for (const signal of signals) {
+      if (signal.aborted) done();
+      else signal.addEventListener('abort', done, { once: true });
+    }
   });
 }
 

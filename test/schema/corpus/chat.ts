@@ -150,8 +150,12 @@ export const chatCases: CorpusCase[] = [
   ...cases('InferenceModel', true, [
     ['openai', { id: 'OpenPipe/Qwen3-14B-Instruct', object: 'model', created: 1750000000, owned_by: 'coreweave' }],
     ['id-only', { id: 'wandb-artifact:///team/proj/agent-001' }],
+    ['root', { id: 'wandb-artifact:///team/proj/agent-001:step3', object: 'model', created: 1, root: 'Qwen/Qwen3-14B' }],
   ]),
-  ...cases('InferenceModel', false, [['object-file', { id: 'x', object: 'file' }]]),
+  ...cases('InferenceModel', false, [
+    ['object-file', { id: 'x', object: 'file' }],
+    ['root-number', { id: 'x', root: 1 }],
+  ]),
   ...cases('InferenceModelList', true, [
     ['list', { object: 'list', data: [{ id: 'a', object: 'model', created: 1, owned_by: 'me' }] }],
   ]),

@@ -114,7 +114,10 @@ export const messageCases: CorpusCase[] = [
     ['plain', { type: 'custom', custom: { name: 'python' } }],
     ['grammar', { type: 'custom', custom: { name: 'sql', description: 'SQL', format: { type: 'grammar', grammar: { syntax: 'lark', definition: 'start: "x"' } } } }],
   ]),
-  ...cases('ChatCompletionCustomToolParam', false, [['missing-name', { type: 'custom', custom: {} }]]),
+  ...cases('ChatCompletionCustomToolParam', false, [
+    ['missing-name', { type: 'custom', custom: {} }],
+    ['format-without-type', { type: 'custom', custom: { name: 'sql', format: { grammar: {} } } }],
+  ]),
   ...cases('ChatCompletionToolParam', true, [
     ['function', weatherTool],
     ['custom', { type: 'custom', custom: { name: 'python' } }],
