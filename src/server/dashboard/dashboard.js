@@ -662,7 +662,11 @@
     return h(
       'div',
       { class: 'message choice' },
-      h('div', { class: 'role' }, `assistant · trainable · ${item.finish_reason}`),
+      h(
+        'div',
+        { class: 'role', title: 'A sampled turn: trained on' },
+        `choice${item.finish_reason === 'stop' ? '' : ` · ${item.finish_reason}`}`,
+      ),
       body,
       toolCalls(message.tool_calls),
     );
