@@ -267,7 +267,7 @@
     state.chart = new uPlot(
       {
         width,
-        height: 290,
+        height: 330,
         scales: { x: { time: false } },
         cursor: { drag: { x: false, y: false } },
         axes: [
@@ -430,7 +430,9 @@
                 'td',
                 null,
                 Object.entries(checkpoint.metrics)
-                  .slice(0, 3)
+                  // `loss` and `policy_loss` are usually the same number: show it once.
+                  .filter(([name]) => !(name === 'policy_loss' && 'loss' in checkpoint.metrics))
+                  .slice(0, 2)
                   .map(([name, value]) => `${name} ${formatNumber(value)}`)
                   .join(' · ') || '—',
               ),
@@ -790,7 +792,7 @@
     });
     $('more-groups').addEventListener('click', () => moreGroups());
     window.addEventListener('resize', () => {
-      if (state.chart !== null) state.chart.setSize({ width: Math.max(320, $('chart').clientWidth), height: 290 });
+      if (state.chart !== null) state.chart.setSize({ width: Math.max(320, $('chart').clientWidth), height: 330 });
     });
     if (state.key === null) showLogin('');
     else refresh();
