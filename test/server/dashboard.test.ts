@@ -85,6 +85,7 @@ describe.skipIf(executablePath === undefined)('the dashboard in headless Chromiu
   let modelId: string;
 
   beforeAll(async () => {
+    mkdirSync(OUTPUT_DIR, { recursive: true });
     service = await startTestService();
     clientDir = await mkdtemp(path.join(tmpdir(), 'policyloop-dashboard-client-'));
     backend = new LocalBackend({ url: service.baseURL, apiKey: service.apiKey, dataDir: clientDir });
@@ -182,6 +183,10 @@ describe.skipIf(executablePath === undefined)('the dashboard in headless Chromiu
     expect(new Set(userTexts)).toEqual(new Set(SCENARIOS));
     const token = page.locator('#groups .tok').first();
     expect(Number(await token.getAttribute('data-logprob'))).toBeLessThanOrEqual(0);
+    // Keyboard and screen-reader users get one stop per turn, with a summary of its logprobs.
+    expect(await page.locator('#groups .tokens').first().getAttribute('aria-label')).toMatch(
+      /\d+ tokens, mean logprob -?\d+\.\d\d, least likely/,
+    );
     await token.hover();
     await expect.poll(() => page.locator('.tooltip').textContent()).toMatch(/logprob -?\d+\.\d{3}/);
 
@@ -197,7 +202,6 @@ describe.skipIf(executablePath === undefined)('the dashboard in headless Chromiu
     expect(await page.locator('#groups .message.tool .text').first().textContent()).toBe('{"sound": "hoot"}');
     expect(await page.locator('#groups .tok[data-logprob="-2.5"]').textContent()).toBe(' OWL');
 
-    mkdirSync(OUTPUT_DIR, { recursive: true });
     await page.setViewportSize({ width: 1280, height: 800 });
     await page.selectOption('#split-select', 'train');
     await page.locator('#groups .message.user').first().waitFor();
@@ -217,6 +221,7 @@ describe.skipIf(executablePath === undefined)('the dashboard in headless Chromiu
     await page.goto(`${origin()}/`);
     await page.locator('#login-form').waitFor();
     expect(await page.locator('#app-view').isHidden()).toBe(true);
+    await page.screenshot({ path: path.join(OUTPUT_DIR, 'login.png') });
 
     await page.getByLabel('API key').fill('not-the-key');
     await page.getByRole('button', { name: 'Open dashboard' }).click();

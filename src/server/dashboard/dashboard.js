@@ -659,7 +659,12 @@
     const tokens = item.logprobs?.content;
     const body =
       Array.isArray(tokens) && tokens.length > 0
-        ? h('p', { class: 'text tokens' }, tokens.map(renderToken))
+        ? h(
+            'p',
+            // One tab stop for the whole turn (not one per token), described for screen readers.
+            { class: 'text tokens', tabindex: 0, 'aria-label': describeTokens(tokens) },
+            tokens.map(renderToken),
+          )
         : h('p', { class: 'text' }, contentText(message.content) || (message.tool_calls?.length ? '' : '(empty)'));
     return h(
       'div',
@@ -674,6 +679,15 @@
     );
   }
 
+  function describeTokens(tokens) {
+    const text = tokens.map((token) => token.token).join('');
+    const mean = tokens.reduce((sum, token) => sum + token.logprob, 0) / tokens.length;
+    const least = tokens.reduce((low, token) => (token.logprob < low.logprob ? token : low));
+    return `${text} — ${tokens.length} tokens, mean logprob ${mean.toFixed(2)}, least likely ${JSON.stringify(
+      least.token,
+    )} at ${least.logprob.toFixed(2)}`;
+  }
+
   function renderToken(token) {
     const probability = Math.exp(token.logprob);
     const alternatives = (token.top_logprobs ?? [])
@@ -683,11 +697,7 @@
     const description = `${JSON.stringify(token.token)} logprob ${token.logprob.toFixed(3)} (p=${probability.toFixed(2)})${
       alternatives ? `\ntop:\n${alternatives}` : ''
     }`;
-    const span = h(
-      'span',
-      { class: 'tok', tabindex: 0, 'data-logprob': token.logprob, 'aria-label': description, 'data-tip': description },
-      token.token,
-    );
+    const span = h('span', { class: 'tok', 'data-logprob': token.logprob, 'data-tip': description }, token.token);
     const unsure = 1 - probability;
     span.style.background = `hsla(${Math.round(140 - unsure * 132)}, ${60 + unsure * 25}%, ${45 + unsure * 10}%, ${0.12 + unsure * 0.5})`;
     return span;
