@@ -235,6 +235,21 @@ describe('step metrics', () => {
     ]);
   });
 
+  it('answers a retry with the same Idempotency-Key from the first write, writing nothing again', async () => {
+    const model = await registerModel();
+    const path = `/v1/local/models/${model.id}/metrics`;
+    const headers = { 'idempotency-key': `metrics-${model.id}` };
+    const body = { step: 2, split: 'val', metrics: { reward: 0.1 } };
+    const first = await server.call('POST', path, { body, headers });
+    expect(first.status).toBe(200);
+    await server.call('POST', path, { body: { step: 2, split: 'val', metrics: { reward: 0.9 } } });
+    const retry = await server.call('POST', path, { body, headers });
+    expect(retry.headers.get('idempotent-replayed')).toBe('true');
+    expect(retry.body).toEqual(first.body);
+    // The retry did not record 0.1 again after 0.9.
+    expect((await server.call('GET', path)).body.data[0].metrics).toEqual({ reward: 0.9 });
+  });
+
   it('pages by step then split, filters by split, and the cursor is the id of a listed row', async () => {
     const model = await registerModel();
     const path = `/v1/local/models/${model.id}/metrics`;

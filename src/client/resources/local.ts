@@ -206,8 +206,8 @@ export class LocalMetrics {
    * Records metrics a client computed itself (training loss, job metrics, evaluation results) for
    * a step and split (`POST /v1/local/models/{model_id}/metrics`); resolves with that step and
    * split's merged metrics. Values must be finite numbers; names carry no split prefix. Sending
-   * the same body twice changes nothing, so it is safe to retry (pass `idempotencyKey` to let the
-   * client retry it). Local service only: the hosted service answers 404 (`NotFoundError`).
+   * the same body twice changes nothing; pass `idempotencyKey` to let the client retry it (the
+   * service then answers a retry from the first write). Local service only: the hosted service answers 404 (`NotFoundError`).
    * @example
    * await client.local.metrics.create(model.id, { step: 3, split: 'train', metrics: { loss: 0.42 } });
    */

@@ -3,6 +3,7 @@
  * dashboard, the command line and `model.history()` read. Not part of the training API contract;
  * same key, same 401/404/422 shapes and the same cursor pages as the contract's routes.
  */
+import type { Context } from 'hono';
 import {
   CreateStepMetricsRequest,
   LocalModelListQuery,
@@ -14,9 +15,10 @@ import {
   type StepMetricsResponse,
 } from '../../schema/index.js';
 import { validationFailure } from '../http-error.js';
+import { idempotentWrite, type WriteRequest } from '../idempotency.js';
 import type { RouteTable } from '../route-table.js';
 import {
-  readBody,
+  parseBody,
   readIdParam,
   readQuery,
   requireAuth,
@@ -64,14 +66,22 @@ export function registerLocalRoutes(routes: RouteTable, service: ServiceContext)
     return context.json(toPage(page.items.map(toStepMetricsResponse), page.hasMore));
   });
 
-  routes.add('POST', `${LOCAL_PREFIX}/models/:model_id/metrics`, async (context) => {
-    requireAuth(service, context);
+  // A write like the log route's: it honours Idempotency-Key (see idempotentWrite).
+  const createMetrics = (context: Context, request: WriteRequest): Response => {
     const modelId = readIdParam(context, 'model_id');
-    const body = await readBody(service, context, CreateStepMetricsRequest);
+    const body = parseBody(CreateStepMetricsRequest, request.body);
     requireModel(service, modelId);
-    const merged = store.insertStepMetrics(modelId, body.step, body.split, body.metrics);
-    return context.json(toStepMetricsResponse(merged));
-  });
+    const { answer } = request.commit(
+      () => store.insertStepMetrics(modelId, body.step, body.split, body.metrics),
+      toStepMetricsResponse,
+    );
+    return context.json(answer);
+  };
+  routes.add(
+    'POST',
+    `${LOCAL_PREFIX}/models/:model_id/metrics`,
+    idempotentWrite(service, createMetrics, (context) => readIdParam(context, 'model_id')),
+  );
 
   routes.add('GET', `${LOCAL_PREFIX}/models/:model_id/jobs`, async (context) => {
     requireAuth(service, context);
