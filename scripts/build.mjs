@@ -6,7 +6,7 @@
  * only needed to run the local service, not to compile the package).
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { cpSync, existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -19,3 +19,7 @@ if (!existsSync(path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'))) {
   run(npm, ['ci', '--ignore-scripts', '--no-audit', '--no-fund']);
 }
 run(process.execPath, [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json']);
+// The dashboard's static page, styles and script are shipped as they are (no bundler).
+cpSync(path.join(root, 'src', 'server', 'dashboard'), path.join(root, 'dist', 'server', 'dashboard'), {
+  recursive: true,
+});

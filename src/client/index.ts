@@ -44,4 +44,11 @@ export { Models } from './resources/models.js';
 export { Checkpoints } from './resources/checkpoints.js';
 export { Jobs } from './resources/jobs.js';
 export { Inference, InferenceModels } from './resources/inference.js';
+export { Local, LocalJobs, LocalMetrics, LocalModels, LocalTrajectoryGroups } from './resources/local.js';
+export type {
+  LocalJobListParams,
+  LocalModelListParams,
+  LoggedTrajectoryGroupListParams,
+  StepMetricsListParams,
+} from './resources/local.js';
 export { VERSION } from './version.js';

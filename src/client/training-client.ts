@@ -8,6 +8,7 @@ import { BaseModels } from './resources/base-models.js';
 import { Checkpoints } from './resources/checkpoints.js';
 import { Inference } from './resources/inference.js';
 import { Jobs } from './resources/jobs.js';
+import { Local } from './resources/local.js';
 import { Models } from './resources/models.js';
 import {
   functionOption,
@@ -65,6 +66,11 @@ export class TrainingClient {
   readonly jobs: Jobs;
   /** The inference API (`GET /v1/models`). */
   readonly inference: Inference;
+  /**
+   * The local service's own routes (`/v1/local/...`): models with their latest step, step
+   * metrics, a model's jobs and its logged trajectory groups. The hosted service answers 404.
+   */
+  readonly local: Local;
   // Private so that logging or inspecting the client never shows the key.
   readonly #apiKey: string;
   readonly #transport: Transport;
@@ -107,6 +113,7 @@ export class TrainingClient {
     this.checkpoints = new Checkpoints(this.#transport);
     this.jobs = new Jobs(this.#transport);
     this.inference = new Inference(this.#transport, this.inferenceBaseURL);
+    this.local = new Local(this.#transport);
   }
 
   /** The API key in use (a getter, so that it does not show when the client is logged). */

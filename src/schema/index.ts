@@ -13,3 +13,4 @@ export * from './page.js';
 export * from './api.js';
 export * from './chat.js';
 export * from './metrics.js';
+export * from './local.js';

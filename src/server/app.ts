@@ -12,8 +12,10 @@ import { IdempotencyKeys } from './idempotency.js';
 import { JobRunner } from './job-runner.js';
 import { resolveServerOptions, type ServerOptions } from './options.js';
 import { RouteTable } from './route-table.js';
+import { registerDashboardRoutes } from './routes/dashboard-routes.js';
 import { registerInferenceRoutes } from './routes/inference-routes.js';
 import { registerJobRoutes } from './routes/job-routes.js';
+import { registerLocalRoutes } from './routes/local-routes.js';
 import { registerModelRoutes } from './routes/model-routes.js';
 import { registerSystemRoutes } from './routes/system-routes.js';
 import type { ServiceContext } from './service-context.js';
@@ -115,6 +117,8 @@ export async function createApp(options: ServerOptions = {}): Promise<App> {
   registerModelRoutes(routes, service);
   registerJobRoutes(routes, service);
   registerInferenceRoutes(routes, service);
+  registerLocalRoutes(routes, service);
+  registerDashboardRoutes(routes);
 
   hono.notFound((context) => {
     const allowed = routes.allowedMethods(context.req.path);

@@ -86,4 +86,10 @@ export const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX idempotency_keys_by_age ON idempotency_keys (created_at);
   `,
+  // The local read routes (`/v1/local/`): metrics paged by step then split, and logged groups
+  // filtered by step alone.
+  `
+  CREATE INDEX step_metrics_by_step ON step_metrics (model_id, step, split);
+  CREATE INDEX trajectory_groups_by_step ON trajectory_groups (model_id, step);
+  `,
 ];

@@ -81,6 +81,25 @@ export interface StorePage<T> {
   readonly hasMore: boolean;
 }
 
+/** The metrics of one step and split, merged from its rows in the order they were recorded (later keys win). */
+export interface StepMetricsRecord {
+  readonly step: number;
+  readonly split: string;
+  readonly metrics: Record<string, number>;
+  /** When the newest merged row was recorded. */
+  readonly updated_at: string;
+}
+
+/** A logged trajectory group; `id` is its sequence number as a string. */
+export interface TrajectoryGroupRecord {
+  readonly id: string;
+  readonly step: number;
+  readonly split: string;
+  readonly created_at: string;
+  /** The group as the log route validated it. */
+  readonly group: unknown;
+}
+
 interface CheckpointRow {
   id: string;
   model_id: string;
@@ -335,6 +354,174 @@ export class Store {
       step: row.step,
       metrics: JSON.parse(row.metrics) as Record<string, number>,
     }));
+  }
+
+  /** Appends one metrics row for a step and split; returns the step and split's merged metrics. */
+  insertStepMetrics(modelId: string, step: number, split: string, metrics: Record<string, number>): StepMetricsRecord {
+    return this.db.transaction(() => {
+      const createdAt = now();
+      this.db
+        .prepare('INSERT INTO step_metrics (model_id, split, step, metrics, created_at) VALUES (?, ?, ?, ?, ?)')
+        .run(modelId, split, step, JSON.stringify(metrics), createdAt);
+      const rows = this.db
+        .prepare('SELECT metrics FROM step_metrics WHERE model_id = ? AND step = ? AND split = ? ORDER BY sequence')
+        .all(modelId, step, split) as { metrics: string }[];
+      const merged: Record<string, number> = {};
+      for (const row of rows) Object.assign(merged, JSON.parse(row.metrics) as Record<string, number>);
+      return { step, split, metrics: merged, updated_at: createdAt };
+    })();
+  }
+
+  /**
+   * A page of a model's metrics merged per step and split (see {@link StepMetricsRecord}), by step
+   * then split; undefined when `after` names no step and split of this model.
+   */
+  listMergedStepMetrics(
+    modelId: string,
+    query: { split?: string | undefined; after?: { step: number; split: string } | undefined; limit: number },
+  ): StorePage<StepMetricsRecord> | undefined {
+    const splitFilter = query.split === undefined ? '' : ' AND split = @split';
+    let cursorFilter = '';
+    if (query.after !== undefined) {
+      const exists = this.db
+        .prepare('SELECT 1 FROM step_metrics WHERE model_id = ? AND step = ? AND split = ? LIMIT 1')
+        .get(modelId, query.after.step, query.after.split);
+      if (exists === undefined) return undefined;
+      cursorFilter = ' AND (step > @afterStep OR (step = @afterStep AND split > @afterSplit))';
+    }
+    const keys = this.db
+      .prepare(
+        `SELECT DISTINCT step, split FROM step_metrics WHERE model_id = @modelId${splitFilter}${cursorFilter} ORDER BY step, split LIMIT @limit`,
+      )
+      .all({
+        modelId,
+        limit: query.limit + 1,
+        ...(query.split === undefined ? {} : { split: query.split }),
+        ...(query.after === undefined ? {} : { afterStep: query.after.step, afterSplit: query.after.split }),
+      }) as { step: number; split: string }[];
+    const pageKeys = keys.slice(0, query.limit);
+    const first = pageKeys[0];
+    const last = pageKeys[pageKeys.length - 1];
+    if (first === undefined || last === undefined) return { items: [], hasMore: false };
+    const rows = this.db
+      .prepare(
+        `SELECT split, step, metrics, created_at FROM step_metrics WHERE model_id = @modelId AND step BETWEEN @first AND @last${splitFilter} ORDER BY sequence`,
+      )
+      .all({
+        modelId,
+        first: first.step,
+        last: last.step,
+        ...(query.split === undefined ? {} : { split: query.split }),
+      }) as { split: string; step: number; metrics: string; created_at: string }[];
+    const merged = new Map<string, { metrics: Record<string, number>; updatedAt: string }>();
+    for (const row of rows) {
+      const key = `${row.step}:${row.split}`;
+      const entry = merged.get(key) ?? { metrics: {}, updatedAt: row.created_at };
+      Object.assign(entry.metrics, JSON.parse(row.metrics) as Record<string, number>);
+      entry.updatedAt = row.created_at;
+      merged.set(key, entry);
+    }
+    const items: StepMetricsRecord[] = [];
+    for (const { step, split } of pageKeys) {
+      const entry = merged.get(`${step}:${split}`);
+      if (entry !== undefined) items.push({ step, split, metrics: entry.metrics, updated_at: entry.updatedAt });
+    }
+    return { items, hasMore: keys.length > query.limit };
+  }
+
+  /** A page of registered models, newest first; undefined when `after` is not a model id. */
+  listModelsPage(query: {
+    after?: string | undefined;
+    limit: number;
+    entity?: string | undefined;
+    project?: string | undefined;
+    name?: string | undefined;
+  }): StorePage<ModelRecord> | undefined {
+    const filters: string[] = [];
+    const parameters: Record<string, string | number> = { limit: query.limit + 1 };
+    for (const field of ['entity', 'project', 'name'] as const) {
+      const value = query[field];
+      if (value === undefined) continue;
+      filters.push(`${field} = @${field}`);
+      parameters[field] = value;
+    }
+    if (query.after !== undefined) {
+      const cursor = this.db.prepare('SELECT rowid FROM models WHERE id = ?').get(query.after) as
+        | { rowid: number }
+        | undefined;
+      if (cursor === undefined) return undefined;
+      filters.push('rowid < @cursor');
+      parameters['cursor'] = cursor.rowid;
+    }
+    const where = filters.length === 0 ? '' : `WHERE ${filters.join(' AND ')}`;
+    const rows = this.db
+      .prepare(`SELECT * FROM models ${where} ORDER BY rowid DESC LIMIT @limit`)
+      .all(parameters) as ModelRecord[];
+    return { items: rows.slice(0, query.limit), hasMore: rows.length > query.limit };
+  }
+
+  /** A page of a model's jobs, newest first; undefined when `after` is not a job of this model. */
+  listJobsPage(
+    modelId: string,
+    query: { after?: string | undefined; limit: number },
+  ): StorePage<JobRecord> | undefined {
+    let cursor = Number.MAX_SAFE_INTEGER;
+    if (query.after !== undefined) {
+      const row = this.db.prepare('SELECT rowid FROM jobs WHERE model_id = ? AND id = ?').get(modelId, query.after) as
+        | { rowid: number }
+        | undefined;
+      if (row === undefined) return undefined;
+      cursor = row.rowid;
+    }
+    const rows = this.db
+      .prepare('SELECT * FROM jobs WHERE model_id = ? AND rowid < ? ORDER BY rowid DESC LIMIT ?')
+      .all(modelId, cursor, query.limit + 1) as JobRecord[];
+    return { items: rows.slice(0, query.limit), hasMore: rows.length > query.limit };
+  }
+
+  /**
+   * A page of a model's logged trajectory groups in the order they were logged, optionally only
+   * those of one step and/or split; undefined when `after` is not a logged group of this model.
+   */
+  listTrajectoryGroups(
+    modelId: string,
+    query: { step?: number | undefined; split?: string | undefined; after?: string | undefined; limit: number },
+  ): StorePage<TrajectoryGroupRecord> | undefined {
+    const filters = ['model_id = @modelId'];
+    const parameters: Record<string, string | number> = { modelId, limit: query.limit + 1 };
+    if (query.step !== undefined) {
+      filters.push('step = @step');
+      parameters['step'] = query.step;
+    }
+    if (query.split !== undefined) {
+      filters.push('split = @split');
+      parameters['split'] = query.split;
+    }
+    if (query.after !== undefined) {
+      const sequence = /^[1-9]\d{0,15}$/.test(query.after) ? Number(query.after) : undefined;
+      const row =
+        sequence === undefined
+          ? undefined
+          : this.db
+              .prepare('SELECT 1 FROM trajectory_groups WHERE model_id = ? AND sequence = ?')
+              .get(modelId, sequence);
+      if (row === undefined) return undefined;
+      filters.push('sequence > @after');
+      parameters['after'] = sequence as number;
+    }
+    const rows = this.db
+      .prepare(
+        `SELECT sequence, step, split, data, created_at FROM trajectory_groups WHERE ${filters.join(' AND ')} ORDER BY sequence LIMIT @limit`,
+      )
+      .all(parameters) as { sequence: number; step: number; split: string; data: string; created_at: string }[];
+    const items = rows.slice(0, query.limit).map((row) => ({
+      id: String(row.sequence),
+      step: row.step,
+      split: row.split,
+      created_at: row.created_at,
+      group: JSON.parse(row.data) as unknown,
+    }));
+    return { items, hasMore: rows.length > query.limit };
   }
 
   /** How many trajectory groups were logged for a model. */

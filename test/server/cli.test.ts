@@ -72,6 +72,8 @@ describe('policyloop serve', () => {
     expect(Number(match?.[2])).toBeGreaterThan(0);
     expect(await cli.nextLine()).toContain(DEV_API_KEY);
     const url = match?.[1] as string;
+    // The development key is public: the dashboard link carries it in the fragment.
+    expect(await cli.nextLine()).toBe(`dashboard: ${url}/#key=${DEV_API_KEY}`);
     const response = await fetch(`${url}/v1/preview/models`, {
       method: 'POST',
       headers: { authorization: `Bearer ${DEV_API_KEY}`, 'content-type': 'application/json' },
@@ -107,6 +109,7 @@ describe('policyloop serve', () => {
       'key-two',
     ]);
     const url = /on (\S+)$/.exec(await cli.nextLine())?.[1] as string;
+    expect(await cli.nextLine()).toBe(`dashboard: ${url}/`);
     const status = async (key: string) =>
       (await fetch(`${url}/v1/models`, { headers: { authorization: `Bearer ${key}` } })).status;
     expect([await status('key-one'), await status('key-two'), await status(DEV_API_KEY)]).toEqual([200, 200, 401]);
@@ -122,6 +125,7 @@ describe('policyloop serve', () => {
     });
     const url = /on (\S+)$/.exec(await cli.nextLine())?.[1] as string;
     expect(await cli.nextLine()).toBe('using the API key from POLICYLOOP_API_KEY');
+    expect(await cli.nextLine()).toBe(`dashboard: ${url}/`);
     const status = async (key: string) =>
       (await fetch(`${url}/v1/models`, { headers: { authorization: `Bearer ${key}` } })).status;
     expect([await status('from-the-environment'), await status(DEV_API_KEY)]).toEqual([200, 401]);

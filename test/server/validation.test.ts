@@ -377,7 +377,15 @@ describe('422 coverage', () => {
 
 describe('404 and 405', () => {
   it('404s unknown paths and 405s known paths with the wrong method, before asking for a key', async () => {
-    for (const path of ['/v1/unknown', '/v2/health', '/v1/preview/models/x/y/z', '/v1/preview/models/', '/']) {
+    // `/` is the dashboard's page (see local-routes.test.ts); `/assets/` serves only its own files.
+    for (const path of [
+      '/v1/unknown',
+      '/v2/health',
+      '/v1/preview/models/x/y/z',
+      '/v1/preview/models/',
+      '/index.html',
+      '/assets/nope.js',
+    ]) {
       const response = await server.call('GET', path, { auth: false });
       expect(response.status, path).toBe(404);
       expect(response.body).toEqual({

@@ -10,7 +10,8 @@ import type { Command } from '../command.js';
 
 const HELP = `Usage: policyloop serve [options]
 
-Run the local training service (the training API and an OpenAI-compatible inference API).
+Run the local training service (the training API, an OpenAI-compatible inference API and a
+dashboard at http://HOST:PORT/, whose address it prints).
 
 Options:
   --host HOST        Interface to listen on (default 127.0.0.1)
@@ -108,6 +109,11 @@ export const serveCommand: Command = {
           `policyloop: warning: listening on ${values.host} with the public development key; pass --api-key KEY\n`,
         );
     }
+    // The development key is public, so the link may carry it (in the fragment, which the browser
+    // never sends); a key of the user's own is typed into the page's form instead.
+    process.stdout.write(
+      `dashboard: ${server.url}/${apiKeys === undefined ? `#key=${encodeURIComponent(DEV_API_KEY)}` : ''}\n`,
+    );
     return await exited;
   },
 };
