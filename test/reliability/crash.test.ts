@@ -5,15 +5,13 @@
  * got a 200) must be there after each restart, no job may stay PENDING or RUNNING, and each
  * interrupted job must end with exactly one terminal event.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
+import type { ChildProcess } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
 import { TrainingClient } from '../../src/client/index.js';
 import { DEV_API_KEY, INTERRUPTED_MESSAGE } from '../../src/server/index.js';
 import { temporaryDirectory, waitFor } from '../server/support/harness.js';
+import { killHard, startServeProcess } from './support/serve-process.js';
 
-const MAIN = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
 const KILLS = 5;
 const LOGGERS = 16;
 const children: ChildProcess[] = [];
@@ -22,39 +20,6 @@ afterEach(() => {
   for (const child of children.splice(0))
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
 });
-
-/** Starts `policyloop serve` on `dataDir` and resolves with its URL once it prints the ready line. */
-async function serve(dataDir: string): Promise<{ child: ChildProcess; url: string }> {
-  const env: NodeJS.ProcessEnv = { ...process.env };
-  delete env['POLICYLOOP_API_KEY'];
-  const child = spawn(process.execPath, ['--import', 'tsx', MAIN, 'serve', '--port', '0', '--data-dir', dataDir], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env,
-  });
-  children.push(child);
-  let stderr = '';
-  child.stderr?.on('data', (chunk: Buffer) => {
-    stderr += chunk.toString();
-  });
-  const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`serve printed nothing within 30 s: ${stderr}`)), 30_000);
-    lines.once('line', (line) => {
-      clearTimeout(timer);
-      const match = /listening on (\S+)$/.exec(line);
-      if (match?.[1] === undefined) reject(new Error(`unexpected first line: ${line}`));
-      else resolve(match[1]);
-    });
-    child.once('exit', (code) => reject(new Error(`serve exited with ${code}: ${stderr}`)));
-  });
-  return { child, url };
-}
-
-async function killHard(child: ChildProcess): Promise<void> {
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  child.kill('SIGKILL');
-  await exited;
-}
 
 /** SFT rows enough for a job that trains for many seconds (batch size 1). */
 function sftDataUrl(cycle: number): string {
@@ -72,7 +37,7 @@ function sftDataUrl(cycle: number): string {
 describe('crash', () => {
   it('keeps every acknowledged write and ends every job through five kill -9 restarts', async () => {
     const dataDir = temporaryDirectory('policyloop-crash-');
-    let { child, url } = await serve(dataDir);
+    let { child, url } = await startServeProcess(dataDir, (started) => children.push(started));
     let client = new TrainingClient({ baseURL: `${url}/v1`, apiKey: DEV_API_KEY });
     const model = await client.models.create({
       project: 'crash',
@@ -138,7 +103,7 @@ describe('crash', () => {
       await Promise.all(loggers);
       interruptedJobs.push(running.id, queued.id);
 
-      ({ child, url } = await serve(dataDir));
+      ({ child, url } = await startServeProcess(dataDir, (started) => children.push(started)));
       const restartMs = performance.now() - killedAt;
       client = new TrainingClient({ baseURL: `${url}/v1`, apiKey: DEV_API_KEY });
 
