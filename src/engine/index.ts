@@ -7,7 +7,7 @@ export { createEngine } from './engine.js';
 export type { EngineOptions } from './engine.js';
 export { EngineInputError } from './types.js';
 export type { Engine, EngineTrainingEvent, EngineTrainingJob, EngineTrainingResult, PolicyRef } from './types.js';
-export { DEFAULT_BASE_MODEL, MODEL_CONFIGS, SMALL_CHAT, TINY_CHAT } from './model-config.js';
+export { AGENT_CHAT, DEFAULT_BASE_MODEL, MODEL_CONFIGS, SMALL_CHAT, TINY_CHAT, tokenizerOf } from './model-config.js';
 export type { ModelConfig } from './model-config.js';
 export { AUTO_SFT_BATCH_SIZE, DEFAULT_LEARNING_RATE, DEFAULT_SFT_LEARNING_RATE } from './trainer.js';
 export { parameterCount, METADATA_FILE, OPTIMIZER_FILE, WEIGHTS_FILE } from './weights.js';
