@@ -246,7 +246,11 @@ export async function generate(
       }
       return index;
     });
-    const perRow = config.headCount * promptLength * promptLength;
+    const window = config.attentionWindow;
+    const perRow =
+      window !== undefined && window < promptLength
+        ? config.headCount * Math.ceil(promptLength / window) * window * 2 * window
+        : config.headCount * promptLength * promptLength;
     const chunkRows = Math.max(1, Math.floor(PREFILL_SCORE_BUDGET / perRow));
     const parts: { cache: KeyValueCache; logits: Float32Array }[] = [];
     for (let start = 0; start < unique.length; start += chunkRows) {

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestService } from '../../src/testing/index.js';
 import type { TestService } from '../../src/testing/index.js';
-import { AGENT_TOOLS, agentMessages } from './support/agent-prompt.js';
+import { AGENT_TOOLS, agentAnswer, agentMessages } from './support/agent-prompt.js';
 
 let service: TestService;
 beforeAll(async () => {
@@ -114,5 +114,27 @@ describe('an agent prompt on policyloop/agent-chat', () => {
     const after = await call('POST', '/chat/completions', request(inferenceName, 2));
     expect(after.status).toBe(200);
     expect(after.body.choices[0].logprobs.content.length).toBeGreaterThan(0);
+  });
+
+  it('trains an SFT job on agent demonstrations (a warm start before RL)', async () => {
+    const model = await call('POST', '/preview/models', {
+      project: 'agent-context',
+      name: 'harbor-sft',
+      base_model: 'policyloop/agent-chat',
+    });
+    const rows = [0, 1, 2].map((variant) => ({
+      messages: [...agentMessages(variant), { role: 'assistant', content: agentAnswer(variant) }],
+      tools: AGENT_TOOLS,
+    }));
+    const training = rows.map((row) => JSON.stringify(row)).join('\n');
+    const job = await call('POST', '/preview/sft-training-jobs', {
+      model_id: model.body.id,
+      training_data_url: `data:application/jsonl;base64,${Buffer.from(training).toString('base64')}`,
+      config: { batch_size: 3, learning_rate: 5e-3, assistant_turns: 'last' },
+    });
+    expect(job.status).toBe(200);
+    const metrics = await waitForJob(job.body.id);
+    expect(metrics['num_trainable_tokens']).toBeGreaterThan(3 * 40);
+    expect(metrics['num_sequences_truncated']).toBe(0);
   });
 });
