@@ -10,6 +10,9 @@
  *   job with its checkpoint write), against the same step shape on `policyloop/tiny-chat` with the
  *   demo's short prompts (the baseline).
  *
+ * The agent step is then repeated through the local service over loopback HTTP (chat completions,
+ * then an RL training job polled to its end).
+ *
  * Run: `npx tsx bench/agent-context.ts [--groups 8] [--rollouts 8] [--max-tokens 48]`.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -22,6 +25,7 @@ import { AGENT_CHAT, TINY_CHAT, createEngine, decodeTokens, parameterCount } fro
 import type { Engine, ModelConfig, PolicyRef } from '../src/engine/index.js';
 import { tokenizerOf } from '../src/engine/model-config.js';
 import { BYTE_TOKENIZER } from '../src/engine/tokenizer.js';
+import { startTestService } from '../src/testing/index.js';
 import { AGENT_TOOLS, agentMessages } from '../test/engine/support/agent-prompt.js';
 import { readFileSync } from 'node:fs';
 import { BPE_MERGES_URL } from '../src/engine/bpe.js';
@@ -165,4 +169,75 @@ try {
 } finally {
   await engine.close();
   await rm(directory, { recursive: true, force: true });
+}
+
+// The same agent step through the local service (HTTP, job queue, checkpoint bookkeeping).
+{
+  const service = await startTestService();
+  try {
+    const call = async (method: string, route: string, body?: unknown): Promise<Record<string, unknown>> => {
+      const response = await fetch(`${service.baseURL}${route}`, {
+        method,
+        headers: { authorization: `Bearer ${service.apiKey}`, 'content-type': 'application/json' },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+      if (!response.ok) throw new Error(`${method} ${route} answered ${response.status}: ${await response.text()}`);
+      return (await response.json()) as Record<string, unknown>;
+    };
+    const model = await call('POST', '/preview/models', {
+      project: 'bench',
+      name: 'agent',
+      base_model: AGENT_CHAT.id,
+    });
+    const name = `wandb-artifact:///${String(model['entity'])}/${String(model['project'])}/${String(model['name'])}`;
+    const body = (group: number, n: number, maxTokens: number) => ({
+      model: name,
+      messages: agentMessages(group),
+      tools: AGENT_TOOLS,
+      n,
+      max_tokens: maxTokens,
+      temperature: 1,
+      seed: group,
+      logprobs: true,
+    });
+    await call('POST', '/chat/completions', body(0, 1, 1));
+    let started = performance.now();
+    const results = await Promise.all(
+      Array.from({ length: GROUPS }, (_, group) =>
+        call('POST', '/chat/completions', body(group, ROLLOUTS, MAX_TOKENS)),
+      ),
+    );
+    const sampleSeconds = (performance.now() - started) / 1000;
+    started = performance.now();
+    const job = await call('POST', '/preview/training-jobs', {
+      model_id: model['id'],
+      trajectory_groups: results.map((result, group) => ({
+        trajectories: (result['choices'] as unknown[]).map((choice, index) => ({
+          messages_and_choices: [...agentMessages(group), choice],
+          tools: AGENT_TOOLS,
+          reward: index % 2,
+        })),
+      })),
+    });
+    let after = '';
+    let ended = false;
+    while (!ended) {
+      const page = await call(
+        'GET',
+        `/preview/training-jobs/${String(job['id'])}/events?limit=100${after ? `&after=${after}` : ''}`,
+      );
+      for (const event of page['data'] as { id: string; type: string; data: unknown }[]) {
+        after = event.id;
+        if (event.type === 'training_failed') throw new Error(`training failed: ${JSON.stringify(event.data)}`);
+        if (event.type === 'training_ended') ended = true;
+      }
+      if (!ended) await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    const trainSeconds = (performance.now() - started) / 1000;
+    console.log(
+      `  ${AGENT_CHAT.id} through the local service: sample ${sampleSeconds.toFixed(1)} s + train ${trainSeconds.toFixed(1)} s = ${(sampleSeconds + trainSeconds).toFixed(1)} s; load average now ${os.loadavg()[0]?.toFixed(1)}`,
+    );
+  } finally {
+    await service.close();
+  }
 }
