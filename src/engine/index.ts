@@ -1,6 +1,6 @@
 /**
- * The local policy engine: a small byte-level transformer on tfjs (wasm backend) that samples
- * chat completions with logprobs and trains checkpoints by RL and SFT. See `docs/engine.md`.
+ * The local policy engine: small transformers on tfjs (wasm backend), byte-level or BPE, that
+ * sample chat completions with logprobs and train checkpoints by RL and SFT. See `docs/engine.md`.
  * @module
  */
 export { createEngine } from './engine.js';
