@@ -22,7 +22,9 @@ export {
   tokenBytes,
   tokenString,
 } from './tokenizer.js';
-export type { SpecialToken } from './tokenizer.js';
+export { BYTE_TOKENIZER } from './tokenizer.js';
+export type { LogprobTokenEntry, SpecialToken, Tokenizer } from './tokenizer.js';
+export { bpeTokenizer, createBpeTokenizer, pretokenize } from './bpe.js';
 export { renderPrompt } from './chat-template.js';
 export { formatToolCall, formatToolCallText, parseToolCalls } from './tool-calls.js';
 export type { ParsedCompletion, ParsedToolCall } from './tool-calls.js';
