@@ -712,7 +712,9 @@ export class RLTrainer<S> extends EventEmitter<RLTrainerEvents> {
       this.config.keep?.direction === 'min' ? (a: number, b: number) => a <= b : (a: number, b: number) => a >= b;
     let step: number | null = null;
     let value: number | null = null;
-    for (const [at, metricValue] of metricByStep(await this.model.history(), metric)) {
+    const values = [...metricByStep(await this.model.history(), metric)].sort(([a], [b]) => a - b);
+    // Ties go to the later step, as in checkpoint retention.
+    for (const [at, metricValue] of values) {
       if (value === null || better(metricValue, value)) {
         step = at;
         value = metricValue;
