@@ -464,6 +464,7 @@ export class RLTrainer<S> extends EventEmitter<RLTrainerEvents> {
     let exhausted = false;
     let stopSampling = false;
     let stopReason: RLStopReason = 'max_steps';
+    let filling: Promise<void> | undefined;
     try {
       await raceSignal(model.finishPendingJob({ signal: stopper.signal }), stopper.signal);
       latest = await model.getStep({ signal: stopper.signal });
@@ -523,7 +524,6 @@ export class RLTrainer<S> extends EventEmitter<RLTrainerEvents> {
 
       // Launches batches while the bound allows: a batch launched now trains no earlier than
       // after the ones ahead of it (queued, and the one training), so at most k of those.
-      let filling: Promise<void> | undefined;
       const fill = (): Promise<void> => {
         filling ??= launch().finally(() => {
           filling = undefined;
@@ -536,6 +536,8 @@ export class RLTrainer<S> extends EventEmitter<RLTrainerEvents> {
           const stepsLeft = maxSteps - latest;
           if (stopSampling || exhausted || stopper.signal.aborted || ahead > k || ahead >= stepsLeft) return;
           const scenarios = await source.take(groupsPerStep);
+          // An async iterable may have taken a while: nothing starts once the run is ending.
+          if (stopSampling || stopper.signal.aborted) return;
           if (scenarios.length === 0) {
             exhausted = true;
             return;
@@ -663,6 +665,7 @@ export class RLTrainer<S> extends EventEmitter<RLTrainerEvents> {
     } finally {
       stopSampling = true;
       if (!stopper.signal.aborted) stopper.abort(new PolicyloopError('The run ended.'));
+      await filling;
       await Promise.all(queue.splice(0).map((pending) => pending.promise.catch(() => undefined)));
       while (background.size > 0) await Promise.all([...background]);
       await model.flushLogs().catch(() => undefined);

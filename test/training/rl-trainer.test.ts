@@ -199,6 +199,26 @@ describe('RLTrainer', () => {
     await model.close();
   });
 
+  it('reads an async iterable of scenarios once, in order, and says when it ran out', async () => {
+    const model = await freshModel();
+    async function* words(): AsyncGenerator<string> {
+      for (const word of WORDS.slice(0, 6)) yield word;
+    }
+    const summary = await new RLTrainer({
+      model,
+      scenarios: words(),
+      rollout: wordRollout(model),
+      reward: capitals,
+      groupSize: 4,
+      groupsPerStep: 2,
+      maxSteps: 10,
+      progress: false,
+    }).run();
+    expect(summary).toMatchObject({ step: 3, stopReason: 'scenarios_exhausted', totals: { steps: 3, rollouts: 24 } });
+    expect(inFlight).toBe(0);
+    await model.close();
+  });
+
   it('on abort stops sampling, lets the running job finish and record its step, and leaves nothing in flight', async () => {
     const model = await freshModel();
     const controller = new AbortController();
