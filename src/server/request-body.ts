@@ -14,7 +14,11 @@ export const NO_BODY: unique symbol = Symbol('no body');
  * Returns {@link NO_BODY} for an empty body.
  */
 export async function readJsonBody(request: Request, maxBytes: number): Promise<unknown> {
-  const text = await readBodyText(request, maxBytes);
+  return parseJsonBodyText(await readBodyText(request, maxBytes));
+}
+
+/** Parses a body read by {@link readBodyText} like {@link readJsonBody} does. */
+export function parseJsonBodyText(text: string): unknown {
   if (text.trim() === '') return NO_BODY;
   let value: unknown;
   try {

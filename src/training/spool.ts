@@ -13,6 +13,11 @@ export interface SpoolRecord {
   readonly model_id: string;
   /** The split of the batch (`train`, `val`, ...). */
   readonly split: string;
+  /**
+   * The `Idempotency-Key` the batch was sent with; a replay sends it again, so a batch the service
+   * stored before its answer was lost is not stored twice. Absent in spools of older versions.
+   */
+  readonly idempotency_key?: string | undefined;
   /** The groups of the batch, as they would have been sent. */
   readonly trajectory_groups: readonly TrajectoryGroupInput[];
   /** Why the last attempt failed. */
