@@ -159,5 +159,6 @@ export {
   TrainingTimeoutError,
   LogDeliveryError,
   LogFlushTimeoutError,
+  TrainingJobUncertainError,
   type ChoiceLocation,
 } from './training/errors.js';

@@ -61,5 +61,6 @@ export {
   TrainingTimeoutError,
   LogDeliveryError,
   LogFlushTimeoutError,
+  TrainingJobUncertainError,
   type ChoiceLocation,
 } from './errors.js';

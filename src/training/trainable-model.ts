@@ -2,10 +2,12 @@
  * The trainable model handle: registers with a backend, knows its step (= policy version), hands
  * out an OpenAI client bound to it, logs metrics, trains (RL and SFT) and prunes checkpoints.
  */
+import { randomUUID } from 'node:crypto';
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { EventEmitter } from 'eventemitter3';
 import OpenAI from 'openai';
+import { APIConnectionError, APIError } from '../client/errors.js';
 import { InvalidArgumentError, PolicyloopError } from '../internal/errors.js';
 import {
   booleanOption,
@@ -40,6 +42,7 @@ import type { HistoryRow } from './history.js';
 import { modelInferenceName } from './inference-name.js';
 import { checkFlushOptions, LogBatcher } from './log-batcher.js';
 import type { FlushOptions, LogBatcherOptions, LogBatcherStats, SpoolReplayResult } from './log-batcher.js';
+import { TrainingJobUncertainError } from './errors.js';
 import { assertChoicesHaveLogprobs } from './missing-logprobs.js';
 import type { TrainableModelEvents, TrainingJobKind } from './model-events.js';
 import { assertPathSegment, modelFiles } from './model-files.js';
@@ -502,9 +505,11 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
     if (options.lossFn !== undefined) config.loss_fn = options.lossFn;
     if (options.allowTrainingWithoutLogprobs === true) config.allow_training_without_logprobs = true;
 
-    const job = await connection.client.jobs.createRL(
-      { model_id: model.id, trajectory_groups: parsed, experimental_config: config },
-      { signal: options.signal },
+    const job = await submitJob(connection, 'rl', (requestOptions) =>
+      connection.client.jobs.createRL(
+        { model_id: model.id, trajectory_groups: parsed, experimental_config: config },
+        { signal: options.signal, ...requestOptions },
+      ),
     );
     return this.finishJob(job.id, 'rl', parsed.length, currentStep, droppedGroups, options, groupMetrics);
   }
@@ -527,9 +532,11 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
     if (options.assistantTurns !== undefined) config.assistant_turns = options.assistantTurns;
     const currentStep = await this.getStep(options);
     if (this.batcher !== undefined) await this.batcher.flush({ signal: options.signal });
-    const job = await connection.client.jobs.createSFT(
-      { model_id: model.id, training_data_url: url, config },
-      { signal: options.signal },
+    const job = await submitJob(connection, 'sft', (requestOptions) =>
+      connection.client.jobs.createSFT(
+        { model_id: model.id, training_data_url: url, config },
+        { signal: options.signal, ...requestOptions },
+      ),
     );
     return this.finishJob(job.id, 'sft', rows, currentStep, 0, options, {});
   }
@@ -780,4 +787,25 @@ function checkSFTOptions(options: SFTOptions): void {
   });
   optional(options.assistantTurns, (turns) => enumOption('assistantTurns', turns, ['all', 'last']));
   optional(options.trainingDataUrl, (url) => stringOption('trainingDataUrl', url, true));
+}
+
+/**
+ * Sends a training-job POST with one `Idempotency-Key` for the job. A service known to honour the
+ * key gets the client's usual retries (each one is recognised: one job). Any other service gets a
+ * single attempt: a failure that leaves open whether the job was created becomes a
+ * {@link TrainingJobUncertainError} instead of a blind retry.
+ */
+async function submitJob<T>(
+  connection: BackendConnection,
+  kind: 'rl' | 'sft',
+  send: (options: { idempotencyKey: string; maxRetries?: number }) => Promise<T>,
+): Promise<T> {
+  const idempotencyKey = randomUUID();
+  if (connection.honoursIdempotencyKeys === true) return send({ idempotencyKey });
+  try {
+    return await send({ idempotencyKey, maxRetries: 0 });
+  } catch (error) {
+    const uncertain = error instanceof APIConnectionError || (error instanceof APIError && error.status >= 500);
+    throw uncertain ? new TrainingJobUncertainError(kind, idempotencyKey, error) : error;
+  }
 }
