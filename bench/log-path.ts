@@ -7,6 +7,7 @@
  *
  * Run: `npx tsx bench/log-path.ts` (`--rounds N`, default 3). The machine and load are printed.
  */
+import { randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -72,7 +73,8 @@ function seconds(work: () => void): number {
 
 const dataDir = await mkdtemp(path.join(os.tmpdir(), 'policyloop-bench-log-'));
 const service = await serve({ port: 0, dataDir });
-const client = new TrainingClient({ baseURL: service.baseURL, apiKey: service.apiKey, maxRetries: 0 });
+// Retries on: an idle keep-alive connection the service closed between rounds resets the next request.
+const client = new TrainingClient({ baseURL: service.baseURL, apiKey: service.apiKey, maxRetries: 2 });
 console.log(
   `# log path: ${GROUPS} groups x ${GROUP_SIZE} trajectories (${megabytes.toFixed(1)} MB of JSON), LogBatcher -> local service (HTTP on loopback, this process) -> stored rows`,
 );
@@ -98,11 +100,10 @@ try {
       for (const body of fresh) LogRequest.parse(body);
     });
 
-    const model = await client.models.create({
-      project: 'bench',
-      name: `log-path-${round}`,
-      base_model: 'policyloop/tiny-chat',
-    });
+    const model = await client.models.create(
+      { project: 'bench', name: `log-path-${round}`, base_model: 'policyloop/tiny-chat' },
+      { idempotencyKey: randomUUID() },
+    );
     const batcher = new LogBatcher({
       client,
       modelId: model.id,
