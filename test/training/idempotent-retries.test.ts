@@ -198,3 +198,36 @@ describe('training jobs', () => {
     expect(jobs.data).toHaveLength(1);
   });
 });
+
+describe('large bodies', () => {
+  it('are compared by their bytes: the same bytes replay, the same value in other bytes is refused', async () => {
+    const backend = new LocalBackend({ url: service.baseURL, apiKey, dataDir });
+    const model = await registered(backend);
+    const { client } = await backend.connect();
+    const groups = Array.from({ length: 40 }, (_, index) => ({
+      trajectories: [{ reward: index, logs: ['x'.repeat(2_000)] }],
+    }));
+    const compact = JSON.stringify({ split: 'train', trajectory_groups: groups });
+    expect(Buffer.byteLength(compact)).toBeGreaterThan(64 * 1024);
+    const post = (body: string) =>
+      fetch(`${service.baseURL}/preview/models/${model.id}/log`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json', 'idempotency-key': 'big-1' },
+        body,
+      });
+
+    const first = await post(compact);
+    const again = await post(compact);
+    const respaced = await post(JSON.stringify({ split: 'train', trajectory_groups: groups }, null, 1));
+
+    expect(first.status).toBe(200);
+    expect(again.status).toBe(200);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(await again.text()).toBe(await first.text());
+    expect(respaced.status).toBe(422);
+    expect(((await respaced.json()) as { detail: Array<{ type: string }> }).detail[0]?.type).toBe(
+      'idempotency_key_reused',
+    );
+    expect(await storedGroups(client, model.id)).toBe(40);
+  });
+});
