@@ -176,5 +176,6 @@ export {
   LogDeliveryError,
   LogFlushTimeoutError,
   NoLearningSignalError,
+  TrainingJobUncertainError,
   type ChoiceLocation,
 } from './training/errors.js';

@@ -43,6 +43,8 @@ export interface RequestSpec<Output> {
   query?: Record<string, string | number | undefined> | undefined;
   /** The JSON body, already validated. */
   body?: unknown;
+  /** The JSON body as text, already serialized (and validated by whoever built it); wins over `body`. */
+  rawBody?: string | undefined;
   /** Schema of a 2xx body, applied leniently (unknown keys pass). */
   response: z.ZodType<Output>;
   /** Name of that schema, for messages. */
@@ -153,7 +155,11 @@ export class Transport {
           this.#settings.fetch(buildURL(spec.baseURL ?? this.#settings.baseURL, spec.path, spec.query), {
             method: spec.method,
             headers: this.#headers(spec, options),
-            ...(spec.body === undefined ? {} : { body: JSON.stringify(spec.body) }),
+            ...(spec.rawBody !== undefined
+              ? { body: spec.rawBody }
+              : spec.body === undefined
+                ? {}
+                : { body: JSON.stringify(spec.body) }),
             signal: controller.signal,
           }),
           aborted,
@@ -183,7 +189,7 @@ export class Transport {
       'User-Agent': `policyloop/${VERSION}`,
       'X-Policyloop-Version': VERSION,
     });
-    if (spec.body !== undefined) headers.set('Content-Type', 'application/json');
+    if (spec.body !== undefined || spec.rawBody !== undefined) headers.set('Content-Type', 'application/json');
     for (const [name, value] of Object.entries(this.#settings.defaultHeaders)) headers.set(name, value);
     for (const [name, value] of Object.entries(spec.headers ?? {})) headers.set(name, value);
     for (const [name, value] of Object.entries(options.headers ?? {})) headers.set(name, value);

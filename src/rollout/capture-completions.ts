@@ -50,8 +50,8 @@ function firstChoice(response: unknown): Choice | null {
   if (!Array.isArray(choices) || choices.length === 0) return null;
   const first: unknown = choices[0];
   if (typeof first !== 'object' || first === null) return null;
-  // A plain copy: the SDK's objects are plain JSON, and the trajectory must not alias them.
-  return JSON.parse(JSON.stringify(first)) as Choice;
+  // Not copied here: the recorder copies what it records, so the trajectory never aliases the SDK's objects.
+  return first as Choice;
 }
 
 function record(scope: RolloutScope, body: ChatCompletionCreateBody, choice: Choice | null): void {

@@ -3,7 +3,6 @@
  * and retries, rewards, an exception budget, cancellation, policy-version stamps and typed events.
  */
 import { setMaxListeners } from 'node:events';
-import PQueue from 'p-queue';
 import { abortReason, delay, raceSignal } from '../internal/delay.js';
 import { backoffDelay } from '../internal/backoff.js';
 import { isRetryableStatus, PolicyloopError, userAbortError } from '../internal/errors.js';
@@ -24,6 +23,7 @@ import {
 import { toRewardFn, type RewardSpec } from '../rewards/combine-rewards.js';
 import { RewardFunctionError } from '../rewards/reward-errors.js';
 import { evaluateReward } from '../rewards/reward-function.js';
+import { fastParseTrajectory } from '../schema/fast-parse.js';
 import { Trajectory, type TrajectoryException, type TrajectoryGroup, type TrajectoryInput } from '../schema/index.js';
 import { GatherEmitter, type GatherEventMap } from './gather-events.js';
 import { attachProgressBar } from './progress-bar.js';
@@ -163,7 +163,11 @@ function isRetryable(error: unknown): boolean {
 /** The recorded trajectory with what the rollout returned laid over it, validated. */
 function buildTrajectory(recorded: TrajectoryInput, returned: unknown): Trajectory {
   let merged: unknown = recorded;
-  if (returned !== undefined) {
+  if (returned === undefined) {
+    // The recorded trajectory is a fresh copy the runner owns: the fast path may use it as the result.
+    const fast = fastParseTrajectory(recorded);
+    if (fast !== undefined) return fast;
+  } else {
     if (typeof returned !== 'object' || returned === null || Array.isArray(returned)) {
       throw new InvalidTrajectoryError(
         `Expected the rollout to return a trajectory object or nothing, got ${preview(returned)}`,
@@ -227,7 +231,8 @@ export async function gatherTrajectoryGroups<S>(
   // Every running attempt listens on the gather's signal: without this, Node prints a
   // MaxListenersExceededWarning on stderr past 10 concurrent rollouts.
   setMaxListeners(Number.POSITIVE_INFINITY, controller.signal);
-  const queue = new PQueue({ concurrency });
+  /** The running attempts' abort functions: `stop` calls them (cheaper than a listener each on the gather's signal). */
+  const running = new Set<(reason: unknown) => void>();
 
   let stopped = false;
   let rejectGather: (error: unknown) => void = () => undefined;
@@ -239,8 +244,8 @@ export async function gatherTrajectoryGroups<S>(
   const stop = (error: unknown, reason: unknown = error): void => {
     if (stopped) return;
     stopped = true;
-    queue.clear();
     controller.abort(reason);
+    for (const abortAttempt of running) abortAttempt(reason);
     rejectGather(error);
   };
   const onAbort = (): void => stop(userAbortError(signal, 'The gather'), abortReason(signal));
@@ -270,10 +275,20 @@ export async function gatherTrajectoryGroups<S>(
   const runAttempt = async (scenario: S, groupIndex: number, index: number, attempt: number): Promise<Trajectory> => {
     const attemptController = new AbortController();
     setMaxListeners(Number.POSITIVE_INFINITY, attemptController.signal);
-    const onStop = (): void => attemptController.abort(controller.signal.reason);
-    controller.signal.addEventListener('abort', onStop, { once: true });
+    // The attempt rejects as soon as its signal aborts (gather stopped, or timed out), whatever the
+    // rollout does with the signal. Both sources are ours, so they reject directly.
+    let rejectAttempt: (reason: unknown) => void = () => undefined;
+    const aborted = new Promise<never>((_resolve, reject) => {
+      rejectAttempt = reject;
+    });
+    aborted.catch(() => undefined);
+    const abortAttempt = (reason: unknown): void => {
+      attemptController.abort(reason);
+      rejectAttempt(reason);
+    };
+    running.add(abortAttempt);
     const timer = Number.isFinite(timeout)
-      ? setTimeout(() => attemptController.abort(new RolloutTimeoutError(timeout)), timeout)
+      ? setTimeout(() => abortAttempt(new RolloutTimeoutError(timeout)), timeout)
       : undefined;
     const recorder = new TrajectoryRecorder();
     const attemptSignal = attemptController.signal;
@@ -294,10 +309,10 @@ export async function gatherTrajectoryGroups<S>(
         if (reward !== undefined) trajectory.reward = await evaluateReward(reward, trajectory, scenario);
         return trajectory;
       };
-      return await raceSignal(work(), attemptSignal);
+      return await Promise.race([work(), aborted]);
     } finally {
       clearTimeout(timer);
-      controller.signal.removeEventListener('abort', onStop);
+      running.delete(abortAttempt);
       recorder.close();
     }
   };
@@ -348,10 +363,7 @@ export async function gatherTrajectoryGroups<S>(
     }
   };
 
-  const runGroup = async (scenario: S, groupIndex: number): Promise<TrajectoryGroup> => {
-    const outcomes = await Promise.all(
-      Array.from({ length: groupSize }, (_unused, index) => queue.add(() => runRollout(scenario, groupIndex, index))),
-    );
+  const runGroup = async (scenario: S, groupIndex: number, outcomes: readonly Outcome[]): Promise<TrajectoryGroup> => {
     const trajectories: Trajectory[] = [];
     const exceptions: TrajectoryException[] = [];
     for (const outcome of outcomes) {
@@ -388,7 +400,32 @@ export async function gatherTrajectoryGroups<S>(
   const detachBar =
     options.progress === true && process.stderr.isTTY ? attachProgressBar(events, process.stderr) : undefined;
   try {
-    const all = Promise.all(list.map((scenario, groupIndex) => runGroup(scenario, groupIndex)));
+    // `concurrency` workers take the rollouts in order (group by group), each from the gather's own
+    // async context; a group is scored and reported once its last rollout settled.
+    const outcomes: Outcome[][] = list.map(() => new Array<Outcome>(groupSize));
+    const remaining: number[] = list.map(() => groupSize);
+    const settleGroup: Array<(outcomes: Outcome[]) => void> = [];
+    const groupsDone = list.map((scenario, groupIndex) =>
+      new Promise<Outcome[]>((resolve) => {
+        settleGroup[groupIndex] = resolve;
+      }).then((settled) => runGroup(scenario, groupIndex, settled)),
+    );
+    let next = 0;
+    const worker = async (): Promise<void> => {
+      while (!stopped && next < total) {
+        const position = next;
+        next += 1;
+        const groupIndex = Math.floor(position / groupSize);
+        const index = position % groupSize;
+        const outcome = await runRollout(list[groupIndex] as S, groupIndex, index);
+        (outcomes[groupIndex] as Outcome[])[index] = outcome;
+        remaining[groupIndex] = (remaining[groupIndex] as number) - 1;
+        if (remaining[groupIndex] === 0) settleGroup[groupIndex]?.(outcomes[groupIndex] as Outcome[]);
+      }
+    };
+    for (let count = 0; count < Math.min(concurrency, total); count += 1)
+      worker().catch((error: unknown) => stop(error));
+    const all = Promise.all(groupsDone);
     all.catch(() => undefined);
     const groups = await Promise.race([all, stoppedEarly]);
     if (stopped) await stoppedEarly;

@@ -12,6 +12,7 @@ import type {
   TrajectoryInput,
 } from '../schema/index.js';
 import { messageOf } from '../schema/index.js';
+import { clonePlain } from '../internal/clone.js';
 import { functionTools, messageKey, sameTools } from './message-equality.js';
 
 /**
@@ -30,13 +31,13 @@ export class HistoryRecorder {
 
   /** Appends messages (context, not trained on). Returns `this` for chaining. */
   addMessage(...messages: ChatCompletionMessageParam[]): this {
-    for (const message of messages) this.messagesAndChoices.push(structuredClone(message));
+    for (const message of messages) this.messagesAndChoices.push(clonePlain(message));
     return this;
   }
 
   /** Appends a sampled Choice (a trainable turn, keep its `logprobs`). Returns `this`. */
   addChoice(choice: Choice): this {
-    this.messagesAndChoices.push(structuredClone(choice));
+    this.messagesAndChoices.push(clonePlain(choice));
     return this;
   }
 
@@ -62,8 +63,8 @@ export class HistoryRecorder {
 
   /** This conversation as an `additional_histories` entry (`AdditionalHistory`). */
   toHistory(): AdditionalHistory {
-    const history: AdditionalHistory = { messages_and_choices: structuredClone(this.messagesAndChoices) };
-    if (this.tools !== null) history.tools = structuredClone(this.tools);
+    const history: AdditionalHistory = { messages_and_choices: clonePlain(this.messagesAndChoices) };
+    if (this.tools !== null) history.tools = clonePlain(this.tools);
     return history;
   }
 }
@@ -145,20 +146,20 @@ export class TrajectoryRecorder extends HistoryRecorder {
     target.addMessage(...fresh);
     target.addChoice(choice);
     const offered = functionTools(tools);
-    if (offered !== null) target.tools = structuredClone(offered);
+    if (offered !== null) target.tools = clonePlain(offered);
     return target;
   }
 
   /** The trajectory recorded so far (copies; later changes to the recorder do not show in it). */
   toTrajectory(): TrajectoryInput {
     const trajectory: TrajectoryInput = {
-      messages_and_choices: structuredClone(this.messagesAndChoices),
+      messages_and_choices: clonePlain(this.messagesAndChoices),
       additional_histories: this.additionalHistories.map((history) => history.toHistory()),
       metrics: { ...this.metrics },
-      metadata: structuredClone(this.metadata),
+      metadata: clonePlain(this.metadata),
       logs: [...this.logs],
     };
-    if (this.tools !== null) trajectory.tools = structuredClone(this.tools);
+    if (this.tools !== null) trajectory.tools = clonePlain(this.tools);
     if (this.reward !== undefined) trajectory.reward = this.reward;
     return trajectory;
   }

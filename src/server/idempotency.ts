@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import type { Context } from 'hono';
 import { HttpError, validationFailure } from './http-error.js';
 import type { RouteHandler } from './route-table.js';
-import { readJsonBodyValue, requireAuth, type ServiceContext } from './service-context.js';
+import { readJsonBodyValue, readJsonBodyWithText, requireAuth, type ServiceContext } from './service-context.js';
 import type { IdempotencyRecord, Store } from './store.js';
 
 /** The request header that carries the key (case-insensitive on the wire). */
@@ -118,11 +118,11 @@ export function idempotentWrite(
     // (a client timeout on a big log) must not run beside it.
     const slot = service.idempotency.claim(principal, key);
     try {
-      const body = await readJsonBodyValue(service, context);
+      const { value: body, text } = await readJsonBodyWithText(service, context);
       const method = context.req.method;
       // Paths differ only in the letter case of their UUIDs, which name the same resource.
       const path = context.req.path.toLowerCase();
-      const requestHash = hashRequest(method, path, body);
+      const requestHash = hashRequest(method, path, body, text);
       const stored = service.idempotency.find(principal, key);
       if (stored !== undefined) {
         if (stored.request_hash !== requestHash) {
@@ -192,9 +192,24 @@ function readIdempotencyKey(context: Context): string | undefined {
   return key;
 }
 
-/** SHA-256 (hex) of the method, the path and the body's canonical JSON (keys sorted at every level). */
-export function hashRequest(method: string, path: string, body: unknown): string {
-  return createHash('sha256').update(`${method} ${path}\n`).update(canonicalJson(body)).digest('hex');
+/**
+ * Bodies up to this many bytes are compared by their JSON value (canonical JSON), larger ones by
+ * their bytes: canonical JSON costs about 3x `JSON.parse` of the body, which matters for big logs.
+ */
+export const CANONICAL_HASH_MAX_BYTES = 64 * 1024;
+
+/**
+ * SHA-256 (hex) of the method, the path and the body: for a body of up to
+ * {@link CANONICAL_HASH_MAX_BYTES} bytes, its canonical JSON (keys sorted at every level, so key
+ * order and whitespace do not matter); for a larger one, its text as received (`raw:` prefix), so a
+ * retry of a large request must resend the same bytes (the log batcher does).
+ */
+export function hashRequest(method: string, path: string, body: unknown, text?: string): string {
+  const hash = createHash('sha256').update(`${method} ${path}\n`);
+  if (text !== undefined && Buffer.byteLength(text, 'utf8') > CANONICAL_HASH_MAX_BYTES) {
+    return `raw:${hash.update(text).digest('hex')}`;
+  }
+  return hash.update(canonicalJson(body)).digest('hex');
 }
 
 /**

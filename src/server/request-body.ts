@@ -14,7 +14,11 @@ export const NO_BODY: unique symbol = Symbol('no body');
  * Returns {@link NO_BODY} for an empty body.
  */
 export async function readJsonBody(request: Request, maxBytes: number): Promise<unknown> {
-  const text = await readBodyText(request, maxBytes);
+  return parseJsonBodyText(await readBodyText(request, maxBytes));
+}
+
+/** Parses a body read by {@link readBodyText} like {@link readJsonBody} does. */
+export function parseJsonBodyText(text: string): unknown {
   if (text.trim() === '') return NO_BODY;
   let value: unknown;
   try {
@@ -43,21 +47,34 @@ export async function readJsonBody(request: Request, maxBytes: number): Promise<
 /** Deepest nesting of arrays and objects a request body may have. */
 export const MAX_NESTING_DEPTH = 256;
 
-/** Nesting depth of a parsed JSON value, computed without recursion; stops counting past `limit`. */
-function nestingDepth(root: unknown, limit: number): number {
+/**
+ * Nesting depth of a parsed JSON value; stops counting past `limit`, so the recursion is never
+ * deeper than `limit + 1` calls (a plain recursive walk allocates nothing, unlike a work stack).
+ */
+function nestingDepth(value: unknown, limit: number): number {
+  if (value === null || typeof value !== 'object') return 0;
+  if (limit < 0) return 1;
   let deepest = 0;
-  const stack: [unknown, number][] = [[root, 0]];
-  while (stack.length > 0) {
-    const [value, depth] = stack.pop() as [unknown, number];
-    if (value === null || typeof value !== 'object') continue;
-    const level = depth + 1;
-    if (level > deepest) deepest = level;
-    if (deepest > limit) return deepest;
-    for (const child of Array.isArray(value) ? value : Object.values(value)) {
-      if (child !== null && typeof child === 'object') stack.push([child, level]);
+  if (Array.isArray(value)) {
+    for (let index = 0; index < value.length; index += 1) {
+      const child: unknown = value[index];
+      if (child !== null && typeof child === 'object') {
+        const depth = nestingDepth(child, limit - 1);
+        if (depth > deepest) deepest = depth;
+        if (deepest > limit) break;
+      }
+    }
+  } else {
+    for (const key in value) {
+      const child: unknown = (value as Record<string, unknown>)[key];
+      if (child !== null && typeof child === 'object') {
+        const depth = nestingDepth(child, limit - 1);
+        if (depth > deepest) deepest = depth;
+        if (deepest > limit) break;
+      }
     }
   }
-  return deepest;
+  return deepest + 1;
 }
 
 /** Reads the body as UTF-8 text under the limit. */

@@ -8,7 +8,7 @@ import { HttpError, RequestValidationError } from './http-error.js';
 import type { IdempotencyKeys } from './idempotency.js';
 import type { JobRunner } from './job-runner.js';
 import type { ResolvedServerOptions } from './options.js';
-import { NO_BODY, readJsonBody } from './request-body.js';
+import { NO_BODY, parseJsonBodyText, readBodyText } from './request-body.js';
 import type { ModelRecord, Store } from './store.js';
 import { parseOrThrow } from './validation.js';
 
@@ -41,9 +41,18 @@ export async function readBody<Schema extends z.ZodType>(
 
 /** Reads the JSON body under the size limit, unvalidated (422 `missing` when there is none). */
 export async function readJsonBodyValue(service: ServiceContext, context: Context): Promise<unknown> {
-  const value = await readJsonBody(context.req.raw, service.options.maxBodyBytes);
+  return (await readJsonBodyWithText(service, context)).value;
+}
+
+/** Like {@link readJsonBodyValue}, with the body's text as received. */
+export async function readJsonBodyWithText(
+  service: ServiceContext,
+  context: Context,
+): Promise<{ value: unknown; text: string }> {
+  const text = await readBodyText(context.req.raw, service.options.maxBodyBytes);
+  const value = parseJsonBodyText(text);
   if (value === NO_BODY) throw new RequestValidationError([{ loc: ['body'], msg: 'Field required', type: 'missing' }]);
-  return value;
+  return { value, text };
 }
 
 /** Validates a parsed body with `schema` (422 with `body` locs). */

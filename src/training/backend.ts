@@ -13,6 +13,13 @@ export interface BackendConnection {
   readonly apiKey: string;
   /** The `fetch` used for both, when one was injected (tests, proxies). */
   readonly fetch?: typeof globalThis.fetch | undefined;
+  /**
+   * Whether the service is known to honour `Idempotency-Key` on its POSTs (the local service
+   * does). Only then are training-job requests retried: a retry the service cannot recognise could
+   * start a second job.
+   * @default false
+   */
+  readonly honoursIdempotencyKeys?: boolean | undefined;
 }
 
 /**

@@ -28,6 +28,34 @@ export class TrainingJobFailedError extends PolicyloopError {
   }
 }
 
+/**
+ * A training-job request failed in a way that leaves open whether the service created the job (the
+ * connection broke, the request timed out, or a 5xx came back), and the service is not known to
+ * honour `Idempotency-Key`, so it was not sent again: a blind retry could start a second job.
+ * Look at the model's jobs before trying again; `idempotencyKey` is the key the request carried.
+ * @example
+ * try {
+ *   await model.train(groups);
+ * } catch (error) {
+ *   if (error instanceof TrainingJobUncertainError) console.error(error.message, error.cause);
+ * }
+ */
+export class TrainingJobUncertainError extends PolicyloopError {
+  /** `rl` or `sft`. */
+  readonly kind: 'rl' | 'sft';
+  /** The `Idempotency-Key` the request carried. */
+  readonly idempotencyKey: string;
+
+  constructor(kind: 'rl' | 'sft', idempotencyKey: string, cause: unknown) {
+    super(
+      `The ${kind === 'rl' ? 'training' : 'SFT'} job request may or may not have reached the service (${cause instanceof Error ? cause.message : String(cause)}); it was not sent again because this service is not known to honour Idempotency-Key and a retry could start a second job. Check the model's jobs before training again.`,
+      { cause },
+    );
+    this.kind = kind;
+    this.idempotencyKey = idempotencyKey;
+  }
+}
+
 /** Where in the training data a Choice without logprobs sits. */
 export interface ChoiceLocation {
   /** Index of the group in the list passed to `train`. */

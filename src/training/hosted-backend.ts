@@ -90,7 +90,15 @@ export class HostedBackend implements Backend {
       retryDelay: options.retryDelay,
     });
     const inferenceBaseURL = options.inferenceBaseURL ?? client.baseURL;
-    this.connection = { client, baseURL: client.baseURL, inferenceBaseURL, apiKey, fetch: options.fetch };
+    // Nothing says the hosted service honours Idempotency-Key (docs/hosted.md): no job POST is retried.
+    this.connection = {
+      client,
+      baseURL: client.baseURL,
+      inferenceBaseURL,
+      apiKey,
+      fetch: options.fetch,
+      honoursIdempotencyKeys: false,
+    };
     this.dataDir = path.resolve(options.dataDir ?? DEFAULT_DATA_DIR);
   }
 

@@ -79,5 +79,6 @@ export {
   LogDeliveryError,
   LogFlushTimeoutError,
   NoLearningSignalError,
+  TrainingJobUncertainError,
   type ChoiceLocation,
 } from './errors.js';

@@ -193,7 +193,15 @@ export class LocalBackend implements Backend {
       maxRetries: this.options.maxRetries,
       retryDelay: this.options.retryDelay,
     });
-    return { client, baseURL: client.baseURL, inferenceBaseURL: client.baseURL, apiKey, fetch: this.options.fetch };
+    return {
+      client,
+      baseURL: client.baseURL,
+      inferenceBaseURL: client.baseURL,
+      apiKey,
+      fetch: this.options.fetch,
+      // The local service stores the answer to a key with the write it answers (docs/server.md).
+      honoursIdempotencyKeys: true,
+    };
   }
 }
 

@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'eventemitter3';
 import { APIError } from '../client/errors.js';
 import type { TrainingClient } from '../client/index.js';
+import { LOG_SERIALIZED, type Models } from '../client/resources/models.js';
 import { INITIAL_RETRY_DELAY_MS, retryDelay } from '../client/retry-delay.js';
 import { type AbortScope, abortScope } from '../internal/abort-scope.js';
 import { delay, raceSignal } from '../internal/delay.js';
@@ -173,6 +174,8 @@ export interface SpoolReplayResult {
 interface Entry {
   readonly split: string;
   readonly group: TrajectoryGroupInput;
+  /** The group's JSON, serialized once when it was added: sent as is, on every attempt. */
+  readonly json: string;
   readonly bytes: number;
 }
 
@@ -251,7 +254,9 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
     const signal = checkSignal(options);
     if (this.closing) throw new PolicyloopError('This LogBatcher is closed: it accepts no more groups.');
     for (const group of groups) {
-      const bytes = Buffer.byteLength(JSON.stringify(group), 'utf8');
+      const json = JSON.stringify(group);
+      if (json === undefined) throw invalidOption('groups', groups, 'an array of trajectory groups');
+      const bytes = Buffer.byteLength(json, 'utf8');
       while (this.heldBytes > 0 && this.heldBytes + bytes > this.maxBufferedBytes) {
         void this.drain(true);
         try {
@@ -260,7 +265,7 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
           throw signal?.aborted ? userAbortError(signal, 'Adding to the log batcher') : error;
         }
       }
-      this.buffer.push({ split, group, bytes });
+      this.buffer.push({ split, group, json, bytes });
       this.heldBytes += bytes;
       this.heldGroups += 1;
     }
@@ -360,10 +365,15 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
     let replayedGroups = 0;
     let respooledBatches = 0;
     for (const record of taken.records) {
-      const entries = record.trajectory_groups.map((group) => ({ split: record.split, group, bytes: 0 }));
-      // The key the batch was first sent with: a batch the service stored before it was spooled
-      // (an answer lost on the way back) is answered again, not stored twice. Older spool files have none.
-      const delivered = await this.deliver(entries, signal, record.idempotency_key ?? randomUUID());
+      // JSON.stringify of a parsed JSON.stringify output gives the same text: the replay resends the
+      // bytes of the first attempt, with its key (spools written before keys existed get a new one).
+      const entries = record.trajectory_groups.map((group) => ({
+        split: record.split,
+        group,
+        json: JSON.stringify(group),
+        bytes: 0,
+      }));
+      const delivered = await this.deliver(entries, signal, record.idempotency_key);
       if (delivered) {
         replayedBatches += 1;
         replayedGroups += entries.length;
@@ -384,7 +394,7 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
         if (size === 0) break;
         const batch = this.buffer.splice(0, size);
         try {
-          await this.deliver(batch, undefined, randomUUID());
+          await this.deliver(batch, undefined);
         } finally {
           this.release(batch);
         }
@@ -423,26 +433,27 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
 
   /**
    * Sends one batch with retries; spools it when that fails. True when the service acknowledged it.
-   * Every attempt carries the batch's `Idempotency-Key`, so a retry of a request the service did
-   * store (the answer was lost) is answered from the first request instead of storing it twice.
+   * Every attempt sends the same bytes with the same `Idempotency-Key` (`key`, or a new one), and a
+   * spooled batch keeps its key, so a retry or replay of a batch the service already stored (its
+   * answer lost on the way) stores nothing twice.
    */
   private async deliver(
     batch: readonly Entry[],
     signal: AbortSignal | undefined,
-    idempotencyKey: string,
+    key: string = randomUUID(),
   ): Promise<boolean> {
     const first = batch[0];
     if (first === undefined) return true;
     const split = first.split;
     const groups = batch.map((entry) => entry.group);
+    const body = `{"split":${JSON.stringify(split)},"trajectory_groups":[${batch.map((entry) => entry.json).join(',')}]}`;
     const stop = signal === undefined ? this.stop.signal : AbortSignal.any([signal, this.stop.signal]);
     for (let attempt = 1; ; attempt += 1) {
       try {
-        await this.client.models.log(
-          this.modelId,
-          { split, trajectory_groups: groups },
-          { signal: stop, timeout: this.timeout, maxRetries: 0, idempotencyKey },
-        );
+        const options = { signal: stop, timeout: this.timeout, maxRetries: 0, idempotencyKey: key };
+        const models = this.client.models as TrainingClient['models'] & Partial<Pick<Models, typeof LOG_SERIALIZED>>;
+        if (typeof models[LOG_SERIALIZED] === 'function') await models[LOG_SERIALIZED](this.modelId, body, options);
+        else await models.log(this.modelId, { split, trajectory_groups: groups }, options);
         this.counts.sentBatches += 1;
         this.counts.sentGroups += groups.length;
         const bytes = batch.reduce((sum, entry) => sum + entry.bytes, 0);
@@ -451,7 +462,7 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
       } catch (error) {
         const retryable = error instanceof PolicyloopError && error.retryable;
         if (stop.aborted || !retryable || attempt > this.maxRetries) {
-          await this.spool(split, groups, error, attempt, idempotencyKey);
+          await this.spool(split, groups, error, attempt, key);
           return false;
         }
         const delayMs = retryDelay(attempt, error instanceof APIError ? error.headers : undefined, this.retryDelay);
@@ -459,7 +470,7 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
         try {
           await delay(delayMs, stop);
         } catch {
-          await this.spool(split, groups, error, attempt, idempotencyKey);
+          await this.spool(split, groups, error, attempt, key);
           return false;
         }
       }
@@ -471,18 +482,18 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
     groups: readonly TrajectoryGroupInput[],
     error: unknown,
     attempts: number,
-    idempotencyKey: string,
+    key: string,
   ): Promise<void> {
     try {
       await appendSpoolRecords(this.spoolPath, [
         {
           model_id: this.modelId,
           split,
+          idempotency_key: key,
           trajectory_groups: groups,
           error: error instanceof Error ? error.message : String(error),
           attempts,
           spooled_at: new Date().toISOString(),
-          idempotency_key: idempotencyKey,
         },
       ]);
     } catch (spoolError) {

@@ -13,6 +13,11 @@ export interface SpoolRecord {
   readonly model_id: string;
   /** The split of the batch (`train`, `val`, ...). */
   readonly split: string;
+  /**
+   * The `Idempotency-Key` the batch was sent with; a replay sends it again, so a batch the service
+   * stored before its answer was lost is not stored twice. Absent in spools of older versions.
+   */
+  readonly idempotency_key?: string | undefined;
   /** The groups of the batch, as they would have been sent. */
   readonly trajectory_groups: readonly TrajectoryGroupInput[];
   /** Why the last attempt failed. */
@@ -21,11 +26,6 @@ export interface SpoolRecord {
   readonly attempts: number;
   /** When the batch was spooled (ISO 8601). */
   readonly spooled_at: string;
-  /**
-   * The `Idempotency-Key` the batch was sent with; a replay sends it again. Absent in spool files
-   * written before batches carried a key.
-   */
-  readonly idempotency_key?: string | undefined;
 }
 
 /** Appends records to the spool file, creating its directory. */

@@ -7,6 +7,7 @@ import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { EventEmitter } from 'eventemitter3';
 import OpenAI from 'openai';
+import { APIConnectionError, APIError } from '../client/errors.js';
 import { InvalidArgumentError, PolicyloopError } from '../internal/errors.js';
 import {
   booleanOption,
@@ -34,7 +35,7 @@ import type {
 import type { Backend, BackendConnection } from './backend.js';
 import { planRetention } from './checkpoint-retention.js';
 import type { RetentionOptions } from './checkpoint-retention.js';
-import { TrainingJobFailedError } from './errors.js';
+import { TrainingJobFailedError, TrainingJobUncertainError } from './errors.js';
 import { checkFollowJobOptions, followTrainingJob } from './follow-job.js';
 import type { JobProgress } from './follow-job.js';
 import { appendHistoryRow, metricByStep, readHistory } from './history.js';
@@ -518,10 +519,9 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
     const journal = pendingJobPath(this.files.history);
     const pending: PendingJob = { step: currentStep, idempotencyKey: randomUUID(), jobId: null, groupMetrics, body };
     await writePendingJob(journal, pending);
-    const job = await connection.client.jobs.createRL(body, {
-      signal: options.signal,
-      idempotencyKey: pending.idempotencyKey,
-    });
+    const job = await submitJob(connection, 'rl', pending.idempotencyKey, (requestOptions) =>
+      connection.client.jobs.createRL(body, { signal: options.signal, ...requestOptions }),
+    );
     await writePendingJob(journal, { ...pending, jobId: job.id });
     return this.finishJob(job.id, 'rl', parsed.length, currentStep, droppedGroups, options, groupMetrics);
   }
@@ -552,15 +552,43 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
     }
     let jobId = pending.jobId;
     if (jobId === null) {
-      const job = await connection.client.jobs.createRL(pending.body, {
-        signal: options.signal,
-        idempotencyKey: pending.idempotencyKey,
-      });
+      // The service's answer was never seen. Sending again under the same key returns the job the
+      // service made (or makes it once), but only where the key is honoured; elsewhere a second
+      // POST could start a second job, so the caller decides (see discardPendingJob).
+      if (connection.honoursIdempotencyKeys !== true) {
+        throw new TrainingJobUncertainError(
+          'rl',
+          pending.idempotencyKey,
+          new PolicyloopError(
+            `an earlier run submitted the job of step ${pending.step} and stopped before the service answered; ` +
+              "check the model's jobs, then call `model.discardPendingJob()` to train on",
+          ),
+        );
+      }
+      const job = await submitJob(connection, 'rl', pending.idempotencyKey, (requestOptions) =>
+        connection.client.jobs.createRL(pending.body, { signal: options.signal, ...requestOptions }),
+      );
       jobId = job.id;
       await writePendingJob(journal, { ...pending, jobId });
     }
     const size = pending.body.trajectory_groups.length;
     return this.finishJob(jobId, 'rl', size, pending.step, 0, options, pending.groupMetrics);
+  }
+
+  /**
+   * Forgets the RL step an earlier run left under way without finishing it: for a service that is
+   * not known to honour `Idempotency-Key`, where {@link finishPendingJob} will not submit the job
+   * again and rejects with `TrainingJobUncertainError` instead. Check the model's jobs on the
+   * service first. Resolves with whether there was one.
+   * @example
+   * await model.discardPendingJob();
+   */
+  async discardPendingJob(): Promise<boolean> {
+    const journal = pendingJobPath(this.files.history);
+    const pending = await readPendingJob(journal);
+    if (pending === null) return false;
+    await clearPendingJob(journal);
+    return true;
   }
 
   /**
@@ -581,9 +609,11 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
     if (options.assistantTurns !== undefined) config.assistant_turns = options.assistantTurns;
     const currentStep = await this.getStep(options);
     if (this.batcher !== undefined) await this.batcher.flush({ signal: options.signal });
-    const job = await connection.client.jobs.createSFT(
-      { model_id: model.id, training_data_url: url, config },
-      { signal: options.signal },
+    const job = await submitJob(connection, 'sft', randomUUID(), (requestOptions) =>
+      connection.client.jobs.createSFT(
+        { model_id: model.id, training_data_url: url, config },
+        { signal: options.signal, ...requestOptions },
+      ),
     );
     return this.finishJob(job.id, 'sft', rows, currentStep, 0, options, {});
   }
@@ -844,4 +874,25 @@ function checkSFTOptions(options: SFTOptions): void {
   });
   optional(options.assistantTurns, (turns) => enumOption('assistantTurns', turns, ['all', 'last']));
   optional(options.trainingDataUrl, (url) => stringOption('trainingDataUrl', url, true));
+}
+
+/**
+ * Sends a training-job POST with one `Idempotency-Key` for the job. A service known to honour the
+ * key gets the client's usual retries (each one is recognised: one job). Any other service gets a
+ * single attempt: a failure that leaves open whether the job was created becomes a
+ * {@link TrainingJobUncertainError} instead of a blind retry.
+ */
+async function submitJob<T>(
+  connection: BackendConnection,
+  kind: 'rl' | 'sft',
+  idempotencyKey: string,
+  send: (options: { idempotencyKey: string; maxRetries?: number }) => Promise<T>,
+): Promise<T> {
+  if (connection.honoursIdempotencyKeys === true) return send({ idempotencyKey });
+  try {
+    return await send({ idempotencyKey, maxRetries: 0 });
+  } catch (error) {
+    const uncertain = error instanceof APIConnectionError || (error instanceof APIError && error.status >= 500);
+    throw uncertain ? new TrainingJobUncertainError(kind, idempotencyKey, error) : error;
+  }
 }

@@ -9,6 +9,13 @@ import type { Transport } from '../transport.js';
 /** The log response is any JSON: the hosted service records metrics and answers as it likes. */
 const AnyJSON = z.unknown();
 
+/**
+ * Internal: `client.models[LOG_SERIALIZED](modelId, json, options)` sends a log request whose body
+ * is already serialized (the log batcher serializes each group once, and a retry resends the same
+ * bytes). Not part of the public API.
+ */
+export const LOG_SERIALIZED: unique symbol = Symbol('policyloop.logSerialized');
+
 /** Operations on trainable models (`/v1/preview/models`). */
 export class Models {
   readonly #transport: Transport;
@@ -80,6 +87,23 @@ export class Models {
         path: `/preview/models/${id}/log`,
         template,
         body: data,
+        response: AnyJSON,
+        responseName: 'JSON',
+      },
+      options,
+    );
+  }
+
+  /** Internal: see {@link LOG_SERIALIZED}. */
+  async [LOG_SERIALIZED](modelId: string, json: string, options?: RequestOptions): Promise<unknown> {
+    const template = '/preview/models/{model_id}/log';
+    const id = encodePathParameter(modelId, 'modelId', `POST ${template}`);
+    return this.#transport.request(
+      {
+        method: 'POST',
+        path: `/preview/models/${id}/log`,
+        template,
+        rawBody: json,
         response: AnyJSON,
         responseName: 'JSON',
       },

@@ -14,6 +14,7 @@ import {
   type DeleteModelResponse,
   type ModelResponse,
 } from '../../schema/index.js';
+import { fastParseLogRequest } from '../../schema/fast-parse.js';
 import { HttpError, validationFailure } from '../http-error.js';
 import { idempotentWrite, type WriteRequest } from '../idempotency.js';
 import type { RouteTable } from '../route-table.js';
@@ -127,7 +128,8 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
 
   const log = (context: Context, request: WriteRequest): Response => {
     const modelId = readIdParam(context, 'model_id');
-    const body = parseBody(LogRequest, request.body);
+    // The fast path accepts the common shapes; anything else (and every 422) goes through zod.
+    const body = fastParseLogRequest(request.body) ?? parseBody(LogRequest, request.body);
     const model = requireModel(service, modelId);
     const metrics = computeStepMetrics(body.trajectory_groups);
     const { answer } = request.commit(
