@@ -90,7 +90,15 @@ export class HostedBackend implements Backend {
       retryDelay: options.retryDelay,
     });
     const inferenceBaseURL = options.inferenceBaseURL ?? client.baseURL;
-    this.connection = { client, baseURL: client.baseURL, inferenceBaseURL, apiKey, fetch: options.fetch };
+    // The hosted service has no `/v1/local/` routes: history stays in `history.jsonl`.
+    this.connection = {
+      client,
+      baseURL: client.baseURL,
+      inferenceBaseURL,
+      apiKey,
+      fetch: options.fetch,
+      localRoutes: false,
+    };
     this.dataDir = path.resolve(options.dataDir ?? DEFAULT_DATA_DIR);
   }
 

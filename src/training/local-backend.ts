@@ -193,7 +193,14 @@ export class LocalBackend implements Backend {
       maxRetries: this.options.maxRetries,
       retryDelay: this.options.retryDelay,
     });
-    return { client, baseURL: client.baseURL, inferenceBaseURL: client.baseURL, apiKey, fetch: this.options.fetch };
+    return {
+      client,
+      baseURL: client.baseURL,
+      inferenceBaseURL: client.baseURL,
+      apiKey,
+      fetch: this.options.fetch,
+      localRoutes: true,
+    };
   }
 }
 
