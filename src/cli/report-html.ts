@@ -79,12 +79,18 @@ export function lineChart(title: string, series: readonly Series[]): string {
   let [minValue, maxValue] = [Math.min(...values), Math.max(...values)];
   if (minStep === maxStep) [minStep, maxStep] = [minStep - 1, maxStep + 1];
   if (minValue === maxValue) [minValue, maxValue] = [minValue - 0.5, maxValue + 0.5];
+  const round = (n: number) => Math.round(n * 10) / 10;
   const x = (step: number) => left + ((step - minStep) / (maxStep - minStep)) * (width - left - right);
   const y = (value: number) => top + (1 - (value - minValue) / (maxValue - minValue)) * (height - top - bottom);
-  const round = (n: number) => Math.round(n * 10) / 10;
   const parts: string[] = [
     `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ${width} ${height}" width="${width}" height="${height}" role="img" aria-label="${escapeHtml(title)}">`,
     `<rect x="${left}" y="${top}" width="${width - left - right}" height="${height - top - bottom}" fill="#fafafa" stroke="#d4d4d8"/>`,
+    // Light grid lines at a quarter, half and three quarters of the value range (half labelled).
+    ...[0.25, 0.5, 0.75].map(
+      (fraction) =>
+        `<line x1="${left}" x2="${width - right}" y1="${round(y(minValue + fraction * (maxValue - minValue)))}" y2="${round(y(minValue + fraction * (maxValue - minValue)))}" stroke="#e4e4e7"/>`,
+    ),
+    `<text x="${left - 6}" y="${round(y((minValue + maxValue) / 2)) + 4}" text-anchor="end" class="tick">${label((minValue + maxValue) / 2)}</text>`,
     `<text x="${left - 6}" y="${top + 4}" text-anchor="end" class="tick">${label(maxValue)}</text>`,
     `<text x="${left - 6}" y="${height - bottom}" text-anchor="end" class="tick">${label(minValue)}</text>`,
     `<text x="${left}" y="${height - bottom + 16}" text-anchor="middle" class="tick">${label(minStep)}</text>`,
