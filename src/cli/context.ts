@@ -5,7 +5,7 @@
  * library code.
  */
 import { MissingApiKeyError, TrainingClient } from '../client/index.js';
-import { APIConnectionError, APIError, UnprocessableEntityError } from '../client/errors.js';
+import { APIConnectionError, APIError, NotFoundError, UnprocessableEntityError } from '../client/errors.js';
 import { DEFAULT_BASE_URL, DEFAULT_INFERENCE_BASE_URL } from '../client/training-client.js';
 import { ENV, readEnv, readFirstEnv } from '../internal/env.js';
 import { formatPath } from '../internal/format-issues.js';
@@ -122,6 +122,29 @@ export function errorLine(error: unknown): string {
  * local service's model list.
  */
 export async function resolveModel(client: TrainingClient, reference: string): Promise<LocalModelResponse> {
+  try {
+    return await lookUpModel(client, reference);
+  } catch (error) {
+    throw explainMissingLocalRoutes(client, error);
+  }
+}
+
+/**
+ * A 404 that says a `/v1/local/` route is missing (the hosted service), as an error that says
+ * so; any other error as it is.
+ */
+export function explainMissingLocalRoutes(client: TrainingClient, error: unknown): unknown {
+  if (!(error instanceof NotFoundError)) return error;
+  const detail = (error.body as { detail?: unknown } | undefined)?.detail;
+  if (typeof detail === 'string' && /^(Model|Training job) .* not found/.test(detail)) return error;
+  return new Error(
+    `${client.baseURL} has no /v1/local/ routes (the hosted service has none): give a model id, or use a local service`,
+    { cause: error },
+  );
+}
+
+/** {@link resolveModel} without the explanation of a missing route (callers that fall back on it). */
+export async function lookUpModel(client: TrainingClient, reference: string): Promise<LocalModelResponse> {
   const parts = reference.split('/');
   if (parts.length === 1) return client.local.models.retrieve(reference);
   if (parts.length > 3 || parts.some((part) => part === '')) {

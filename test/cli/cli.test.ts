@@ -244,6 +244,9 @@ describe('commands', () => {
     try {
       const url = `http://127.0.0.1:${(hosted.address() as AddressInfo).port}/v1`;
       const hostedEnv = { POLICYLOOP_BASE_URL: url, POLICYLOOP_API_KEY: 'k' };
+      const list = await runCli(['models', 'list'], hostedEnv);
+      expect(list.code).toBe(1);
+      expect(list.stderr.trim()).toMatch(/^policyloop: http:\/\/127\.0\.0\.1:\d+\/v1 has no \/v1\/local\/ routes/);
       const without = await runCli(['history', 'cli/agent'], hostedEnv);
       expect(without.code).toBe(1);
       expect(without.stderr).toContain('--data-dir');

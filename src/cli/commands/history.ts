@@ -7,7 +7,7 @@ import { NotFoundError } from '../../client/errors.js';
 import { historyRowsFromService, readHistory } from '../../training/history.js';
 import type { HistoryRow, ServiceStepMetrics } from '../../training/history.js';
 import { modelFiles } from '../../training/model-files.js';
-import { type CommonOptions, formatNumber, out, outJson, resolveModel, table, UsageError } from '../context.js';
+import { type CommonOptions, formatNumber, lookUpModel, out, outJson, table, UsageError } from '../context.js';
 
 /** Options of `history` (and what `report` reads with). */
 export interface HistoryOptions extends CommonOptions {
@@ -29,7 +29,7 @@ export async function loadHistory(
   options: HistoryOptions,
 ): Promise<{ rows: HistoryRow[]; source: string }> {
   try {
-    const model = await resolveModel(client, reference);
+    const model = await lookUpModel(client, reference);
     const items: ServiceStepMetrics[] = [];
     for await (const item of client.local.metrics.list(model.id, { limit: 100, split: options.split }))
       items.push(item);

@@ -7,6 +7,7 @@ import { delay } from '../../internal/delay.js';
 import type { LocalModelResponse, ReceivedTrainingJobEvent } from '../../schema/index.js';
 import {
   type CommonOptions,
+  explainMissingLocalRoutes,
   formatNumber,
   out,
   outJson,
@@ -33,9 +34,13 @@ export async function listModels(
   const limit = options.limit === undefined ? undefined : positiveInteger('--limit', options.limit);
   const models: LocalModelResponse[] = [];
   const query = { project: options.project, name: options.name, entity: options.entity, limit: 100 };
-  for await (const model of client.local.models.list(query)) {
-    models.push(model);
-    if (limit !== undefined && models.length >= limit) break;
+  try {
+    for await (const model of client.local.models.list(query)) {
+      models.push(model);
+      if (limit !== undefined && models.length >= limit) break;
+    }
+  } catch (error) {
+    throw explainMissingLocalRoutes(client, error);
   }
   if (options.json) {
     for (const model of models) outJson(model);
