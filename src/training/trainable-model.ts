@@ -707,8 +707,10 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
   /** Sends the queued metrics in order, one sender at a time; stops at the first failure. */
   private sendPendingMetrics(): Promise<void> {
     this.sendingMetrics = this.sendingMetrics.then(async () => {
-      const { connection } = this.registered();
-      while (this.pendingMetrics.length > 0) {
+      const connection = this.registration?.connection;
+      // A deleted model's metrics have nowhere to go.
+      if (connection === undefined) this.pendingMetrics = [];
+      while (connection !== undefined && this.pendingMetrics.length > 0) {
         const next = this.pendingMetrics[0] as PendingMetrics;
         try {
           await connection.client.local.metrics.create(next.modelId, next.body, {
