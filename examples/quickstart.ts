@@ -5,7 +5,7 @@
  * Run: npx tsx examples/quickstart.ts
  */
 import { rm } from 'node:fs/promises';
-import { finalAssistantText, gatherTrajectoryGroups, LocalBackend, TrainableModel } from 'policyloop';
+import { finalAssistantText, LocalBackend, RLTrainer, TrainableModel } from 'policyloop';
 import type { RewardFn } from 'policyloop';
 
 const scenarios = ['cat', 'dog', 'sun', 'map', 'owl', 'bee', 'fig', 'ink'];
@@ -24,23 +24,32 @@ const model = new TrainableModel({ project: 'quickstart', name: 'capitals', base
 await model.register(backend);
 const client = model.openai(); // logprobs on; every call inside a rollout is captured
 
-for (let i = 0; i < 12; i += 1) {
-  const groups = await gatherTrajectoryGroups(
-    scenarios,
-    async (word) => {
-      await client.chat.completions.create({
-        model: model.inferenceName(),
-        messages: [{ role: 'user', content: word }],
-        max_tokens: 8,
-      });
-    },
-    { groupSize: 8, concurrency: 64, reward: capitals, policyVersion: () => model.getStep() },
-  );
-  const row = await model.log(groups, { split: 'train', send: false }); // train() would log them too
-  const { step } = await model.train(groups, { log: false });
-  console.log(`step ${step}: mean reward of the groups it trained on ${Number(row['train/reward']).toFixed(3)}`);
-}
+const trainer = new RLTrainer({
+  model,
+  scenarios,
+  // Inside the trainer, requests for model.inferenceName() go to the step the rollout samples from.
+  rollout: async (word: string) => {
+    await client.chat.completions.create({
+      model: model.inferenceName(),
+      messages: [{ role: 'user', content: word }],
+      max_tokens: 8,
+    });
+  },
+  reward: capitals,
+  groupSize: 8,
+  groupsPerStep: 8,
+  maxSteps: 12,
+  maxStepsOffPolicy: 1, // the next step's rollouts run while a step trains
+  gather: { concurrency: 64 },
+  progress: false, // this script prints its own line per step
+});
+trainer.on('step:end', ({ step, metrics }) => {
+  const reward = metrics['train/reward'] ?? Number.NaN;
+  console.log(`step ${step + 1}: mean reward of the groups it trained on ${reward.toFixed(3)}`);
+});
+const summary = await trainer.run();
 
+console.log(`trained to step ${summary.step} (${summary.totals.rollouts} rollouts, ${summary.totals.tokens} tokens)`);
 console.log(`history: ${model.files.history}`);
 await model.close();
 await backend.close();

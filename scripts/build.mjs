@@ -19,6 +19,8 @@ if (!existsSync(path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'))) {
   run(npm, ['ci', '--ignore-scripts', '--no-audit', '--no-fund']);
 }
 run(process.execPath, [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json']);
+// The BPE merges of policyloop/agent-chat are data the engine reads at run time.
+cpSync(path.join(root, 'src', 'engine', 'data'), path.join(root, 'dist', 'engine', 'data'), { recursive: true });
 // The dashboard's static page, styles and script are shipped as they are (no bundler).
 cpSync(path.join(root, 'src', 'server', 'dashboard'), path.join(root, 'dist', 'server', 'dashboard'), {
   recursive: true,

@@ -35,6 +35,22 @@ export type {
   HistoryErrorEvent,
   HistoryMismatchEvent,
 } from './training/model-events.js';
+export {
+  RLTrainer,
+  type RLTrainerOptions,
+  type RLValidationOptions,
+  type RLKeepOptions,
+  type RLBudget,
+  type RLRunOptions,
+  type RLStopReason,
+  type RLTrainerSummary,
+  type RLTrainerEvents,
+  type StepStartEvent,
+  type StepEndEvent,
+  type RLGroupsDroppedEvent,
+  type ValidationEndEvent,
+} from './training/rl-trainer.js';
+export { PromptedModel, type PromptedModelOptions, type PromptedLogOptions } from './training/prompted-model.js';
 export type { Backend, BackendConnection } from './training/backend.js';
 export { LocalBackend, type LocalBackendOptions } from './training/local-backend.js';
 export { HostedBackend, type HostedBackendOptions } from './training/hosted-backend.js';
@@ -161,5 +177,6 @@ export {
   TrainingTimeoutError,
   LogDeliveryError,
   LogFlushTimeoutError,
+  NoLearningSignalError,
   type ChoiceLocation,
 } from './training/errors.js';

@@ -16,8 +16,8 @@
 import type { ChatCompletionMessageParam, ChatCompletionToolParam } from '../schema/index.js';
 import { formatToolCall } from './tool-calls.js';
 import type { ParsedToolCall } from './tool-calls.js';
-import { END_TOKEN_ID, encodeText, specialTokenId } from './tokenizer.js';
-import type { SpecialToken } from './tokenizer.js';
+import { BYTE_TOKENIZER, END_TOKEN_ID, specialTokenId } from './tokenizer.js';
+import type { SpecialToken, Tokenizer } from './tokenizer.js';
 import { EngineInputError } from './types.js';
 
 /** A tool definition as the template accepts it (function or custom). */
@@ -74,9 +74,13 @@ export function assistantToolCalls(message: Record<string, unknown>): ParsedTool
 }
 
 /** Tokens of an assistant turn's body (content then tool calls), without role or end token. */
-export function assistantBodyTokens(message: Record<string, unknown>, where = 'assistant message'): number[] {
-  const tokens = encodeText(textOf(message['content'], where));
-  for (const call of assistantToolCalls(message)) tokens.push(...formatToolCall(call));
+export function assistantBodyTokens(
+  message: Record<string, unknown>,
+  where = 'assistant message',
+  tokenizer: Tokenizer = BYTE_TOKENIZER,
+): number[] {
+  const tokens = tokenizer.encodeText(textOf(message['content'], where));
+  for (const call of assistantToolCalls(message)) tokens.push(...formatToolCall(call, tokenizer));
   return tokens;
 }
 
@@ -96,6 +100,9 @@ export class TemplateBuilder {
   /** Spans the trainer learns, in order. */
   readonly spans: TrainableSpan[] = [];
 
+  /** @param tokenizer How text becomes tokens (the base model's tokenizer). */
+  constructor(readonly tokenizer: Tokenizer = BYTE_TOKENIZER) {}
+
   /** Appends the tool definitions block (nothing when there are no tools). */
   appendTools(tools: readonly TemplateTool[] | null | undefined): this {
     if (!tools || tools.length === 0) return this;
@@ -113,7 +120,7 @@ export class TemplateBuilder {
         parameters: fn['parameters'],
       });
     });
-    this.tokens.push(specialTokenId('<|tools|>'), ...encodeText(lines.join('\n')), END_TOKEN_ID);
+    this.tokens.push(specialTokenId('<|tools|>'), ...this.tokenizer.encodeText(lines.join('\n')), END_TOKEN_ID);
     return this;
   }
 
@@ -135,11 +142,11 @@ export class TemplateBuilder {
       );
     this.tokens.push(specialTokenId(roleToken));
     if (role === 'assistant') {
-      this.appendTokens([...assistantBodyTokens(record, where), END_TOKEN_ID], trainable);
+      this.appendTokens([...assistantBodyTokens(record, where, this.tokenizer), END_TOKEN_ID], trainable);
       return this;
     }
-    if (role === 'function') this.tokens.push(...encodeText(`${String(record['name'] ?? '')}\n`));
-    this.tokens.push(...encodeText(textOf(record['content'], where)), END_TOKEN_ID);
+    if (role === 'function') this.tokens.push(...this.tokenizer.encodeText(`${String(record['name'] ?? '')}\n`));
+    this.tokens.push(...this.tokenizer.encodeText(textOf(record['content'], where)), END_TOKEN_ID);
     return this;
   }
 
@@ -159,7 +166,8 @@ export class TemplateBuilder {
 }
 
 /**
- * Token ids of a chat-completions prompt: tools, messages, then the generation prompt.
+ * Token ids of a chat-completions prompt: tools, messages, then the generation prompt, with the
+ * base model's tokenizer (the byte tokenizer by default).
  *
  * @example
  * renderPrompt([{ role: 'user', content: 'hi' }]);
@@ -168,8 +176,9 @@ export class TemplateBuilder {
 export function renderPrompt(
   messages: readonly (ChatCompletionMessageParam | Record<string, unknown>)[],
   tools?: readonly TemplateTool[] | null,
+  tokenizer: Tokenizer = BYTE_TOKENIZER,
 ): number[] {
-  const builder = new TemplateBuilder().appendTools(tools);
+  const builder = new TemplateBuilder(tokenizer).appendTools(tools);
   messages.forEach((message, index) => builder.appendMessage(message, false, `messages[${index}]`));
   return builder.appendGenerationPrompt().tokens;
 }

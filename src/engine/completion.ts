@@ -1,7 +1,8 @@
 /** Turns sampled sequences into OpenAI-shaped choices (message, tool calls, logprobs). */
 import type { Choice, ChatCompletionTokenLogprob } from '../schema/index.js';
 import type { GeneratedSequence } from './sampler.js';
-import { END_TOKEN_ID, tokenBytes, tokenString } from './tokenizer.js';
+import { BYTE_TOKENIZER, END_TOKEN_ID } from './tokenizer.js';
+import type { Tokenizer } from './tokenizer.js';
 import { parseToolCalls, toOpenAIToolCalls } from './tool-calls.js';
 
 /** How a request wants its choices shaped. */
@@ -16,17 +17,27 @@ export interface ChoiceOptions {
   readonly customToolNames: ReadonlySet<string>;
   /** Makes tool call ids. */
   readonly makeId: () => string;
+  /** The model's tokenizer (the byte tokenizer when absent). */
+  readonly tokenizer?: Tokenizer;
 }
 
-/** The logprob entries of a sequence in OpenAI's `ChatCompletionTokenLogprob` shape. */
-export function tokenLogprobs(sequence: GeneratedSequence, tokensAsIds: boolean): ChatCompletionTokenLogprob[] {
+/**
+ * The logprob entries of a sequence in OpenAI's `ChatCompletionTokenLogprob` shape. Every entry
+ * has a `top_logprobs` array (empty unless alternatives were asked for): the AI SDK's parser
+ * rejects token logprobs without it.
+ */
+export function tokenLogprobs(
+  sequence: GeneratedSequence,
+  tokensAsIds: boolean,
+  tokenizer: Tokenizer = BYTE_TOKENIZER,
+): ChatCompletionTokenLogprob[] {
   return sequence.tokens.map((id, index) => ({
-    token: tokenString(id, tokensAsIds),
-    bytes: tokenBytes(id),
+    token: tokenizer.tokenString(id, tokensAsIds),
+    bytes: tokenizer.tokenBytes(id),
     logprob: sequence.logprobs[index] as number,
     top_logprobs: (sequence.alternatives[index] ?? []).map((alternative) => ({
-      token: tokenString(alternative.id, tokensAsIds),
-      bytes: tokenBytes(alternative.id),
+      token: tokenizer.tokenString(alternative.id, tokensAsIds),
+      bytes: tokenizer.tokenBytes(alternative.id),
       logprob: alternative.logprob,
     })),
   }));
@@ -40,7 +51,7 @@ export function buildChoice(sequence: GeneratedSequence, index: number, options:
   let finishReason: Choice['finish_reason'] = sequence.finishReason;
   let toolCalls: Choice['message']['tool_calls'];
   if (options.parseTools) {
-    const parsed = parseToolCalls(body, options.customToolNames);
+    const parsed = parseToolCalls(body, options.customToolNames, options.tokenizer);
     if (parsed.toolCalls.length > 0) {
       content = parsed.content;
       toolCalls = toOpenAIToolCalls(parsed.toolCalls, options.makeId);
@@ -51,6 +62,8 @@ export function buildChoice(sequence: GeneratedSequence, index: number, options:
     index,
     finish_reason: finishReason,
     message: { role: 'assistant', content, refusal: null, ...(toolCalls ? { tool_calls: toolCalls } : {}) },
-    logprobs: options.logprobs ? { content: tokenLogprobs(sequence, options.tokensAsIds), refusal: null } : null,
+    logprobs: options.logprobs
+      ? { content: tokenLogprobs(sequence, options.tokensAsIds, options.tokenizer), refusal: null }
+      : null,
   };
 }

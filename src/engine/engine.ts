@@ -7,7 +7,7 @@ import { loadTensorFlow } from './backend.js';
 import type { TensorFlow } from './backend.js';
 import { renderPrompt } from './chat-template.js';
 import { buildChoice } from './completion.js';
-import { MODEL_CONFIGS } from './model-config.js';
+import { MODEL_CONFIGS, tokenizerOf } from './model-config.js';
 import type { ModelConfig } from './model-config.js';
 import { SeededRandom } from './random.js';
 import { generate } from './sampler.js';
@@ -110,7 +110,7 @@ class LocalEngine implements Engine {
       );
     let prompt: number[];
     try {
-      prompt = renderPrompt(request.messages, request.tools);
+      prompt = renderPrompt(request.messages, request.tools, tokenizerOf(config));
     } catch (error) {
       return Promise.reject(error);
     }
@@ -238,6 +238,7 @@ class LocalEngine implements Engine {
             parseTools: tools.length > 0 && pending.request.tool_choice !== 'none',
             customToolNames,
             makeId,
+            tokenizer: tokenizerOf(loaded.config),
           }),
         );
         const completionTokens = mine.reduce((sum, sequence) => sum + sequence.sampledCount, 0);

@@ -168,6 +168,47 @@ export function registerGradients(tf: TensorFlow): void {
       },
     },
     {
+      // Rows of a matrix (axis 0): the gradient adds each output row back into the row it came
+      // from, on the host (the wasm backend has no scatter kernel).
+      kernelName: 'GatherV2',
+      inputsToSave: ['x', 'indices'],
+      gradFunc: (dy, saved, attrs) => {
+        const [x, indices] = saved as [Tensor, Tensor];
+        if (attribute<number>(attrs, 'axis') !== 0 || (attribute<number | undefined>(attrs, 'batchDims') ?? 0) !== 0)
+          throw new Error('Only gathers of rows (axis 0) have a gradient here.');
+        return {
+          x: () => {
+            const rows = indices.dataSync();
+            const values = (dy as Tensor).dataSync() as Float32Array;
+            const width = x.size / (x.shape[0] as number);
+            const sums = new Float32Array(x.size);
+            for (let index = 0; index < rows.length; index += 1) {
+              const target = (rows[index] as number) * width;
+              const source = index * width;
+              for (let column = 0; column < width; column += 1)
+                sums[target + column] = (sums[target + column] as number) + (values[source + column] as number);
+            }
+            return tf.tensor(sums, x.shape);
+          },
+          indices: () => tf.zerosLike(indices),
+        };
+      },
+    },
+    {
+      kernelName: 'Concat',
+      saveAllInputs: true,
+      gradFunc: (dy, saved, attrs) => {
+        const inputs = saved as Tensor[];
+        const axis = tf.util.parseAxisParam(attribute<number>(attrs, 'axis'), (inputs[0] as Tensor).shape)[0] as number;
+        const parts = tf.split(
+          dy as Tensor,
+          inputs.map((input) => input.shape[axis] as number),
+          axis,
+        );
+        return parts.map((part) => () => part) as unknown as Record<string, () => Tensor>;
+      },
+    },
+    {
       kernelName: 'SplitV',
       gradFunc: (dy, _saved, attrs) => ({ x: () => tf.concat(dy as Tensor[], attribute<number>(attrs, 'axis')) }),
     },

@@ -1,13 +1,13 @@
 /**
- * The local policy engine: a small byte-level transformer on tfjs (wasm backend) that samples
- * chat completions with logprobs and trains checkpoints by RL and SFT. See `docs/engine.md`.
+ * The local policy engine: small transformers on tfjs (wasm backend), byte-level or BPE, that
+ * sample chat completions with logprobs and train checkpoints by RL and SFT. See `docs/engine.md`.
  * @module
  */
 export { createEngine } from './engine.js';
 export type { EngineOptions } from './engine.js';
 export { EngineInputError } from './types.js';
 export type { Engine, EngineTrainingEvent, EngineTrainingJob, EngineTrainingResult, PolicyRef } from './types.js';
-export { DEFAULT_BASE_MODEL, MODEL_CONFIGS, SMALL_CHAT, TINY_CHAT } from './model-config.js';
+export { AGENT_CHAT, DEFAULT_BASE_MODEL, MODEL_CONFIGS, SMALL_CHAT, TINY_CHAT, tokenizerOf } from './model-config.js';
 export type { ModelConfig } from './model-config.js';
 export { AUTO_SFT_BATCH_SIZE, DEFAULT_LEARNING_RATE, DEFAULT_SFT_LEARNING_RATE } from './trainer.js';
 export { parameterCount, METADATA_FILE, OPTIMIZER_FILE, WEIGHTS_FILE } from './weights.js';
@@ -22,7 +22,9 @@ export {
   tokenBytes,
   tokenString,
 } from './tokenizer.js';
-export type { SpecialToken } from './tokenizer.js';
+export { BYTE_TOKENIZER } from './tokenizer.js';
+export type { LogprobTokenEntry, SpecialToken, Tokenizer } from './tokenizer.js';
+export { bpeTokenizer, createBpeTokenizer, pretokenize } from './bpe.js';
 export { renderPrompt } from './chat-template.js';
 export { formatToolCall, formatToolCallText, parseToolCalls } from './tool-calls.js';
 export type { ParsedCompletion, ParsedToolCall } from './tool-calls.js';

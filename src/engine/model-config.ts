@@ -1,12 +1,24 @@
-/** The base models: a transformer shape plus the seed of its deterministic initialisation. */
-import { VOCABULARY_SIZE } from './tokenizer.js';
+/** The base models: a transformer shape, a tokenizer, and the seed of its deterministic initialisation. */
+import { bpeTokenizer } from './bpe.js';
+import { BYTE_TOKENIZER, VOCABULARY_SIZE } from './tokenizer.js';
+import type { Tokenizer } from './tokenizer.js';
 
 /** Shape and initialisation of a base model. */
 export interface ModelConfig {
   /** Base model id, as listed by `GET /v1/preview/base-models`. */
   readonly id: string;
-  /** Vocabulary size (bytes + special tokens). */
+  /** Vocabulary size (bytes + special tokens, + merged tokens for `bpe`). */
   readonly vocabularySize: number;
+  /**
+   * The tokenizer: `byte` (ids are bytes and special tokens) or `bpe` (plus the merged tokens of
+   * `src/engine/data/bpe-merges.json`). Absent means `byte`.
+   */
+  readonly tokenizer?: 'byte' | 'bpe';
+  /**
+   * Sliding attention window in tokens: each token attends to itself and the `attentionWindow - 1`
+   * tokens before it, in training and sampling alike. Absent: the whole context.
+   */
+  readonly attentionWindow?: number;
   /** Maximum sequence length (prompt + completion) in tokens. */
   readonly contextLength: number;
   /** Width of the residual stream. */
@@ -48,10 +60,39 @@ export const SMALL_CHAT: ModelConfig = {
   seed: 1,
 };
 
+/**
+ * The base model for agents with tools: the BPE tokenizer (2,048 tokens, about 2.7 characters per
+ * token on agent prompts against 1.05 for bytes), a 4,096-token context, 2 blocks of width 64.
+ * A system prompt, three tools and four turns (~6,000 characters, ~2,200 tokens) fit with room for
+ * the answers.
+ */
+export const AGENT_CHAT: ModelConfig = {
+  id: 'policyloop/agent-chat',
+  vocabularySize: 2048,
+  tokenizer: 'bpe',
+  contextLength: 4096,
+  attentionWindow: 128,
+  modelDimension: 64,
+  layerCount: 2,
+  headCount: 4,
+  feedForwardDimension: 256,
+  seed: 1,
+};
+
 /** Every base model the engine serves, by id. */
 export const MODEL_CONFIGS: ReadonlyMap<string, ModelConfig> = new Map(
-  [TINY_CHAT, SMALL_CHAT].map((config) => [config.id, config]),
+  [TINY_CHAT, SMALL_CHAT, AGENT_CHAT].map((config) => [config.id, config]),
 );
+
+/** The tokenizer of a base model (throws when the shipped merges do not give its vocabulary size). */
+export function tokenizerOf(config: ModelConfig): Tokenizer {
+  const tokenizer = config.tokenizer === 'bpe' ? bpeTokenizer() : BYTE_TOKENIZER;
+  if (tokenizer.vocabularySize !== config.vocabularySize)
+    throw new Error(
+      `Expected the ${tokenizer.name} tokenizer of ${config.id} to have ${config.vocabularySize} tokens, got ${tokenizer.vocabularySize}.`,
+    );
+  return tokenizer;
+}
 
 /** Id of the default base model. */
 export const DEFAULT_BASE_MODEL = TINY_CHAT.id;

@@ -3,11 +3,12 @@
  * token for every unfinished row, each row with its own temperature, top-p, random stream, stop
  * sequences and token budget.
  */
-import type { Tensor2D } from '@tensorflow/tfjs-core';
+import type { Tensor2D, Tensor3D } from '@tensorflow/tfjs-core';
 import type { TensorFlow } from './backend.js';
 import type { ModelConfig } from './model-config.js';
 import type { SeededRandom } from './random.js';
-import { END_TOKEN_ID, decodeTokens } from './tokenizer.js';
+import { tokenizerOf } from './model-config.js';
+import { END_TOKEN_ID } from './tokenizer.js';
 import { decodeStep, disposeCache, disposeReplaced, prefill, selectCacheRows } from './transformer.js';
 import type { KeyValueCache, ParameterTensors } from './transformer.js';
 
@@ -139,7 +140,7 @@ interface RowState {
   keptTokens: number;
 }
 
-function finishOnStop(state: RowState): void {
+function finishOnStop(state: RowState, decodeTokens: (ids: readonly number[]) => string): void {
   const { stop } = state.row.sampling;
   const ended = state.tokens[state.tokens.length - 1] === END_TOKEN_ID;
   const body = ended ? state.tokens.slice(0, -1) : state.tokens;
@@ -197,6 +198,9 @@ function embed(
   });
 }
 
+/** Most attention scores (rows × heads × prompt length²) in one prefill pass. */
+const PREFILL_SCORE_BUDGET = 16 * 1024 * 1024;
+
 /** Waits for the event loop to run other work (HTTP requests) between decoding steps. */
 export function yieldToEventLoop(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve));
@@ -224,26 +228,89 @@ export async function generate(
   }));
   if (rows.length === 0) return [];
   const promptLength = Math.max(...rows.map((row) => row.prompt.length));
+  const decodeTokens = (ids: readonly number[]): string => tokenizerOf(config).decodeTokens(ids);
   let cache: KeyValueCache;
   let logitsData: Float32Array;
   {
-    const embedded = new Float32Array(rows.length * promptLength * config.modelDimension);
-    rows.forEach((row, index) => embed(embeddings, config, row.prompt, 0, embedded, index * promptLength));
-    const result = tf.tidy(() => {
-      const output = prefill(
-        tf,
-        config,
-        parameters,
-        embedded,
-        rows.length,
-        promptLength,
-        rows.map((row) => row.prompt.length),
-      );
-      return { logits: output.logits, keys: output.cache.keys, values: output.cache.values };
+    // Rows with the same prompt (the n choices of a request, a group's rollouts) share one prefill;
+    // the unique prompts run in chunks whose attention scores stay within PREFILL_SCORE_BUDGET.
+    const uniqueIndex = new Map<string, number>();
+    const unique: number[][] = [];
+    const rowToUnique = rows.map((row) => {
+      const key = row.prompt.join(',');
+      let index = uniqueIndex.get(key);
+      if (index === undefined) {
+        index = unique.length;
+        uniqueIndex.set(key, index);
+        unique.push([...row.prompt]);
+      }
+      return index;
     });
-    cache = { keys: result.keys, values: result.values };
-    logitsData = (await result.logits.data()) as Float32Array;
-    result.logits.dispose();
+    const window = config.attentionWindow;
+    const perRow =
+      window !== undefined && window < promptLength
+        ? config.headCount * Math.ceil(promptLength / window) * window * 2 * window
+        : config.headCount * promptLength * promptLength;
+    const chunkRows = Math.max(1, Math.floor(PREFILL_SCORE_BUDGET / perRow));
+    const parts: { cache: KeyValueCache; logits: Float32Array }[] = [];
+    for (let start = 0; start < unique.length; start += chunkRows) {
+      const chunk = unique.slice(start, start + chunkRows);
+      const embedded = new Float32Array(chunk.length * promptLength * config.modelDimension);
+      chunk.forEach((prompt, index) => embed(embeddings, config, prompt, 0, embedded, index * promptLength));
+      const result = tf.tidy(() => {
+        const output = prefill(
+          tf,
+          config,
+          parameters,
+          embedded,
+          chunk.length,
+          promptLength,
+          chunk.map((prompt) => prompt.length),
+        );
+        return { logits: output.logits, keys: output.cache.keys, values: output.cache.values };
+      });
+      parts.push({
+        cache: { keys: result.keys, values: result.values },
+        logits: (await result.logits.data()) as Float32Array,
+      });
+      result.logits.dispose();
+      await yieldToEventLoop();
+    }
+    const joinLayers = (pick: (part: KeyValueCache) => Tensor3D[][]): Tensor3D[][] =>
+      pick((parts[0] as { cache: KeyValueCache }).cache).map((_, layer) => [
+        tf.keep(
+          tf.concat(
+            parts.map((part) => (pick(part.cache)[layer] as Tensor3D[])[0] as Tensor3D),
+            0,
+          ),
+        ),
+      ]);
+    const joined: KeyValueCache =
+      parts.length === 1
+        ? (parts[0] as { cache: KeyValueCache }).cache
+        : { keys: joinLayers((part) => part.keys), values: joinLayers((part) => part.values) };
+    if (parts.length > 1) for (const part of parts) disposeCache(part.cache);
+    const uniqueLogits = new Float32Array(unique.length * config.vocabularySize);
+    let offset = 0;
+    for (const part of parts) {
+      uniqueLogits.set(part.logits, offset);
+      offset += part.logits.length;
+    }
+    const identity = rowToUnique.every((uniqueRow, row) => uniqueRow === row);
+    if (identity) {
+      cache = joined;
+      logitsData = uniqueLogits;
+    } else {
+      cache = selectCacheRows(tf, config, joined, rowToUnique);
+      disposeCache(joined);
+      logitsData = new Float32Array(rows.length * config.vocabularySize);
+      rowToUnique.forEach((uniqueRow, row) =>
+        logitsData.set(
+          uniqueLogits.subarray(uniqueRow * config.vocabularySize, (uniqueRow + 1) * config.vocabularySize),
+          row * config.vocabularySize,
+        ),
+      );
+    }
   }
   // Rows of the cache, in order. Finished rows ride along (their outputs are ignored) until half
   // of them are done: compacting the cache is a gather over all of it, too slow for every finish.
@@ -262,7 +329,7 @@ export async function generate(
         state.tokens.push(sampled.id);
         state.logprobs.push(sampled.logprob);
         state.alternatives.push(sampled.alternatives);
-        finishOnStop(state);
+        finishOnStop(state, decodeTokens);
         if (state.finishReason === null && state.row.prompt.length + state.tokens.length >= config.contextLength)
           state.finishReason = 'length';
         if (state.row.isCancelled?.()) state.finishReason = 'length';
@@ -282,6 +349,7 @@ export async function generate(
       }
       step += 1;
       const keyLength = promptLength + step;
+      const window = config.attentionWindow;
       const embedded = new Float32Array(cacheRows.length * config.modelDimension);
       const keyMask = new Float32Array(cacheRows.length * keyLength);
       cacheRows.forEach((stateIndex, position) => {
@@ -291,6 +359,15 @@ export async function generate(
         embed(embeddings, config, [state.tokens[state.tokens.length - 1] as number], at, embedded, position);
         for (let key = state.row.prompt.length; key < promptLength; key += 1)
           keyMask[position * keyLength + key] = -1e9;
+        if (window !== undefined && at >= window) {
+          // Sliding window: keys at positions <= at - window are out of sight (as in training).
+          const oldest = at - window;
+          for (let key = 0; key < Math.min(promptLength, state.row.prompt.length, oldest + 1); key += 1)
+            keyMask[position * keyLength + key] = -1e9;
+          for (let key = promptLength; key < keyLength; key += 1)
+            if (state.row.prompt.length + key - promptLength <= oldest) keyMask[position * keyLength + key] = -1e9;
+            else break;
+        }
       });
       const previous = cache;
       const result = tf.tidy(() => {

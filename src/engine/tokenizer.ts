@@ -3,6 +3,10 @@
  * tokens of the chat template. Any text round-trips exactly because every byte is a token, and
  * text that merely looks like a special token (`"<|end|>"` typed by a user) is encoded as bytes,
  * never as the special token.
+ *
+ * {@link Tokenizer} is what the chat template, the sampler and the trainer use; each base model
+ * names its tokenizer (`byte` here, `bpe` in `bpe.ts`, which adds merged tokens after the special
+ * tokens and keeps every id below them as it is here).
  */
 
 /** The special tokens, in id order starting at 256. */
@@ -129,3 +133,41 @@ export function recoverTokenId(entry: {
   }
   return null;
 }
+
+/** Entry of a logprob list, as {@link Tokenizer.recoverTokenId} reads it. */
+export interface LogprobTokenEntry {
+  readonly token: string;
+  readonly bytes?: readonly number[] | null | undefined;
+}
+
+/**
+ * A tokenizer of the engine. Every tokenizer keeps ids 0-255 as bytes and 256-265 as the special
+ * tokens, so the chat template's special ids are the same for all of them.
+ */
+export interface Tokenizer {
+  /** Name of the tokenizer (`byte` or `bpe`), as listed in docs/engine.md. */
+  readonly name: string;
+  /** Number of token ids (bytes, special tokens and merged tokens). */
+  readonly vocabularySize: number;
+  /** Encodes text (never as special tokens); lossless for every well-formed string. */
+  encodeText(text: string): number[];
+  /** Decodes ids: bytes as UTF-8 (invalid sequences become U+FFFD), special tokens as their names. */
+  decodeTokens(ids: readonly number[]): string;
+  /** The `bytes` of a token in OpenAI's logprob shape. */
+  tokenBytes(id: number): number[];
+  /** The `token` string of a token in OpenAI's logprob shape. */
+  tokenString(id: number, asTokenId?: boolean): string;
+  /** The id of a logprob entry written by this tokenizer, or null. */
+  recoverTokenId(entry: LogprobTokenEntry): number | null;
+}
+
+/** The byte-level tokenizer (`policyloop/tiny-chat`, `policyloop/small-chat`). */
+export const BYTE_TOKENIZER: Tokenizer = {
+  name: 'byte',
+  vocabularySize: VOCABULARY_SIZE,
+  encodeText,
+  decodeTokens,
+  tokenBytes,
+  tokenString,
+  recoverTokenId,
+};

@@ -10,7 +10,8 @@
  * whole completion stays plain content.
  */
 import type { ChatCompletionMessageToolCall } from '../schema/index.js';
-import { decodeTokens, encodeText, specialTokenId } from './tokenizer.js';
+import { BYTE_TOKENIZER, specialTokenId } from './tokenizer.js';
+import type { Tokenizer } from './tokenizer.js';
 
 const OPEN = specialTokenId('<|tool_call|>');
 const CLOSE = specialTokenId('<|/tool_call|>');
@@ -37,7 +38,7 @@ export interface ParsedCompletion {
  * formatToolCall({ type: 'function', name: 'add', arguments: '{"a":1}' });
  * // tokens of `<|tool_call|>{"name":"add","arguments":{"a":1}}<|/tool_call|>`
  */
-export function formatToolCall(call: ParsedToolCall): number[] {
+export function formatToolCall(call: ParsedToolCall, tokenizer: Tokenizer = BYTE_TOKENIZER): number[] {
   let body: string;
   if (call.type === 'custom') {
     body = JSON.stringify({ name: call.name, input: call.input });
@@ -50,12 +51,12 @@ export function formatToolCall(call: ParsedToolCall): number[] {
     }
     body = JSON.stringify({ name: call.name, arguments: args });
   }
-  return [OPEN, ...encodeText(body), CLOSE];
+  return [OPEN, ...tokenizer.encodeText(body), CLOSE];
 }
 
 /** Text of one tool call in the model's text form (see {@link formatToolCall}). */
 export function formatToolCallText(call: ParsedToolCall): string {
-  return decodeTokens(formatToolCall(call));
+  return BYTE_TOKENIZER.decodeTokens(formatToolCall(call));
 }
 
 function parseCallBody(text: string, customToolNames: ReadonlySet<string>): ParsedToolCall | null {
@@ -84,12 +85,15 @@ function parseCallBody(text: string, customToolNames: ReadonlySet<string>): Pars
 
 /**
  * Parses the tool calls a completion's tokens contain. `customToolNames` are the request's custom
- * tools: a call to one of them with `arguments` becomes a custom call too.
+ * tools: a call to one of them with `arguments` becomes a custom call too. `tokenizer` is the
+ * model's (the byte tokenizer by default).
  */
 export function parseToolCalls(
   tokens: readonly number[],
   customToolNames: ReadonlySet<string> = new Set(),
+  tokenizer: Tokenizer = BYTE_TOKENIZER,
 ): ParsedCompletion {
+  const decodeTokens = (ids: readonly number[]): string => tokenizer.decodeTokens(ids);
   const plain = (): ParsedCompletion => {
     const text = decodeTokens(tokens);
     return { content: text.length > 0 ? text : null, toolCalls: [] };

@@ -6,7 +6,7 @@ import type { Tensor, Tensor1D } from '@tensorflow/tfjs-core';
 import type { ExperimentalTrainingConfig } from '../schema/index.js';
 import { loadTensorFlow } from './backend.js';
 import type { TensorFlow } from './backend.js';
-import { MODEL_CONFIGS } from './model-config.js';
+import { MODEL_CONFIGS, tokenizerOf } from './model-config.js';
 import type { ModelConfig } from './model-config.js';
 import { AdamW } from './optimizer.js';
 import { buildRlData, buildSftSequences, scalesRewards } from './training-data.js';
@@ -37,6 +37,17 @@ export const AUTO_SFT_BATCH_SIZE = 16;
 
 /** Padded tokens per forward pass; bigger batches accumulate gradients over several passes. */
 const TOKENS_PER_PASS = 8192;
+
+/** Most attention scores (rows × heads × queries × keys) per forward pass, bounding its memory. */
+const SCORES_PER_PASS = 24 * 1024 * 1024;
+
+/** Attention scores of one row of `length` tokens (full, or sliding-window blocks). */
+function scoresPerRow(config: ModelConfig, length: number): number {
+  const window = config.attentionWindow;
+  if (window !== undefined && window < length)
+    return config.headCount * Math.ceil(length / window) * window * 2 * window;
+  return config.headCount * length * length;
+}
 
 /** Hooks of a running job. */
 export interface TrainingHooks {
@@ -71,13 +82,17 @@ function lossSettings(kind: 'rl' | 'sft', config: ExperimentalTrainingConfig | n
   return { kind, lossFunction, low: 1 - (config?.epsilon ?? 1), high: 1 + (config?.epsilon_high ?? 4) };
 }
 
-function passes(sequences: readonly TrainingSequence[]): TrainingSequence[][] {
+function passes(config: ModelConfig, sequences: readonly TrainingSequence[]): TrainingSequence[][] {
   const sorted = [...sequences].sort((a, b) => a.tokens.length - b.tokens.length);
   const result: TrainingSequence[][] = [];
   let current: TrainingSequence[] = [];
   for (const sequence of sorted) {
     const length = Math.max(sequence.tokens.length, ...current.map((item) => item.tokens.length));
-    if (current.length > 0 && (current.length + 1) * length > TOKENS_PER_PASS) {
+    const rows = current.length + 1;
+    if (
+      current.length > 0 &&
+      (rows * length > TOKENS_PER_PASS || rows * scoresPerRow(config, length) > SCORES_PER_PASS)
+    ) {
       result.push(current);
       current = [];
     }
@@ -113,10 +128,11 @@ function computeStep(
   let klSum = 0;
   if (trainableTokens === 0)
     return { loss: 0, entropy: 0, gradients, trainableTokens, meanRatio: 1, clippedFraction: 0, approximateKl: 0 };
-  for (const pass of passes(sequences)) {
+  for (const pass of passes(config, sequences)) {
     const length = Math.min(config.contextLength + 1, Math.max(...pass.map((sequence) => sequence.tokens.length)));
     const steps = length - 1;
     const batch = pass.length;
+    const offsets = pass.map((sequence) => sequence.offset ?? 0);
     const inputs = new Int32Array(batch * steps);
     const targets = new Int32Array(batch * steps);
     const mask = new Float32Array(batch * steps);
@@ -136,6 +152,19 @@ function computeStep(
         }
       }
     });
+    // Only the learned positions are projected to the vocabulary (on long prompts most are context).
+    const selected: number[] = [];
+    for (let index = 0; index < mask.length; index += 1) if ((mask[index] as number) > 0) selected.push(index);
+    if (selected.length === 0) continue;
+    const positions = Int32Array.from(selected);
+    const pick = <T extends Float32Array | Int32Array>(values: T): T =>
+      values.constructor === Int32Array
+        ? (Int32Array.from(selected, (index) => values[index] as number) as T)
+        : (Float32Array.from(selected, (index) => values[index] as number) as T);
+    const pickedTargets = pick(targets);
+    const pickedMask = pick(mask);
+    const pickedAdvantages = pick(advantages);
+    const pickedOld = pick(old);
     const parameterTensors = names.map((name) => {
       const tensor = weights.get(name) as { shape: readonly number[]; data: Float32Array };
       return tf.tensor(tensor.data, [...tensor.shape]);
@@ -143,29 +172,31 @@ function computeStep(
     let entropyTensor: Tensor | null = null;
     const { value, grads } = tf.valueAndGrads((...parameters: Tensor[]) => {
       const byName = Object.fromEntries(names.map((name, index) => [name, parameters[index] as Tensor]));
-      const logits = forwardLogits(tf, config, byName, inputs, batch, steps);
+      const logits = forwardLogits(tf, config, byName, inputs, batch, steps, positions, offsets);
       const logprobs = tf.logSoftmax(logits);
       const tokenLogprobs = tf.sum(
-        tf.mul(logprobs, tf.oneHot(tf.tensor1d(targets, 'int32'), config.vocabularySize)),
+        tf.mul(logprobs, tf.oneHot(tf.tensor1d(pickedTargets, 'int32'), config.vocabularySize)),
         -1,
       ) as Tensor1D;
-      const maskTensor = tf.tensor1d(mask);
+      const maskTensor = tf.tensor1d(pickedMask);
       entropyTensor = tf.keep(tf.sum(tf.mul(tf.neg(tf.sum(tf.mul(tf.exp(logprobs), logprobs), -1)), maskTensor)));
       if (settings.kind === 'sft') return tf.div(tf.neg(tf.sum(tf.mul(tokenLogprobs, maskTensor))), trainableTokens);
       const current = tokenLogprobs.dataSync();
-      const oldValues = new Float32Array(old.length);
-      const ratios = new Float32Array(old.length);
-      for (let index = 0; index < old.length; index += 1) {
-        const previous = Number.isNaN(old[index] as number) ? (current[index] as number) : (old[index] as number);
+      const oldValues = new Float32Array(pickedOld.length);
+      const ratios = new Float32Array(pickedOld.length);
+      for (let index = 0; index < pickedOld.length; index += 1) {
+        const previous = Number.isNaN(pickedOld[index] as number)
+          ? (current[index] as number)
+          : (pickedOld[index] as number);
         oldValues[index] = previous;
         ratios[index] = Math.exp((current[index] as number) - previous);
-        if ((mask[index] as number) > 0) {
+        if ((pickedMask[index] as number) > 0) {
           ratioSum += ratios[index] as number;
           klSum += previous - (current[index] as number);
           if ((ratios[index] as number) < settings.low || (ratios[index] as number) > settings.high) clipped += 1;
         }
       }
-      const weighted = tf.mul(tf.tensor1d(advantages), maskTensor);
+      const weighted = tf.mul(tf.tensor1d(pickedAdvantages), maskTensor);
       if (settings.lossFunction === 'cispo') {
         // CISPO: the clipped importance weight is a constant (no gradient through it).
         const clippedRatios = ratios.map((ratio) => Math.min(Math.max(ratio, settings.low), settings.high));
@@ -223,6 +254,31 @@ function truncate(
   return { sequences: result, truncated };
 }
 
+/**
+ * With a sliding attention window, the output at position `p` depends only on the tokens from
+ * `p - layers × (window - 1)` on: tokens before that for the first learned token are cut (their
+ * positions kept through `offset`), which leaves the losses and gradients as they were and
+ * spares most of a long prompt's attention and MLP work.
+ */
+function cropToReceptiveField(config: ModelConfig, sequences: TrainingSequence[]): TrainingSequence[] {
+  const window = config.attentionWindow;
+  if (window === undefined) return sequences;
+  const reach = config.layerCount * (window - 1);
+  return sequences.map((sequence) => {
+    const first = sequence.mask.indexOf(1);
+    // Token `first` is predicted from the output at `first - 1`.
+    const start = first < 0 ? 0 : Math.max(0, first - 1 - reach);
+    if (start === 0) return sequence;
+    return {
+      tokens: sequence.tokens.slice(start),
+      mask: sequence.mask.slice(start),
+      weights: sequence.weights.slice(start),
+      oldLogprobs: sequence.oldLogprobs.slice(start),
+      offset: (sequence.offset ?? 0) + start,
+    };
+  });
+}
+
 /** Why an RL job has no trainable token, for its `training_failed` message. */
 function nothingToTrain(data: RlData, truncated: number, contextLength: number): string {
   const counts = `${data.trajectories} trajectories in ${data.groupsSubmitted} groups`;
@@ -275,8 +331,10 @@ export async function runTrainingJob(job: EngineTrainingJob, hooks: TrainingHook
   let metrics: Record<string, number> = {};
 
   if (job.kind === 'rl') {
-    const data = buildRlData(job.trajectoryGroups, job.config);
-    const { sequences, truncated } = truncate(config, data.sequences);
+    const data = buildRlData(job.trajectoryGroups, job.config, tokenizerOf(config));
+    const truncation = truncate(config, data.sequences);
+    const truncated = truncation.truncated;
+    const sequences = cropToReceptiveField(config, truncation.sequences);
     // A step without a trainable token would change nothing yet use up a step: fail the job.
     if (!sequences.some((sequence) => sequence.mask.includes(1)))
       throw new Error(nothingToTrain(data, truncated, config.contextLength));
@@ -309,8 +367,10 @@ export async function runTrainingJob(job: EngineTrainingJob, hooks: TrainingHook
     hooks.onEvent({ type: 'gradient_step', data: metrics });
   } else {
     const assistantTurns = job.config?.assistant_turns ?? 'all';
-    const built = buildSftSequences(job.rows, assistantTurns);
-    const { sequences, truncated } = truncate(config, built);
+    const built = buildSftSequences(job.rows, assistantTurns, tokenizerOf(config));
+    const truncation = truncate(config, built);
+    const truncated = truncation.truncated;
+    const sequences = cropToReceptiveField(config, truncation.sequences);
     const requestedBatch = job.config?.batch_size;
     if (typeof requestedBatch === 'number' && !(Number.isInteger(requestedBatch) && requestedBatch >= 1)) {
       throw new Error(`config.batch_size must be a positive integer or "auto", got ${requestedBatch}.`);

@@ -4,7 +4,8 @@
  */
 import type { ExperimentalTrainingConfig, SFTRow, TrajectoryGroup } from '../schema/index.js';
 import { TemplateBuilder, assistantBodyTokens } from './chat-template.js';
-import { END_TOKEN_ID, recoverTokenId, specialTokenId } from './tokenizer.js';
+import { BYTE_TOKENIZER, END_TOKEN_ID, specialTokenId } from './tokenizer.js';
+import type { Tokenizer } from './tokenizer.js';
 
 /** A token sequence and what to learn from it. */
 export interface TrainingSequence {
@@ -16,6 +17,8 @@ export interface TrainingSequence {
   readonly weights: number[];
   /** Per token: logprob it was sampled with, or NaN when unknown (then the current policy's is used). */
   readonly oldLogprobs: number[];
+  /** Position of the first token (the sequence was cut at the front); absent means 0. */
+  readonly offset?: number;
 }
 
 /** RL sequences plus the group statistics reported with the gradient steps. */
@@ -49,7 +52,11 @@ export function scalesRewards(config: ExperimentalTrainingConfig | null): boolea
  * `token_id:N`). Throws an Error fit for the user when a Choice lacks logprobs (unless
  * `allow_training_without_logprobs`) or its tokens are not this engine's.
  */
-export function buildRlData(groups: readonly TrajectoryGroup[], config: ExperimentalTrainingConfig | null): RlData {
+export function buildRlData(
+  groups: readonly TrajectoryGroup[],
+  config: ExperimentalTrainingConfig | null,
+  tokenizer: Tokenizer = BYTE_TOKENIZER,
+): RlData {
   const scale = scalesRewards(config);
   const allowWithoutLogprobs = config?.allow_training_without_logprobs ?? false;
   const sequences: TrainingSequence[] = [];
@@ -93,7 +100,7 @@ export function buildRlData(groups: readonly TrajectoryGroup[], config: Experime
         })),
       ];
       for (const history of histories) {
-        const builder = new TemplateBuilder().appendTools(history.tools);
+        const builder = new TemplateBuilder(tokenizer).appendTools(history.tools);
         const oldLogprobs: number[] = [];
         const pad = (): void => {
           while (oldLogprobs.length < builder.tokens.length) oldLogprobs.push(Number.NaN);
@@ -115,22 +122,23 @@ export function buildRlData(groups: readonly TrajectoryGroup[], config: Experime
           const entries = choice.logprobs?.content ?? null;
           // An empty logprobs list is a completion of no tokens (e.g. a stop sequence matched at
           // once), not a Choice without logprobs, as long as the message is empty too.
-          const body = entries && entries.length === 0 ? assistantBodyTokens(choice.message, `${where}.message`) : [];
+          const body =
+            entries && entries.length === 0 ? assistantBodyTokens(choice.message, `${where}.message`, tokenizer) : [];
           let ids: number[];
           let logprobs: number[];
           if (entries && (entries.length > 0 || body.length === 0)) {
             ids = entries.map((entry, entryIndex) => {
-              const id = recoverTokenId(entry);
+              const id = tokenizer.recoverTokenId(entry);
               if (id === null) {
                 throw new Error(
-                  `Cannot recover the token id of ${where}.logprobs.content[${entryIndex}] (token ${JSON.stringify(entry.token)}): expected a token of this engine's byte-level tokenizer (one byte in \`bytes\`, a special token, or "token_id:<id>"). Was this Choice sampled from another model?`,
+                  `Cannot recover the token id of ${where}.logprobs.content[${entryIndex}] (token ${JSON.stringify(entry.token)}): expected a token of this model's ${tokenizer.name} tokenizer (its \`bytes\`, a special token, or "token_id:<id>"). Was this Choice sampled from another model?`,
                 );
               }
               return id;
             });
             logprobs = entries.map((entry) => entry.logprob);
           } else if (allowWithoutLogprobs) {
-            ids = [...assistantBodyTokens(choice.message, `${where}.message`), END_TOKEN_ID];
+            ids = [...assistantBodyTokens(choice.message, `${where}.message`, tokenizer), END_TOKEN_ID];
             logprobs = ids.map(() => Number.NaN);
           } else {
             throw new Error(
@@ -166,7 +174,11 @@ export function buildRlData(groups: readonly TrajectoryGroup[], config: Experime
  * Builds SFT sequences: every assistant message is learned (`all`) or only the last one of each
  * row (`last`); everything else is context.
  */
-export function buildSftSequences(rows: readonly SFTRow[], assistantTurns: 'all' | 'last'): TrainingSequence[] {
+export function buildSftSequences(
+  rows: readonly SFTRow[],
+  assistantTurns: 'all' | 'last',
+  tokenizer: Tokenizer = BYTE_TOKENIZER,
+): TrainingSequence[] {
   return rows.map((row, rowIndex) => {
     const messages = row.messages as readonly Record<string, unknown>[];
     let lastAssistant = -1;
@@ -177,7 +189,7 @@ export function buildSftSequences(rows: readonly SFTRow[], assistantTurns: 'all'
       throw new Error(
         `SFT row ${rowIndex} has no assistant message to learn: expected at least one message with role "assistant".`,
       );
-    const builder = new TemplateBuilder().appendTools(row.tools);
+    const builder = new TemplateBuilder(tokenizer).appendTools(row.tools);
     messages.forEach((message, index) => {
       const learned = message['role'] === 'assistant' && (assistantTurns === 'all' || index === lastAssistant);
       builder.appendMessage(message, learned, `rows[${rowIndex}].messages[${index}]`);

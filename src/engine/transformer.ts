@@ -68,6 +68,62 @@ export interface KeyValueCache {
 const CACHE_BLOCK = 32;
 
 /**
+ * Additive mask of sliding-window attention over blocks: `[blocks, window, 2 * window]`, where the
+ * queries of block `b` see the keys of blocks `b - 1` and `b`. Query `i` (position `bW + i`) sees
+ * key `j` (position `(b - 1)W + j`) when `i < j <= i + W`: itself and the `W - 1` tokens before it.
+ */
+function windowMask(blocks: number, window: number): Float32Array {
+  const mask = new Float32Array(blocks * window * 2 * window).fill(-1e9);
+  for (let block = 0; block < blocks; block += 1)
+    for (let query = 0; query < window; query += 1)
+      for (let key = Math.max(query + 1, block === 0 ? window : 0); key <= query + window; key += 1)
+        mask[(block * window + query) * 2 * window + key] = 0;
+  return mask;
+}
+
+/**
+ * Sliding-window attention of `[batchHeads, length, headDimension]` queries, keys and values:
+ * the sequence is cut into blocks of `window` (zero-padded at the end) and each block attends to
+ * itself and the block before, so the cost grows with `length × 2·window` instead of `length²`.
+ */
+function windowedAttention(tf: TensorFlow, q: Tensor3D, k: Tensor3D, v: Tensor3D, window: number): Tensor3D {
+  const [batchHeads, length, headDimension] = q.shape;
+  const blocks = Math.ceil(length / window);
+  const padded = blocks * window;
+  const pad = (t: Tensor3D): Tensor3D =>
+    padded === length ? t : tf.concat([t, tf.zeros([batchHeads, padded - length, headDimension])], 1);
+  const toBlocks = (t: Tensor3D): Tensor => tf.reshape(pad(t), [batchHeads, blocks, window, headDimension]);
+  const withPrevious = (t: Tensor3D): Tensor3D => {
+    const current = toBlocks(t);
+    // Block 0 has no block before it: it gets a copy of itself, which the mask hides.
+    const previous =
+      blocks === 1
+        ? current
+        : tf.concat(
+            [
+              tf.slice(current, [0, 0, 0, 0], [batchHeads, 1, window, headDimension]),
+              tf.slice(current, [0, 0, 0, 0], [batchHeads, blocks - 1, window, headDimension]),
+            ],
+            1,
+          );
+    return tf.reshape(tf.concat([previous, current], 2), [batchHeads * blocks, 2 * window, headDimension]);
+  };
+  const queries = tf.reshape(toBlocks(q), [batchHeads * blocks, window, headDimension]) as Tensor3D;
+  const keys = withPrevious(k);
+  const values = withPrevious(v);
+  const scores = tf.reshape(
+    tf.mul(tf.matMul(queries, transposeLast(tf, keys) as Tensor3D), 1 / Math.sqrt(headDimension)),
+    [batchHeads, blocks, window, 2 * window],
+  );
+  const masked = tf.add(scores, tf.tensor3d(windowMask(blocks, window), [blocks, window, 2 * window]));
+  const weights = tf.reshape(tf.softmax(masked), [batchHeads * blocks, window, 2 * window]) as Tensor3D;
+  const attended = tf.reshape(tf.matMul(weights, values), [batchHeads, padded, headDimension]) as Tensor3D;
+  return padded === length
+    ? attended
+    : (tf.slice(attended, [0, 0, 0], [batchHeads, length, headDimension]) as Tensor3D);
+}
+
+/**
  * Runs the blocks over `[batch, length]` token ids and returns the final hidden states
  * `[batch * length, modelDimension]`. With `cache`, the layers' keys and values are pushed into it.
  */
@@ -83,12 +139,17 @@ function hiddenStates(
   const d = config.modelDimension;
   const heads = config.headCount;
   const headDimension = d / heads;
+  const window = config.attentionWindow;
+  const windowed = window !== undefined && window < length;
   // Causal mask: -1e9 above the diagonal. Right padding needs no extra mask: real tokens never
   // look ahead, and padded positions are never read.
-  const maskValues = new Float32Array(length * length);
-  for (let row = 0; row < length; row += 1)
-    for (let column = row + 1; column < length; column += 1) maskValues[row * length + column] = -1e9;
-  const mask = tf.tensor2d(maskValues, [length, length]);
+  let mask: Tensor2D | null = null;
+  if (!windowed) {
+    const maskValues = new Float32Array(length * length);
+    for (let row = 0; row < length; row += 1)
+      for (let column = row + 1; column < length; column += 1) maskValues[row * length + column] = -1e9;
+    mask = tf.tensor2d(maskValues, [length, length]);
+  }
   let x = embedded;
   const toHeads = (t: Tensor2D): Tensor3D =>
     tf.reshape(tf.transpose(tf.reshape(t, [batch, length, heads, headDimension]), [0, 2, 1, 3]), [
@@ -113,8 +174,15 @@ function hiddenStates(
       cache.keys.push([tf.keep(kh)]);
       cache.values.push([tf.keep(vh)]);
     }
-    const scores = tf.add(tf.mul(tf.matMul(qh, transposeLast(tf, kh) as Tensor3D), 1 / Math.sqrt(headDimension)), mask);
-    const attended = tf.matMul(tf.softmax(scores), vh);
+    const attended =
+      windowed || mask === null
+        ? windowedAttention(tf, qh, kh, vh, window as number)
+        : tf.matMul(
+            tf.softmax(
+              tf.add(tf.mul(tf.matMul(qh, transposeLast(tf, kh) as Tensor3D), 1 / Math.sqrt(headDimension)), mask),
+            ),
+            vh,
+          );
     const merged = tf.reshape(tf.transpose(tf.reshape(attended, [batch, heads, length, headDimension]), [0, 2, 1, 3]), [
       batch * length,
       d,
@@ -136,7 +204,10 @@ function project(tf: TensorFlow, parameters: ParameterTensors, hidden: Tensor2D)
 
 /**
  * Differentiable forward pass: next-token logits `[batch * length, vocabulary]` for right-padded
- * token ids `[batch, length]` (row-major, `Int32Array` of `batch * length`).
+ * token ids `[batch, length]` (row-major, `Int32Array` of `batch * length`), or only at the
+ * flat `positions` given (`[positions.length, vocabulary]`: the trainer projects only the tokens
+ * it learns, which saves most of the output layer on long prompts). `offsets` are the rows' first
+ * positions (a row cut at the front keeps its tokens' absolute positions); default 0.
  */
 export function forwardLogits(
   tf: TensorFlow,
@@ -145,20 +216,35 @@ export function forwardLogits(
   tokens: Int32Array,
   batch: number,
   length: number,
+  positions?: Int32Array,
+  offsets?: readonly number[],
 ): Tensor2D {
   if (length > config.contextLength)
     throw new Error(`Sequence of ${length} tokens exceeds the context of ${config.contextLength}.`);
   const ids = tf.tensor1d(tokens, 'int32');
-  const tokenEmbedding = tf.matMul(
-    tf.oneHot(ids, config.vocabularySize) as Tensor2D,
-    parameter(parameters, 'token_embedding') as Tensor2D,
-  );
-  const positions = tf.slice(parameter(parameters, 'position_embedding'), [0, 0], [length, config.modelDimension]);
-  const embedded = tf.reshape(tf.add(tf.reshape(tokenEmbedding, [batch, length, config.modelDimension]), positions), [
-    batch * length,
-    config.modelDimension,
-  ]) as Tensor2D;
-  return project(tf, parameters, hiddenStates(tf, config, parameters, embedded, batch, length));
+  // A gather of rows (its gradient, registered in gradients.ts, adds rows back on the host).
+  const tokenEmbedding = tf.gather(parameter(parameters, 'token_embedding') as Tensor2D, ids);
+  const positionEmbedding = offsets?.some((offset) => offset > 0)
+    ? tf.reshape(
+        tf.gather(
+          parameter(parameters, 'position_embedding') as Tensor2D,
+          tf.tensor1d(
+            Int32Array.from({ length: batch * length }, (_, index) =>
+              // Padding past the context (never read) reuses the last position.
+              Math.min(config.contextLength - 1, (offsets[Math.floor(index / length)] ?? 0) + (index % length)),
+            ),
+            'int32',
+          ),
+        ),
+        [batch, length, config.modelDimension],
+      )
+    : tf.slice(parameter(parameters, 'position_embedding'), [0, 0], [length, config.modelDimension]);
+  const embedded = tf.reshape(
+    tf.add(tf.reshape(tokenEmbedding, [batch, length, config.modelDimension]), positionEmbedding),
+    [batch * length, config.modelDimension],
+  ) as Tensor2D;
+  const hidden = hiddenStates(tf, config, parameters, embedded, batch, length);
+  return project(tf, parameters, positions ? (tf.gather(hidden, tf.tensor1d(positions, 'int32')) as Tensor2D) : hidden);
 }
 
 /**

@@ -54,7 +54,12 @@ export function abortReason(signal: AbortSignal | undefined): unknown {
  */
 export function raceSignal<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
   if (signal === undefined) return promise;
-  if (signal.aborted) return Promise.reject(abortReason(signal));
+  if (signal.aborted) {
+    // The losing promise may still reject later (a request that sees the same abort): nobody
+    // awaits it any more, so observe it here instead of leaving an unhandled rejection.
+    promise.catch(() => {});
+    return Promise.reject(abortReason(signal));
+  }
   return new Promise<T>((resolve, reject) => {
     const onAbort = (): void => reject(abortReason(signal));
     signal.addEventListener('abort', onAbort, { once: true });

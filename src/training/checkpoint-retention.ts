@@ -19,6 +19,11 @@ export interface RetentionOptions {
    * @default true
    */
   keepLatest?: boolean | undefined;
+  /**
+   * Steps kept whatever their metric (e.g. ones rollouts or a validation still sample from).
+   * @default []
+   */
+  keepSteps?: readonly number[] | undefined;
 }
 
 /** What retention decides. */
@@ -52,6 +57,7 @@ export function planRetention(
     const latest = sorted.at(-1);
     if (latest !== undefined) keep.add(latest);
   }
+  for (const step of options.keepSteps ?? []) if (sorted.includes(step)) keep.add(step);
   let bestStep: number | null = null;
   if (keepBestBy !== null && sorted.length > 0) {
     let bestValue = 0;

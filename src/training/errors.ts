@@ -132,3 +132,25 @@ export class LogFlushTimeoutError extends PolicyloopError {
     this.timeoutMs = timeoutMs;
   }
 }
+
+/**
+ * An RL run stopped because too many groups in a row had no learning signal (every trajectory of
+ * each got the same reward, so no gradient): the policy has collapsed, or the task or the reward
+ * gives nothing to learn. ART calls this model collapse.
+ */
+export class NoLearningSignalError extends PolicyloopError {
+  /** How many groups in a row had no signal. */
+  readonly groups: number;
+  /** The step the run was at. */
+  readonly step: number;
+
+  constructor(groups: number, step: number) {
+    super(
+      `No learning signal: the last ${groups} groups (at step ${step}) each had equal rewards for all their ` +
+        'trajectories, so there is nothing to train on. Check the reward (does it vary between rollouts?), raise ' +
+        'the sampling temperature or `groupSize`, or raise `collapseAfter`.',
+    );
+    this.groups = groups;
+    this.step = step;
+  }
+}

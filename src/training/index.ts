@@ -3,6 +3,23 @@
  * retention), the local and hosted backends, metric history, and the log batcher.
  * @module
  */
+export {
+  RLTrainer,
+  formatStepLine,
+  type RLTrainerOptions,
+  type RLValidationOptions,
+  type RLKeepOptions,
+  type RLBudget,
+  type RLRunOptions,
+  type RLStopReason,
+  type RLTrainerSummary,
+  type RLTrainerEvents,
+  type StepStartEvent,
+  type StepEndEvent,
+  type RLGroupsDroppedEvent,
+  type ValidationEndEvent,
+} from './rl-trainer.js';
+export { PromptedModel, type PromptedModelOptions, type PromptedLogOptions } from './prompted-model.js';
 export type { Backend, BackendConnection } from './backend.js';
 export { LocalBackend, type LocalBackendOptions } from './local-backend.js';
 export { HostedBackend, HOSTED_BASE_URL, type HostedBackendOptions } from './hosted-backend.js';
@@ -74,5 +91,6 @@ export {
   TrainingTimeoutError,
   LogDeliveryError,
   LogFlushTimeoutError,
+  NoLearningSignalError,
   type ChoiceLocation,
 } from './errors.js';

@@ -4,6 +4,7 @@
  * cannot be delivered. Nothing is dropped silently: every group is either acknowledged by the
  * service or written to the spool and reported through `batch:spooled`.
  */
+import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'eventemitter3';
 import { APIError } from '../client/errors.js';
 import type { TrainingClient } from '../client/index.js';
@@ -360,7 +361,9 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
     let respooledBatches = 0;
     for (const record of taken.records) {
       const entries = record.trajectory_groups.map((group) => ({ split: record.split, group, bytes: 0 }));
-      const delivered = await this.deliver(entries, signal);
+      // The key the batch was first sent with: a batch the service stored before it was spooled
+      // (an answer lost on the way back) is answered again, not stored twice. Older spool files have none.
+      const delivered = await this.deliver(entries, signal, record.idempotency_key ?? randomUUID());
       if (delivered) {
         replayedBatches += 1;
         replayedGroups += entries.length;
@@ -381,7 +384,7 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
         if (size === 0) break;
         const batch = this.buffer.splice(0, size);
         try {
-          await this.deliver(batch, undefined);
+          await this.deliver(batch, undefined, randomUUID());
         } finally {
           this.release(batch);
         }
@@ -418,8 +421,16 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
     return complete || all ? count : 0;
   }
 
-  /** Sends one batch with retries; spools it when that fails. True when the service acknowledged it. */
-  private async deliver(batch: readonly Entry[], signal: AbortSignal | undefined): Promise<boolean> {
+  /**
+   * Sends one batch with retries; spools it when that fails. True when the service acknowledged it.
+   * Every attempt carries the batch's `Idempotency-Key`, so a retry of a request the service did
+   * store (the answer was lost) is answered from the first request instead of storing it twice.
+   */
+  private async deliver(
+    batch: readonly Entry[],
+    signal: AbortSignal | undefined,
+    idempotencyKey: string,
+  ): Promise<boolean> {
     const first = batch[0];
     if (first === undefined) return true;
     const split = first.split;
@@ -430,7 +441,7 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
         await this.client.models.log(
           this.modelId,
           { split, trajectory_groups: groups },
-          { signal: stop, timeout: this.timeout, maxRetries: 0 },
+          { signal: stop, timeout: this.timeout, maxRetries: 0, idempotencyKey },
         );
         this.counts.sentBatches += 1;
         this.counts.sentGroups += groups.length;
@@ -440,7 +451,7 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
       } catch (error) {
         const retryable = error instanceof PolicyloopError && error.retryable;
         if (stop.aborted || !retryable || attempt > this.maxRetries) {
-          await this.spool(split, groups, error, attempt);
+          await this.spool(split, groups, error, attempt, idempotencyKey);
           return false;
         }
         const delayMs = retryDelay(attempt, error instanceof APIError ? error.headers : undefined, this.retryDelay);
@@ -448,7 +459,7 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
         try {
           await delay(delayMs, stop);
         } catch {
-          await this.spool(split, groups, error, attempt);
+          await this.spool(split, groups, error, attempt, idempotencyKey);
           return false;
         }
       }
@@ -460,6 +471,7 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
     groups: readonly TrajectoryGroupInput[],
     error: unknown,
     attempts: number,
+    idempotencyKey: string,
   ): Promise<void> {
     try {
       await appendSpoolRecords(this.spoolPath, [
@@ -470,6 +482,7 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
           error: error instanceof Error ? error.message : String(error),
           attempts,
           spooled_at: new Date().toISOString(),
+          idempotency_key: idempotencyKey,
         },
       ]);
     } catch (spoolError) {

@@ -21,6 +21,11 @@ export interface SpoolRecord {
   readonly attempts: number;
   /** When the batch was spooled (ISO 8601). */
   readonly spooled_at: string;
+  /**
+   * The `Idempotency-Key` the batch was sent with; a replay sends it again. Absent in spool files
+   * written before batches carried a key.
+   */
+  readonly idempotency_key?: string | undefined;
 }
 
 /** Appends records to the spool file, creating its directory. */

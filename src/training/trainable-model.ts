@@ -35,6 +35,7 @@ import type {
 import type { Backend, BackendConnection } from './backend.js';
 import { planRetention } from './checkpoint-retention.js';
 import type { RetentionOptions } from './checkpoint-retention.js';
+import { TrainingJobFailedError } from './errors.js';
 import { checkFollowJobOptions, followTrainingJob } from './follow-job.js';
 import type { JobProgress } from './follow-job.js';
 import {
@@ -53,7 +54,10 @@ import { assertChoicesHaveLogprobs } from './missing-logprobs.js';
 import type { TrainableModelEvents, TrainingJobKind } from './model-events.js';
 import { assertPathSegment, modelFiles } from './model-files.js';
 import type { ModelFiles } from './model-files.js';
+import { clearPendingJob, pendingJobPath, readPendingJob, writePendingJob } from './pending-job.js';
+import type { PendingJob } from './pending-job.js';
 import { toSFTRows, writeSFTFile } from './sft-data.js';
+import { pinnableClient } from './step-pin.js';
 import { assertSomethingToTrain, assertTrainingGroupsShape, hasZeroRewardVariance } from './training-input.js';
 
 /** Options of `new TrainableModel(...)`. */
@@ -381,7 +385,10 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
    * follow {@link captureCompletions}'s one rule: they fill a request key whose value is
    * `undefined` or `null` (`model` also when it is `''`, since the SDK's types require the key);
    * the request's own values win. Inside a rollout (`gatherTrajectoryGroups`) each completion is
-   * captured into the rollout's trajectory.
+   * captured into the rollout's trajectory. Inside an {@link RLTrainer}'s rollouts, a request for
+   * this model's latest name (the default, or `model.inferenceName()`) goes to the step the rollout
+   * is stamped with (`inferenceName(step)`), so a rollout written for `gatherTrajectoryGroups`
+   * samples from the right policy unchanged.
    * @example
    * const client = model.openai();
    * const reply = await client.chat.completions.create({ model: model.inferenceName(), messages });
@@ -392,13 +399,15 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
     const model = defaults['model'];
     if (model === undefined || model === null || model === '') defaults['model'] = this.inferenceName(options.step);
     return captureCompletions(
-      new OpenAI({
-        apiKey: connection.apiKey,
-        baseURL: connection.inferenceBaseURL,
-        ...(connection.fetch === undefined ? {} : { fetch: connection.fetch as unknown as OpenAIFetch }),
-        ...(options.timeout === undefined ? {} : { timeout: options.timeout }),
-        ...(options.maxRetries === undefined ? {} : { maxRetries: options.maxRetries }),
-      }),
+      pinnableClient(
+        new OpenAI({
+          apiKey: connection.apiKey,
+          baseURL: connection.inferenceBaseURL,
+          ...(connection.fetch === undefined ? {} : { fetch: connection.fetch as unknown as OpenAIFetch }),
+          ...(options.timeout === undefined ? {} : { timeout: options.timeout }),
+          ...(options.maxRetries === undefined ? {} : { maxRetries: options.maxRetries }),
+        }),
+      ),
       { defaults },
     );
   }
@@ -500,6 +509,7 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
     const { connection, model, backend } = this.registered();
     assertTrainingGroupsShape(groups);
     let parsed = parseGroups(groups);
+    await this.finishPendingJob(options);
     const givenIndex = new Map(parsed.map((group, index) => [group, index]));
     const currentStep = await this.getStep(options);
     let droppedGroups = 0;
@@ -522,11 +532,10 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
     assertSomethingToTrain(parsed);
     if (options.allowTrainingWithoutLogprobs !== true) assertChoicesHaveLogprobs(parsed);
 
-    const groupMetrics = prefixMetrics(computeStepMetrics(parsed), 'train');
-    if (options.log ?? true) {
-      await this.recordHistoryRow(groupMetrics, currentStep);
-      await this.logBatcher().add('train', parsed, options);
-    }
+    const log = options.log ?? true;
+    const groupMetrics = log ? prefixMetrics(computeStepMetrics(parsed), 'train') : {};
+    // The step's history row is written once the job is known to be done (see finishJob).
+    if (log) await this.logBatcher().add('train', parsed, options);
     // Equal rewards give every trajectory of the group a zero advantage: no gradient, so the
     // service is not asked to process them (the history row above still counts them).
     const equalRewards = parsed.filter(hasZeroRewardVariance);
@@ -545,11 +554,55 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
     if (options.lossFn !== undefined) config.loss_fn = options.lossFn;
     if (options.allowTrainingWithoutLogprobs === true) config.allow_training_without_logprobs = true;
 
-    const job = await connection.client.jobs.createRL(
-      { model_id: model.id, trajectory_groups: parsed, experimental_config: config },
-      { signal: options.signal },
-    );
+    // Journaled before the POST and cleared after the history row: a process killed anywhere in
+    // between leaves the next train() (or finishPendingJob) enough to finish the step exactly once.
+    const body = { model_id: model.id, trajectory_groups: parsed, experimental_config: config };
+    const journal = pendingJobPath(this.files.history);
+    const pending: PendingJob = { step: currentStep, idempotencyKey: randomUUID(), jobId: null, groupMetrics, body };
+    await writePendingJob(journal, pending);
+    const job = await connection.client.jobs.createRL(body, {
+      signal: options.signal,
+      idempotencyKey: pending.idempotencyKey,
+    });
+    await writePendingJob(journal, { ...pending, jobId: job.id });
     return this.finishJob(job.id, 'rl', parsed.length, currentStep, droppedGroups, options, groupMetrics);
+  }
+
+  /**
+   * Finishes the RL step an earlier call (or a killed process) left under way: follows its job to
+   * the end (submitting it again under the same idempotency key when the service's answer was
+   * never seen, which returns the job the service made, or makes it once), then writes the step's
+   * history row. Resolves with the step's result, or null when nothing was pending (or the row was
+   * already written). `train()` calls it first, so a rerun after a crash leaves exactly one
+   * `train/*` row per trained step and trains no step twice.
+   * @example
+   * const finished = await model.finishPendingJob(); // before reading model.getStep() after a crash
+   */
+  async finishPendingJob(options: JobOptions = {}): Promise<TrainResult | null> {
+    checkFollowJobOptions(options);
+    const { connection } = this.registered();
+    const journal = pendingJobPath(this.files.history);
+    const pending = await readPendingJob(journal);
+    if (pending === null) return null;
+    const rows = await readHistory(this.files.history);
+    const written = rows.some(
+      (row) => row.training_step === pending.step && Object.keys(row).some((name) => name.startsWith('train/')),
+    );
+    if (written) {
+      await clearPendingJob(journal);
+      return null;
+    }
+    let jobId = pending.jobId;
+    if (jobId === null) {
+      const job = await connection.client.jobs.createRL(pending.body, {
+        signal: options.signal,
+        idempotencyKey: pending.idempotencyKey,
+      });
+      jobId = job.id;
+      await writePendingJob(journal, { ...pending, jobId });
+    }
+    const size = pending.body.trajectory_groups.length;
+    return this.finishJob(jobId, 'rl', size, pending.step, 0, options, pending.groupMetrics);
   }
 
   /**
@@ -746,15 +799,24 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
   ): Promise<TrainResult> {
     const { connection, model } = this.registered();
     this.emit('job:submitted', { jobId, kind, size });
-    const followed = await followTrainingJob(connection.client, jobId, {
-      signal: options.signal,
-      timeout: options.timeout,
-      pollInterval: options.pollInterval,
-      onProgress: (progress) => {
-        this.emit('job:progress', progress);
-        options.onProgress?.(progress);
-      },
-    });
+    const journal = pendingJobPath(this.files.history);
+    let followed: Awaited<ReturnType<typeof followTrainingJob>>;
+    try {
+      followed = await followTrainingJob(connection.client, jobId, {
+        signal: options.signal,
+        timeout: options.timeout,
+        pollInterval: options.pollInterval,
+        onProgress: (progress) => {
+          this.emit('job:progress', progress);
+          options.onProgress?.(progress);
+        },
+      });
+    } catch (error) {
+      // A failed job trained nothing: nothing is left pending. (An abort or a timeout leaves the
+      // journal, so that the next call finishes the step.)
+      if (kind === 'rl' && error instanceof TrainingJobFailedError) await clearPendingJob(journal);
+      throw error;
+    }
     const page = await connection.client.checkpoints.list(
       model.id,
       { limit: 1, order: 'desc' },
@@ -769,9 +831,10 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
     for (const [name, value] of Object.entries(jobMetrics)) {
       if (!TRAJECTORY_METRIC_NAMES.has(name)) jobRow[`${kind === 'sft' ? 'sft' : 'train'}/${name}`] = value;
     }
-    if (Object.keys(jobRow).length > 0) await this.recordHistoryRow(jobRow, previousStep);
-    // The result is the step's two history rows in one: the groups' metrics and the job's.
+    // One row per step, written once the job is done: the groups' metrics and the job's.
     const metrics = { ...groupMetrics, ...jobRow };
+    if (Object.keys(metrics).length > 0) await this.recordHistoryRow(metrics, previousStep);
+    if (kind === 'rl') await clearPendingJob(journal);
     this.emit('job:end', { jobId, kind, step, metrics });
     return { step, metrics, jobId, droppedGroups };
   }

@@ -10,6 +10,16 @@ import type { ChatCompletionRequestBody, Choice, SFTRow, TrajectoryGroup } from 
 import { capitalsReward, makeScenarios } from '../../examples/tasks/uppercase.js';
 
 const BASE = 'policyloop/tiny-chat';
+/** Metrics every RL gradient_step event carries. */
+const RL_STEP_METRICS = [
+  'loss',
+  'grad_norm',
+  'entropy',
+  'learning_rate',
+  'num_trajectories',
+  'num_trainable_tokens',
+  'num_groups_trainable',
+];
 const base: PolicyRef = { baseModel: BASE, checkpointPath: null, key: BASE };
 
 let engine: Engine;
@@ -121,15 +131,7 @@ describe('SFT', () => {
     expect(events[0]).toEqual({ type: 'training_started', data: { num_sequences: 30 } });
     const steps = events.filter((event) => event.type === 'gradient_step');
     expect(steps).toHaveLength(30);
-    for (const name of [
-      'loss',
-      'grad_norm',
-      'entropy',
-      'learning_rate',
-      'num_trajectories',
-      'num_trainable_tokens',
-      'num_groups_trainable',
-    ]) {
+    for (const name of RL_STEP_METRICS) {
       expect(typeof steps[0]?.data[name]).toBe('number');
     }
     taughtPolicy = { baseModel: BASE, checkpointPath: outputPath, key };
@@ -395,15 +397,7 @@ describe('RL', () => {
         config,
       });
       const step = events.find((event) => event.type === 'gradient_step');
-      for (const name of [
-        'loss',
-        'grad_norm',
-        'entropy',
-        'learning_rate',
-        'num_trajectories',
-        'num_trainable_tokens',
-        'num_groups_trainable',
-      ]) {
+      for (const name of RL_STEP_METRICS) {
         expect(Number.isFinite(step?.data[name]), name).toBe(true);
       }
       expect(step?.data['learning_rate']).toBe(DEFAULT_LEARNING_RATE);

@@ -183,6 +183,39 @@ describe('gatherTrajectoryGroups', () => {
     expect(ran).toBe(false);
   });
 
+  it('leaves no unhandled rejection when a rollout aborts the gather itself and then fails', async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown): void => {
+      unhandled.push(reason);
+    };
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const controller = new AbortController();
+      let failLater: (error: Error) => void = () => {};
+      const promise = gatherTrajectoryGroups(
+        ['only'],
+        async () => {
+          // A request is under way when the user stops (here: synchronously, before the rollout's
+          // first await), and it rejects after the gather has already given up on it.
+          const request = new Promise<never>((_resolve, reject) => {
+            failLater = reject;
+          });
+          controller.abort(new Error('user stop'));
+          await request;
+        },
+        { signal: controller.signal },
+      );
+      await expect(promise).rejects.toBeInstanceOf(APIUserAbortError);
+      failLater(new Error('Request was aborted.'));
+      // Node reports unhandled rejections after the microtask queue drains.
+      await new Promise((resolve) => setImmediate(resolve));
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+  });
+
   it('fails a rollout that outlives its timeout with RolloutTimeoutError, even if it ignores its signal', async () => {
     const errors: unknown[] = [];
     const events = new GatherEmitter<string>();

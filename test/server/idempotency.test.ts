@@ -4,47 +4,22 @@
  * key in flight is a 409, failed requests leave the key unused, and keys survive a restart until
  * they expire.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { TrainingClient } from '../../src/client/index.js';
 import { createApp, DATABASE_FILE, DEV_API_KEY, INTERRUPTED_MESSAGE } from '../../src/server/index.js';
 import { type CallResult, startServer, temporaryDirectory, waitFor, type TestServer } from './support/harness.js';
 import { registerModel, sftJsonl } from './support/jobs.js';
+import { startChild } from './support/child-service.js';
 import { createStandInEngine } from './support/stand-in-engine.js';
 
-const CHILD = fileURLToPath(new URL('./support/child-server.ts', import.meta.url));
 const servers: TestServer[] = [];
-const children: ChildProcess[] = [];
+
 afterEach(async () => {
-  for (const child of children.splice(0))
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   for (const server of servers.splice(0)) await server.close();
 });
-
-/** A service in its own process (see support/child-server.ts), to be killed with SIGKILL. */
-async function startChild(dataDir: string): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', CHILD, dataDir], { stdio: ['ignore', 'pipe', 'pipe'] });
-  children.push(child);
-  let stderr = '';
-  child.stderr?.on('data', (chunk: Buffer) => {
-    stderr += chunk.toString();
-  });
-  const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`child did not start within 30 s: ${stderr}`)), 30_000);
-    lines.once('line', (line) => {
-      clearTimeout(timer);
-      resolve(line.trim());
-    });
-    child.once('exit', (code) => reject(new Error(`child exited with ${code}: ${stderr}`)));
-  });
-  return { child, url };
-}
 
 /** A POST to a child service with the development key. */
 async function childPost(

@@ -304,7 +304,9 @@ describe('an engine that ignores the abort', () => {
       dataDir,
       maxConcurrentJobs: 1,
       logger: { info: () => undefined, warn: () => undefined, error: () => undefined },
-      jobTimeoutMs: 100,
+      // The limit applies to the next job too: long enough that a loaded machine still runs it in
+      // time, short enough to keep the test quick.
+      jobTimeoutMs: 1_000,
       engineStopGraceMs: 100,
     });
     try {

@@ -3,46 +3,21 @@
  * another waits; a new service on the same data directory still has every acknowledged write, and
  * fails both jobs with their terminal event instead of leaving them hanging.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createInterface } from 'node:readline';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DATABASE_FILE, DEV_API_KEY, INTERRUPTED_MESSAGE } from '../../src/server/index.js';
 import { startServer, temporaryDirectory, waitFor, type TestServer } from './support/harness.js';
 import { followEvents } from './support/jobs.js';
+import { startChild } from './support/child-service.js';
 import { createStandInEngine } from './support/stand-in-engine.js';
 
-const CHILD = fileURLToPath(new URL('./support/child-server.ts', import.meta.url));
-const children: ChildProcess[] = [];
 const servers: TestServer[] = [];
 
 afterEach(async () => {
-  for (const child of children.splice(0))
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   for (const server of servers.splice(0)) await server.close();
 });
-
-async function startChild(dataDir: string): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', CHILD, dataDir], { stdio: ['ignore', 'pipe', 'pipe'] });
-  children.push(child);
-  let stderr = '';
-  child.stderr?.on('data', (chunk: Buffer) => {
-    stderr += chunk.toString();
-  });
-  const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`child did not start within 30 s: ${stderr}`)), 30_000);
-    lines.once('line', (line) => {
-      clearTimeout(timer);
-      resolve(line.trim());
-    });
-    child.once('exit', (code) => reject(new Error(`child exited with ${code}: ${stderr}`)));
-  });
-  return { child, url };
-}
 
 async function call(url: string, method: string, path: string, body?: unknown): Promise<any> {
   const response = await fetch(`${url}${path}`, {

@@ -163,6 +163,37 @@ describe('LogBatcher failures', () => {
     expect(working.acknowledged).toHaveLength(4);
   });
 
+  it('sends one Idempotency-Key per batch, the same on every retry and again on spool replay', async () => {
+    /** Records the key of each request before the scripted service answers it. */
+    const keyed = (service: ReturnType<typeof scriptedLogFetch>) => {
+      const keys: (string | null)[] = [];
+      const fetch = ((input: RequestInfo | URL, init?: RequestInit) => {
+        keys.push(new Headers(init?.headers).get('idempotency-key'));
+        return service.fetch(input, init);
+      }) as typeof globalThis.fetch;
+      return { keys, fetch };
+    };
+    // Batch a: fails twice, then arrives. Batch b: fails every attempt and is spooled.
+    const flaky = scriptedLogFetch((call) => (call < 2 ? 'connection-error' : call === 2 ? 200 : 503));
+    const first = keyed(flaky);
+    const batcher = batcherWith(first.fetch, { maxRetries: 2, maxBatchGroups: 1 });
+    await batcher.add('train', [group('a'), group('b')]);
+    await settle(batcher.close());
+    const [a, , , b] = first.keys;
+    expect(first.keys).toEqual([a, a, a, b, b, b]);
+    expect(a).toMatch(/^[0-9a-f-]{36}$/);
+    expect(b).not.toBe(a);
+    expect(flaky.acknowledged).toEqual(['a']);
+    expect((await spoolRecords()).map((record) => record.idempotency_key)).toEqual([b]);
+
+    // The next run replays batch b with the key it was first sent with.
+    const working = scriptedLogFetch();
+    const second = keyed(working);
+    await settle(batcherWith(second.fetch).replaySpool());
+    expect(second.keys).toEqual([b]);
+    expect(working.acknowledged).toEqual(['b']);
+  });
+
   it('spools a rejected batch (422) without retrying it', async () => {
     const service = scriptedLogFetch(() => 422);
     const batcher = batcherWith(service.fetch, { maxRetries: 5 });

@@ -168,7 +168,7 @@ describe('RL and SFT round trips', () => {
     expect(result.metrics['train/loss']).toBe(history[0]?.['train/loss']);
     expect(result.metrics['loss']).toBeUndefined();
     const lines = (await readFile(model.files.history, 'utf8')).trim().split('\n');
-    expect(lines).toHaveLength(3);
+    expect(lines).toHaveLength(2);
 
     // The new checkpoint answers, latest and pinned.
     const pinned = model.openai({ step: 1 });

@@ -1,0 +1,48 @@
+/**
+ * RLTrainer refuses every bad option with InvalidArgumentError naming it ("Expected `x` to be ...,
+ * got ..."), in its constructor, before anything runs.
+ */
+import { describe, expect, it } from 'vitest';
+import { InvalidArgumentError } from '../../src/client/index.js';
+import { RLTrainer, TrainableModel } from '../../src/training/index.js';
+import type { RLTrainerOptions } from '../../src/training/index.js';
+
+const model = new TrainableModel({ project: 'options', name: 'm', baseModel: 'policyloop/tiny-chat' });
+const good: RLTrainerOptions<string> = { model, scenarios: ['a'], rollout: async () => undefined, maxSteps: 3 };
+
+describe('new RLTrainer', () => {
+  it('accepts good options', () => {
+    expect(new RLTrainer(good).model).toBe(model);
+  });
+
+  it.each([
+    [{ model: {} }, 'model'],
+    [{ scenarios: [] }, 'scenarios'],
+    [{ scenarios: 42 }, 'scenarios'],
+    [{ rollout: 'fn' }, 'rollout'],
+    [{ maxSteps: undefined }, 'maxSteps'],
+    [{ maxSteps: 1.5 }, 'maxSteps'],
+    [{ groupSize: 0 }, 'groupSize'],
+    [{ groupsPerStep: -1 }, 'groupsPerStep'],
+    [{ maxStepsOffPolicy: -1 }, 'maxStepsOffPolicy'],
+    [{ collapseAfter: 0 }, 'collapseAfter'],
+    [{ validation: { scenarios: [] } }, 'validation.scenarios'],
+    [{ validation: { scenarios: ['a'], every: 0 } }, 'validation.every'],
+    [{ validation: { scenarios: ['a'], baselines: [{}] } }, 'validation.baselines[0]'],
+    [{ keep: { direction: 'up' } }, 'keep.direction'],
+    [{ keep: { metric: '' } }, 'keep.metric'],
+    [{ budget: { seconds: 0 } }, 'budget.seconds'],
+    [{ budget: { tokens: 0.5 } }, 'budget.tokens'],
+    [{ progress: 'yes' }, 'progress'],
+  ])('%o names `%s`', (bad, argument) => {
+    let error: unknown;
+    try {
+      new RLTrainer({ ...good, ...(bad as object) } as RLTrainerOptions<string>);
+    } catch (caught) {
+      error = caught;
+    }
+    expect(error).toBeInstanceOf(InvalidArgumentError);
+    expect((error as InvalidArgumentError).argument).toBe(argument);
+    expect((error as Error).message).toMatch(/^Expected `[^`]+` to be .+, got .+$/);
+  });
+});
