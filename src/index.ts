@@ -32,6 +32,8 @@ export type {
   JobEndEvent,
   GroupsDroppedEvent,
   HistoryRowEvent,
+  HistoryErrorEvent,
+  HistoryMismatchEvent,
 } from './training/model-events.js';
 export {
   RLTrainer,
@@ -53,7 +55,7 @@ export type { Backend, BackendConnection } from './training/backend.js';
 export { LocalBackend, type LocalBackendOptions } from './training/local-backend.js';
 export { HostedBackend, type HostedBackendOptions } from './training/hosted-backend.js';
 export type { ModelFiles } from './training/model-files.js';
-export type { HistoryRow } from './training/history.js';
+export type { HistoryRow, HistoryDifference } from './training/history.js';
 export type { RetentionOptions } from './training/checkpoint-retention.js';
 export { toSFTRows } from './training/sft-data.js';
 export { followTrainingJob, type FollowJobOptions, type FollowedJob, type JobProgress } from './training/follow-job.js';

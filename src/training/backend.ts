@@ -20,6 +20,13 @@ export interface BackendConnection {
    * @default false
    */
   readonly honoursIdempotencyKeys?: boolean | undefined;
+  /**
+   * Whether the service answers the local-only routes under `/v1/local/` (metrics by step, logged
+   * groups): `true` for the local service, `false` for the hosted one; when not set, a model
+   * asks the service once (a 404 means no) and remembers the answer.
+   * @default undefined (ask the service)
+   */
+  readonly localRoutes?: boolean | undefined;
 }
 
 /**

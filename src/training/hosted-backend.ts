@@ -91,6 +91,7 @@ export class HostedBackend implements Backend {
     });
     const inferenceBaseURL = options.inferenceBaseURL ?? client.baseURL;
     // Nothing says the hosted service honours Idempotency-Key (docs/hosted.md): no job POST is retried.
+    // The hosted service has no `/v1/local/` routes: history stays in `history.jsonl`.
     this.connection = {
       client,
       baseURL: client.baseURL,
@@ -98,6 +99,7 @@ export class HostedBackend implements Backend {
       apiKey,
       fetch: options.fetch,
       honoursIdempotencyKeys: false,
+      localRoutes: false,
     };
     this.dataDir = path.resolve(options.dataDir ?? DEFAULT_DATA_DIR);
   }

@@ -45,10 +45,23 @@ export type {
   StaleGroupsDroppedEvent,
   ZeroVarianceGroupsDroppedEvent,
   HistoryRowEvent,
+  HistoryErrorEvent,
+  HistoryMismatchEvent,
 } from './model-events.js';
 export { modelInferenceName } from './inference-name.js';
 export { DEFAULT_DATA_DIR, modelFiles, type ModelFiles } from './model-files.js';
-export { appendHistoryRow, readHistory, metricByStep, type HistoryRow } from './history.js';
+export {
+  appendHistoryRow,
+  readHistory,
+  metricByStep,
+  compareHistories,
+  historyRowsFromService,
+  toStepMetricsBodies,
+  type HistoryRow,
+  type HistoryDifference,
+  type ServiceStepMetrics,
+  type StepMetricsBody,
+} from './history.js';
 export {
   LogBatcher,
   type LogBatcherOptions,

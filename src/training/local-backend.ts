@@ -201,6 +201,7 @@ export class LocalBackend implements Backend {
       fetch: this.options.fetch,
       // The local service stores the answer to a key with the write it answers (docs/server.md).
       honoursIdempotencyKeys: true,
+      localRoutes: true,
     };
   }
 }

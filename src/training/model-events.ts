@@ -1,7 +1,7 @@
 /** The typed events of a {@link TrainableModel}. */
 import type { BatchRetryEvent, BatchSentEvent, BatchSpooledEvent } from './log-batcher.js';
 import type { JobProgress } from './follow-job.js';
-import type { HistoryRow } from './history.js';
+import type { HistoryDifference, HistoryRow } from './history.js';
 
 /** Which kind of training job. */
 export type TrainingJobKind = 'rl' | 'sft';
@@ -67,6 +67,37 @@ export interface HistoryRowEvent {
   readonly path: string;
 }
 
+/**
+ * A history row's metrics could not be sent to the local service's metrics route (after the
+ * client's retries). The row is in `history.jsonl`. A transient failure (network, 5xx, 408, 409,
+ * 429) keeps the send queued: it is tried again before the next row, by `model.history()` and by
+ * `model.close()`, with the same idempotency key. A refusal (another 4xx) drops it (`dropped`).
+ */
+export interface HistoryErrorEvent {
+  /** What failed. */
+  readonly error: unknown;
+  /** The step of the metrics that could not be sent. */
+  readonly step: number;
+  /** Their split. */
+  readonly split: string;
+  /** True when the service refused the metrics (they stay in `history.jsonl` only). */
+  readonly dropped: boolean;
+  /** Sends still waiting to be tried again (this one included unless dropped). */
+  readonly pending: number;
+}
+
+/**
+ * `model.history()` found that the service's history and `history.jsonl` disagree; it returned
+ * the service's. Steps only in the service are expected when another client (another data
+ * directory) trained the same model; steps only in the file, or different values, mean the
+ * service lost or never received what this client wrote (or the file belongs to another model
+ * of the same name).
+ */
+export interface HistoryMismatchEvent extends HistoryDifference {
+  /** The `history.jsonl` file compared. */
+  readonly path: string;
+}
+
 /** Events of a {@link TrainableModel}: job lifecycle, history rows, and its log batcher's events. */
 export interface TrainableModelEvents {
   /** A training job was created. */
@@ -79,6 +110,10 @@ export interface TrainableModelEvents {
   'groups:dropped': [event: GroupsDroppedEvent];
   /** A row was appended to `history.jsonl`. */
   'history:row': [event: HistoryRowEvent];
+  /** A history row could not be sent to the local service yet (it will be tried again). */
+  'history:error': [event: HistoryErrorEvent];
+  /** `model.history()` found the service's history and `history.jsonl` disagreeing. */
+  'history:mismatch': [event: HistoryMismatchEvent];
   /** The log batcher delivered a batch. */
   'batch:sent': [event: BatchSentEvent];
   /** A log batch failed and will be tried again. */

@@ -7,7 +7,7 @@ import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { EventEmitter } from 'eventemitter3';
 import OpenAI from 'openai';
-import { APIConnectionError, APIError } from '../client/errors.js';
+import { APIConnectionError, APIError, NotFoundError } from '../client/errors.js';
 import { InvalidArgumentError, PolicyloopError } from '../internal/errors.js';
 import {
   booleanOption,
@@ -38,8 +38,15 @@ import type { RetentionOptions } from './checkpoint-retention.js';
 import { TrainingJobFailedError, TrainingJobUncertainError } from './errors.js';
 import { checkFollowJobOptions, followTrainingJob } from './follow-job.js';
 import type { JobProgress } from './follow-job.js';
-import { appendHistoryRow, metricByStep, readHistory } from './history.js';
-import type { HistoryRow } from './history.js';
+import {
+  appendHistoryRow,
+  compareHistories,
+  historyRowsFromService,
+  metricByStep,
+  readHistory,
+  toStepMetricsBodies,
+} from './history.js';
+import type { HistoryRow, ServiceStepMetrics, StepMetricsBody } from './history.js';
 import { modelInferenceName } from './inference-name.js';
 import { checkFlushOptions, LogBatcher } from './log-batcher.js';
 import type { FlushOptions, LogBatcherOptions, LogBatcherStats, SpoolReplayResult } from './log-batcher.js';
@@ -234,6 +241,14 @@ interface Registration {
   readonly files: ModelFiles;
 }
 
+/** Metrics waiting to reach the local service's metrics route. */
+interface PendingMetrics {
+  readonly modelId: string;
+  readonly body: StepMetricsBody;
+  /** Kept across attempts: the service answers a repeat from the first write. */
+  readonly idempotencyKey: string;
+}
+
 /** The `fetch` option type of the openai SDK. */
 type OpenAIFetch = NonNullable<ConstructorParameters<typeof OpenAI>[0]>['fetch'];
 
@@ -257,6 +272,10 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
   private registration: Registration | undefined;
   private batcher: LogBatcher | undefined;
   private batcherOptions: Partial<LogBatcherOptions> = {};
+  /** Whether the service answers `/v1/local/` (undefined: not asked yet). */
+  private localRoutes: boolean | undefined;
+  private pendingMetrics: PendingMetrics[] = [];
+  private sendingMetrics: Promise<void> = Promise.resolve();
 
   /** @throws {InvalidArgumentError} for a missing or bad name, project, base model or entity. */
   constructor(options: TrainableModelOptions) {
@@ -325,6 +344,7 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
     }
     if (this.registration !== undefined && this.registration.model.id !== model.id) await this.closeBatcher();
     this.registration = { backend, connection, model, files: modelFiles(backend.dataDir, this.project, this.name) };
+    this.localRoutes = connection.localRoutes;
     return this;
   }
 
@@ -411,7 +431,7 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
     optional(options.send, (send) => booleanOption('send', send));
     const parsed = parseGroups(groups);
     const step = options.step ?? (await this.getStep(options));
-    const row = await this.appendHistory(prefixMetrics(computeStepMetrics(parsed), split), step);
+    const row = await this.recordHistoryRow(prefixMetrics(computeStepMetrics(parsed), split), step);
     if (options.send ?? true) await this.logBatcher().add(split, parsed, options);
     return row;
   }
@@ -442,9 +462,30 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
     return this;
   }
 
-  /** The rows of `history.jsonl`, oldest first. */
-  async history(): Promise<HistoryRow[]> {
-    return readHistory(this.files.history);
+  /**
+   * The model's metric history, oldest first. From a service that keeps it (the local service,
+   * through `GET /v1/local/models/{id}/metrics`), one row per step with every split's metrics
+   * (`train/reward`, `train/loss`, `val/reward`, ...), whichever client and data directory
+   * recorded them; when `history.jsonl` disagrees with it, the service's rows are returned and a
+   * `history:mismatch` event names the steps. From the hosted service (which has no such route),
+   * the rows of `history.jsonl` as written.
+   * @example
+   * const rows = await model.history();
+   * console.log(rows.map((row) => [row.training_step, row['val/reward']]));
+   */
+  async history(options: WaitOptions = {}): Promise<HistoryRow[]> {
+    checkWaitOptions(options);
+    const { connection, model, files } = this.registered();
+    const fileRows = await readHistory(files.history);
+    if (!(await this.hasLocalRoutes(options))) return fileRows;
+    await this.sendPendingMetrics();
+    const items: ServiceStepMetrics[] = [];
+    for await (const item of connection.client.local.metrics.list(model.id, { limit: 100 }, { signal: options.signal }))
+      items.push(item);
+    const rows = historyRowsFromService(items);
+    const difference = compareHistories(rows, fileRows);
+    if (difference !== null) this.emit('history:mismatch', { ...difference, path: files.history });
+    return rows;
   }
 
   /**
@@ -625,7 +666,7 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
    */
   async pruneCheckpoints(options: RetentionOptions & WaitOptions = {}): Promise<PruneResult> {
     checkWaitOptions(options);
-    const { connection, model, files } = this.registered();
+    const { connection, model } = this.registered();
     const steps: number[] = [];
     const checkpoints = connection.client.checkpoints.list(
       model.id,
@@ -634,7 +675,7 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
     );
     for await (const checkpoint of checkpoints) steps.push(checkpoint.step);
     const metric = options.keepBestBy === undefined ? 'val/reward' : options.keepBestBy;
-    const values = metric === null ? new Map<number, number>() : metricByStep(await readHistory(files.history), metric);
+    const values = metric === null ? new Map<number, number>() : metricByStep(await this.history(options), metric);
     const plan = planRetention(steps, values, options);
     if (plan.remove.length === 0) return { kept: plan.keep, deleted: [], bestStep: plan.bestStep, notFoundSteps: [] };
     const result = await connection.client.checkpoints.delete(
@@ -660,6 +701,7 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
    */
   async close(options?: FlushOptions): Promise<LogBatcherStats | null> {
     checkFlushOptions(options);
+    if (this.registration !== undefined) await this.sendPendingMetrics();
     return this.closeBatcher(options);
   }
 
@@ -705,11 +747,74 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
     return batcher.close(options);
   }
 
-  private async appendHistory(metrics: Record<string, number>, step: number): Promise<HistoryRow> {
-    const file = this.files.history;
-    const row = await appendHistoryRow(file, metrics, step);
-    this.emit('history:row', { row, path: file });
+  /**
+   * The one place a history row is recorded: appended to `history.jsonl` (the record kept for
+   * the hosted service, and what `history:row` reports), then, when the service has the local
+   * routes, sent to `POST /v1/local/models/{id}/metrics` (one body per split, unprefixed names,
+   * with an idempotency key so the client retries it safely). A send that still fails never
+   * fails the caller: it emits `history:error` and stays queued for the next row, `history()`
+   * and `close()`.
+   */
+  private async recordHistoryRow(metrics: Readonly<Record<string, number>>, step: number): Promise<HistoryRow> {
+    const { model, files } = this.registered();
+    const row = await appendHistoryRow(files.history, metrics, step);
+    this.emit('history:row', { row, path: files.history });
+    if (await this.hasLocalRoutes()) {
+      for (const body of toStepMetricsBodies(metrics, step))
+        this.pendingMetrics.push({ modelId: model.id, body, idempotencyKey: randomUUID() });
+      await this.sendPendingMetrics();
+    }
     return row;
+  }
+
+  /**
+   * Whether the service answers `/v1/local/`: the connection says so, or (a backend that does
+   * not) one `GET /v1/local/models/{id}` tells, a 404 meaning no. Another failure answers no for
+   * now and asks again next time.
+   */
+  private async hasLocalRoutes(options: WaitOptions = {}): Promise<boolean> {
+    if (this.localRoutes !== undefined) return this.localRoutes;
+    const { connection, model } = this.registered();
+    try {
+      await connection.client.local.models.retrieve(model.id, { signal: options.signal });
+      this.localRoutes = true;
+    } catch (error) {
+      if (error instanceof NotFoundError) this.localRoutes = false;
+      else if (options.signal?.aborted === true) throw error;
+      return false;
+    }
+    return true;
+  }
+
+  /** Sends the queued metrics in order, one sender at a time; stops at the first failure. */
+  private sendPendingMetrics(): Promise<void> {
+    this.sendingMetrics = this.sendingMetrics.then(async () => {
+      const connection = this.registration?.connection;
+      // A deleted model's metrics have nowhere to go.
+      if (connection === undefined) this.pendingMetrics = [];
+      while (connection !== undefined && this.pendingMetrics.length > 0) {
+        const next = this.pendingMetrics[0] as PendingMetrics;
+        try {
+          await connection.client.local.metrics.create(next.modelId, next.body, {
+            idempotencyKey: next.idempotencyKey,
+          });
+          this.pendingMetrics.shift();
+        } catch (error) {
+          // A refusal (4xx other than 408/409/429) will not change on a retry: drop it, loudly.
+          const permanent =
+            error instanceof APIError &&
+            error.status !== undefined &&
+            error.status >= 400 &&
+            error.status < 500 &&
+            ![408, 409, 429].includes(error.status);
+          if (permanent) this.pendingMetrics.shift();
+          const { step, split } = next.body;
+          this.emit('history:error', { error, step, split, dropped: permanent, pending: this.pendingMetrics.length });
+          if (!permanent) return;
+        }
+      }
+    });
+    return this.sendingMetrics;
   }
 
   private async finishJob(
@@ -757,7 +862,7 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
     }
     // One row per step, written once the job is done: the groups' metrics and the job's.
     const metrics = { ...groupMetrics, ...jobRow };
-    if (Object.keys(metrics).length > 0) await this.appendHistory(metrics, previousStep);
+    if (Object.keys(metrics).length > 0) await this.recordHistoryRow(metrics, previousStep);
     if (kind === 'rl') await clearPendingJob(journal);
     this.emit('job:end', { jobId, kind, step, metrics });
     return { step, metrics, jobId, droppedGroups };

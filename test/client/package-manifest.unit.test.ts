@@ -98,8 +98,8 @@ describe('package.json', () => {
     expect(readFileSync(source, 'utf8').startsWith('#!/usr/bin/env node\n')).toBe(true);
   });
 
-  it('needs only zod, p-queue and eventemitter3 at run time; the local service’s parts are optional', () => {
-    expect(Object.keys(manifest.dependencies ?? {}).sort()).toEqual(['eventemitter3', 'p-queue', 'zod']);
+  it('needs only zod, p-queue, eventemitter3 (and commander for the bin) at run time; the local service’s parts are optional', () => {
+    expect(Object.keys(manifest.dependencies ?? {}).sort()).toEqual(['commander', 'eventemitter3', 'p-queue', 'zod']);
     const heavy = [
       'hono',
       '@hono/node-server',

@@ -154,14 +154,18 @@ describe('RL and SFT round trips', () => {
     expect(await model.getStep()).toBe(1);
     expect(progress.at(-1)?.event.type).toBe('training_ended');
 
+    // The service keeps the history: one row per step, every split's metrics in it.
     const history = await model.history();
-    // One train/* row for the step, written once the job is done: the groups' metrics and the job's.
-    expect(history.map((row) => row.training_step)).toEqual([0, 0]);
-    expect(history[1]).toMatchObject({ 'train/reward': val['val/reward'], 'train/data/step_num_groups_submitted': 2 });
-    expect(typeof history[1]?.['train/loss']).toBe('number');
+    expect(history.map((row) => row.training_step)).toEqual([0]);
+    expect(history[0]).toMatchObject({
+      'val/reward': val['val/reward'],
+      'train/reward': val['val/reward'],
+      'train/data/step_num_groups_submitted': 2,
+    });
+    expect(typeof history[0]?.['train/loss']).toBe('number');
     // The result's metrics are named and valued as in the history.
     expect(result.metrics['train/reward']).toBe(val['val/reward']);
-    expect(result.metrics['train/loss']).toBe(history[1]?.['train/loss']);
+    expect(result.metrics['train/loss']).toBe(history[0]?.['train/loss']);
     expect(result.metrics['loss']).toBeUndefined();
     const lines = (await readFile(model.files.history, 'utf8')).trim().split('\n');
     expect(lines).toHaveLength(2);

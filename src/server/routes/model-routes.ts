@@ -132,12 +132,15 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
     const body = fastParseLogRequest(request.body) ?? parseBody(LogRequest, request.body);
     const model = requireModel(service, modelId);
     const metrics = computeStepMetrics(body.trajectory_groups);
+    // Stored under the step the groups were sampled at when their trajectories all say so (a
+    // validation run in the background may arrive after the step moved on), else the model's step.
+    const sampledAt = sampledStep(body.trajectory_groups, model.latest_step) ?? model.latest_step;
     const { answer } = request.commit(
       () =>
         store.insertLog({
           modelId,
           split: body.split,
-          step: model.latest_step,
+          step: sampledAt,
           groups: body.trajectory_groups,
           metrics,
         }),
@@ -156,6 +159,24 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
     '/v1/preview/models/:model_id/log',
     idempotentWrite(service, log, (context) => readIdParam(context, 'model_id')),
   );
+}
+
+/**
+ * The `initial_policy_version` every trajectory of `groups` shares, when it is a step the model
+ * has reached (0..`latestStep`); null when one lacks it or they differ.
+ */
+function sampledStep(
+  groups: readonly { trajectories: readonly { initial_policy_version?: number | null | undefined }[] }[],
+  latestStep: number,
+): number | null {
+  let step: number | null = null;
+  for (const group of groups)
+    for (const trajectory of group.trajectories) {
+      const version = trajectory.initial_policy_version;
+      if (typeof version !== 'number' || (step !== null && version !== step)) return null;
+      step = version;
+    }
+  return step !== null && step >= 0 && step <= latestStep ? step : null;
 }
 
 /** The wire form of a model. */
