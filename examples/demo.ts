@@ -40,6 +40,7 @@ process.on('uncaughtException', (error) => {
 });
 const model = new TrainableModel({ project: 'demo', name: 'uppercase', baseModel: 'policyloop/tiny-chat' });
 await model.register(backend);
+console.log(`watch it train: ${await backend.dashboardURL()}`);
 const client = model.openai();
 let step = 0; // the policy version the rollouts sample from
 
@@ -120,6 +121,9 @@ console.log(
 );
 console.log(`history:     ${model.files.history}`);
 console.log(`checkpoints: ${path.join(DATA_DIR, 'weights', model.id)} (latest: ${model.inferenceName()}:step${step})`);
+console.log(
+  `dashboard:   npx policyloop serve --data-dir ${path.relative(process.cwd(), DATA_DIR) || '.'} (then open the address it prints)`,
+);
 await backend.close();
 
 function mean(values: readonly number[]): number {

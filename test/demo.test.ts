@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
+import { LocalBackend } from '../src/index.js';
 
 const run = promisify(execFile);
 const root = path.resolve(import.meta.dirname, '..');
@@ -52,5 +53,23 @@ describe('npm run demo', () => {
     expect(await readdir(checkpoints)).toContain(`step-${last?.training_step}`);
     expect(last?.['val/reward']).toBeGreaterThanOrEqual(0.8);
     expect((last?.['val/reward'] ?? 0) - (afterSft?.['val/reward'] ?? 0)).toBeGreaterThanOrEqual(0.2);
+
+    // It says where to watch, and the service behind the dashboard kept the curve: the same
+    // val/reward per step, read back from the data directory the demo trained in.
+    expect(stdout).toMatch(/^watch it train: http:\/\/127\.0\.0\.1:\d+\/#key=\S+$/m);
+    const backend = await LocalBackend.start({ dataDir });
+    try {
+      const { client } = await backend.connect();
+      const model = (await client.local.models.list({ project: 'demo', name: 'uppercase' })).data[0];
+      expect(model).toBeDefined();
+      const curve: { step: number; reward: number | undefined }[] = [];
+      for await (const row of client.local.metrics.list(model?.id ?? '', { split: 'val' })) {
+        curve.push({ step: row.step, reward: row.metrics['reward'] });
+      }
+      expect(curve.map((point) => point.step)).toEqual(val.map((row) => row.training_step));
+      expect(curve.at(-1)?.reward).toBeCloseTo(last?.['val/reward'] ?? Number.NaN, 6);
+    } finally {
+      await backend.close();
+    }
   }, 600_000);
 });

@@ -124,6 +124,19 @@ export class LocalBackend implements Backend {
   }
 
   /**
+   * The address of the service's dashboard (reward curves, jobs, trajectories), with the key in
+   * the URL fragment (which the browser never sends to the server) so that the page opens signed
+   * in. Throws before {@link connect}.
+   * @example
+   * const backend = await LocalBackend.start();
+   * console.log(`watch it train: ${await backend.dashboardURL()}`);
+   */
+  async dashboardURL(): Promise<string> {
+    const { apiKey } = await this.connect();
+    return `${new URL(this.baseURL).origin}/#key=${encodeURIComponent(apiKey)}`;
+  }
+
+  /**
    * The engine's tuned RL learning rate (`DEFAULT_LEARNING_RATE` of the engine, documented in
    * docs/engine.md), read at run time from the engine the in-process service already loaded.
    * Null for a service reached by URL: it applies its own default (the same number) itself.
