@@ -84,7 +84,7 @@ describe('Vercel AI SDK through captureFetch', () => {
         },
         { groupSize: 2, concurrency: 8, reward: meanLogprob },
       );
-      expectRecorded(groups, cities);
+      expectRecorded(groups, cities, streaming);
       const { step } = await setup.model.train(groups);
       expect(step).toBeGreaterThan(0);
       expect([...hosts]).toEqual(['127.0.0.1']);

@@ -64,7 +64,12 @@ export function countingFetch(hosts: Set<string>, inner: typeof fetch = globalTh
     hosts.add(url.hostname);
     if (url.pathname.endsWith('/chat/completions')) {
       const metrics = currentTrajectory()?.metrics;
-      if (metrics !== undefined) metrics['http_calls'] = Number(metrics['http_calls'] ?? 0) + 1;
+      if (metrics !== undefined) {
+        metrics['http_calls'] = Number(metrics['http_calls'] ?? 0) + 1;
+        const streamed =
+          typeof init?.body === 'string' && (JSON.parse(init.body) as { stream?: unknown }).stream === true;
+        if (streamed) metrics['streamed_calls'] = Number(metrics['streamed_calls'] ?? 0) + 1;
+      }
     }
     return inner(input, init);
   };
@@ -82,9 +87,14 @@ export function choicesIn(trajectory: TrajectoryInput): Choice[] {
  * The checks of "done": every HTTP call recorded exactly once as a Choice with logprobs, all in
  * the main conversation (the recorder recognised the second call, with the first answer as the
  * framework re-serialized it, as a continuation), each rollout holding its own city only, and
- * every rollout made at least `calls` calls.
+ * every rollout made at least `calls` calls, all streamed (SSE) or none.
  */
-export function expectRecorded(groups: readonly TrajectoryGroupInput[], cities: readonly string[], calls = 2): void {
+export function expectRecorded(
+  groups: readonly TrajectoryGroupInput[],
+  cities: readonly string[],
+  streaming: boolean,
+  calls = 2,
+): void {
   for (const [index, group] of groups.entries()) {
     const city = cities[index] as string;
     expect(group.exceptions ?? []).toEqual([]);
@@ -92,6 +102,7 @@ export function expectRecorded(groups: readonly TrajectoryGroupInput[], cities: 
       const choices = choicesIn(trajectory);
       expect(Number(trajectory.metrics?.['http_calls'])).toBeGreaterThanOrEqual(calls);
       expect(choices.length).toBe(trajectory.metrics?.['http_calls']);
+      expect(trajectory.metrics?.['streamed_calls'] ?? 0).toBe(streaming ? choices.length : 0);
       for (const choice of choices) expect(choice.logprobs?.content?.length ?? 0).toBeGreaterThan(0);
       expect(trajectory.additional_histories ?? []).toEqual([]);
       const text = JSON.stringify((trajectory.messages_and_choices ?? []).filter((item) => !isChoice(item)));
