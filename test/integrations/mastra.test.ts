@@ -63,7 +63,7 @@ describe('Mastra through captureFetch', () => {
       const weatherAgent = agent();
       // Mastra sends `temperature: 0` unless told: RL samples at temperature 1.
       const options = { maxSteps: 3, modelSettings: { maxOutputTokens: MAX_TOKENS, temperature: 1 } };
-      const turn = async (messages: { role: 'user' | 'assistant'; content: string }[]): Promise<string> => {
+      const turn = async (messages: Parameters<Agent['generate']>[0]): Promise<string> => {
         if (!streaming) return (await weatherAgent.generate(messages, options)).text;
         const output = await weatherAgent.stream(messages, options);
         return output.text;
