@@ -17,6 +17,7 @@ export {
   type TrainableModelOptions,
   type WaitOptions,
   type OpenAIClientOptions,
+  type ModelFetchOptions,
   type LogOptions,
   type JobOptions,
   type TrainOptions,
@@ -89,6 +90,7 @@ export {
 } from './rollout/gather-events.js';
 export { attachProgressBar, type ProgressStream } from './rollout/progress-bar.js';
 export { captureCompletions, type CaptureCompletionsOptions } from './rollout/capture-completions.js';
+export { captureFetch, type CaptureFetchOptions } from './rollout/capture-fetch.js';
 export type {
   ChatCompletionCreateBody,
   ChatCompletionRequestOptions,

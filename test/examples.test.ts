@@ -64,4 +64,13 @@ describe('examples', () => {
     const output = await runExample('hosted');
     expect(output).toMatch(/^step \d+ on the local service; history in .*history\.jsonl$/m);
   }, 300_000);
+  for (const name of ['ai-sdk', 'openai-agents', 'langchain', 'mastra']) {
+    it(`${name} records an agent framework's completions through model.fetch() and trains on them`, async () => {
+      const output = await runExample(name);
+      expect(output.match(/^recorded [1-9]\d*, [1-9]\d* chat completions per rollout, with logprobs$/gm)).toHaveLength(
+        2,
+      );
+      expect(output).toMatch(/^trained to step 1; history in .*history\.jsonl$/m);
+    }, 300_000);
+  }
 });

@@ -30,7 +30,7 @@ export interface CaptureCompletionsOptions {
  * The one merge rule of `defaults`: a default fills a key of `body` whose value is `undefined` or
  * `null` (`model` also when it is `''`); the body's own values win otherwise.
  */
-function withDefaults(
+export function withDefaults(
   body: ChatCompletionCreateBody,
   defaults: Readonly<Record<string, unknown>>,
 ): ChatCompletionCreateBody {
@@ -45,7 +45,8 @@ function withDefaults(
 /** Marks a `create` that already records, so that wrapping a captured client twice records once. */
 const RECORDS = Symbol('policyloop.recordsCompletions');
 
-function firstChoice(response: unknown): Choice | null {
+/** A plain copy of the first Choice of a completion response, or null when it has none. */
+export function firstChoice(response: unknown): Choice | null {
   const choices = (response as { choices?: unknown } | null)?.choices;
   if (!Array.isArray(choices) || choices.length === 0) return null;
   const first: unknown = choices[0];
@@ -54,7 +55,8 @@ function firstChoice(response: unknown): Choice | null {
   return first as Choice;
 }
 
-function record(scope: RolloutScope, body: ChatCompletionCreateBody, choice: Choice | null): void {
+/** Records one exchange into the rollout of `scope` (nothing without messages or a Choice). */
+export function record(scope: RolloutScope, body: ChatCompletionCreateBody, choice: Choice | null): void {
   if (choice === null || !Array.isArray(body.messages)) return;
   scope.recorder.recordCompletion({ messages: body.messages, tools: body.tools, choice, into: scope.history });
 }

@@ -5,6 +5,7 @@
  * @module
  */
 export { captureCompletions, type CaptureCompletionsOptions } from './capture-completions.js';
+export { captureFetch, type CaptureFetchOptions } from './capture-fetch.js';
 export { HistoryRecorder, TrajectoryRecorder, type RecordedCompletion } from './trajectory-recorder.js';
 export {
   captureInto,

@@ -3,6 +3,9 @@
  * what its trajectory already holds, and the echo of a sampled `Choice` (the SDK's message object,
  * with `refusal: null`, `annotations: []` and friends, or a hand-written `{role, content}`) must match
  * that Choice, so only what the model sees is compared: role, text, tool calls, tool call id, name.
+ * Agent frameworks re-serialize what they send back, so the comparison normalises: content as a
+ * string or as text parts, `null`, `''` or a missing content, missing or `null` fields, and tool-call
+ * arguments compared as parsed JSON (key order and whitespace do not count), not as text.
  */
 import type { ChatCompletionFunctionToolParam } from '../schema/index.js';
 
@@ -25,6 +28,37 @@ function textOf(content: unknown): string {
   return JSON.stringify(content);
 }
 
+/**
+ * A canonical form of a JSON value: object keys sorted, so that key order does not count.
+ */
+function canonical(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(canonical);
+  if (typeof value === 'object' && value !== null) {
+    const record = value as Record<string, unknown>;
+    return Object.fromEntries(
+      Object.keys(record)
+        .sort()
+        .map((key) => [key, canonical(record[key])]),
+    );
+  }
+  return value;
+}
+
+/**
+ * Tool-call arguments as the model meant them: frameworks parse the model's JSON and serialize it
+ * again between steps (`{"a": 1}` comes back as `{"a":1}`, keys possibly reordered), so text that
+ * parses as JSON compares by its value; anything else (a cut-off call) compares as text. Arguments
+ * already sent as an object compare by their value too.
+ */
+function argumentsKey(value: unknown): unknown {
+  if (typeof value !== 'string') return ['json', canonical(value ?? {})];
+  try {
+    return ['json', canonical(JSON.parse(value))];
+  } catch {
+    return ['text', value];
+  }
+}
+
 function toolCallsOf(message: Record<string, unknown>): unknown[] {
   const calls = message['tool_calls'];
   if (!Array.isArray(calls)) return [];
@@ -33,8 +67,8 @@ function toolCallsOf(message: Record<string, unknown>): unknown[] {
     const fn = (record['function'] ?? {}) as Record<string, unknown>;
     const custom = (record['custom'] ?? {}) as Record<string, unknown>;
     return record['type'] === 'custom'
-      ? ['custom', record['id'], custom['name'], custom['input']]
-      : ['function', record['id'], fn['name'], fn['arguments']];
+      ? ['custom', record['id'] ?? null, custom['name'] ?? null, custom['input'] ?? null]
+      : ['function', record['id'] ?? null, fn['name'] ?? null, argumentsKey(fn['arguments'])];
   });
 }
 
@@ -49,7 +83,7 @@ export function messageKey(message: unknown): string {
     toolCallsOf(record),
     record['tool_call_id'] ?? null,
     role === 'function' ? (record['name'] ?? null) : null,
-    functionCall ? [functionCall['name'], functionCall['arguments']] : null,
+    functionCall ? [functionCall['name'] ?? null, argumentsKey(functionCall['arguments'])] : null,
   ]);
 }
 

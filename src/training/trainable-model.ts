@@ -22,6 +22,7 @@ import {
 } from '../internal/options.js';
 import { formatIssues } from '../internal/format-issues.js';
 import { captureCompletions } from '../rollout/capture-completions.js';
+import { captureFetch } from '../rollout/capture-fetch.js';
 import { dropStaleGroups } from '../rollout/drop-stale-groups.js';
 import { computeStepMetrics, prefixMetrics, TrajectoryGroup } from '../schema/index.js';
 import type {
@@ -105,6 +106,22 @@ export interface OpenAIClientOptions {
    * @default 2
    */
   maxRetries?: number | undefined;
+}
+
+/** Options of {@link TrainableModel.fetch}. */
+export interface ModelFetchOptions {
+  /**
+   * Pin a step: requests that name no model go to `...:step<N>` instead of the latest checkpoint.
+   * @default the latest step
+   */
+  step?: number | undefined;
+  /**
+   * Request parameters filled into every chat-completions body where it has no value (`undefined`
+   * or `null`; `model` also when it is `''`); the body's own values win. Merged over the defaults
+   * `model` and `logprobs: true`.
+   * @default { model: model.inferenceName(step), logprobs: true }
+   */
+  defaults?: Readonly<Record<string, unknown>> | undefined;
 }
 
 /** Options of {@link TrainableModel.log}. */
@@ -410,6 +427,48 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
       ),
       { defaults },
     );
+  }
+
+  /**
+   * The base URL of the backend's OpenAI-compatible chat completions (ends in `/v1`): the
+   * `baseURL` of a framework's provider. Throws before {@link register}.
+   * @example
+   * const provider = createOpenAI({ baseURL: model.inferenceBaseURL, apiKey: model.inferenceApiKey, fetch: model.fetch() });
+   */
+  get inferenceBaseURL(): string {
+    return this.registered().connection.inferenceBaseURL;
+  }
+
+  /**
+   * The bearer key of the backend's chat completions: the `apiKey` of a framework's provider.
+   * Throws before {@link register}.
+   * @example
+   * const chat = new ChatOpenAI({ model: model.inferenceName(), apiKey: model.inferenceApiKey, configuration: { baseURL: model.inferenceBaseURL, fetch: model.fetch() } });
+   */
+  get inferenceApiKey(): string {
+    return this.registered().connection.apiKey;
+  }
+
+  /**
+   * A recording `fetch` for agent frameworks (AI SDK providers, LangChain's `ChatOpenAI`, Mastra,
+   * an `openai` client): exactly `captureFetch({ fetch, defaults })` with `defaults` of `model`
+   * (this model's inference name) and `logprobs: true` plus `options.defaults`, over the backend's
+   * own `fetch` when it has one. Inside a rollout every chat completion made through it is
+   * recorded into the rollout's trajectory (see {@link captureFetch}). Throws before
+   * {@link register}.
+   * @example
+   * const provider = createOpenAI({ baseURL: model.inferenceBaseURL, apiKey: model.inferenceApiKey, fetch: model.fetch() });
+   * const { text } = await generateText({ model: provider.chat(model.inferenceName()), prompt: 'hi' });
+   */
+  fetch(options: ModelFetchOptions = {}): typeof globalThis.fetch {
+    optionsObject('options', options);
+    optional(options.step, (step) => integerOption('step', step, { min: 0 }));
+    optional(options.defaults, (defaults) => optionsObject('defaults', defaults as Record<string, unknown>));
+    const { connection } = this.registered();
+    const defaults: Record<string, unknown> = { logprobs: true, ...options.defaults };
+    const model = defaults['model'];
+    if (model === undefined || model === null || model === '') defaults['model'] = this.inferenceName(options.step);
+    return captureFetch({ fetch: connection.fetch, defaults });
   }
 
   /**

@@ -1,0 +1,89 @@
+/**
+ * Mastra (0.24) with an AI SDK v5 model (`@ai-sdk/openai@2`, installed here as `@ai-sdk/openai-v2`)
+ * whose `fetch` records: each rollout is an agent turn with a tool, then a follow-up turn; 8
+ * rollouts at once, non-streaming and streaming, recorded and trained on.
+ */
+import { createOpenAI } from '@ai-sdk/openai-v2';
+import { Agent } from '@mastra/core/agent';
+import { createTool } from '@mastra/core/tools';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { captureFetch, gatherTrajectoryGroups } from '../../src/index.js';
+import {
+  CITIES,
+  countingFetch,
+  expectRecorded,
+  FOLLOW_UP,
+  MAX_TOKENS,
+  meanLogprob,
+  question,
+  SYSTEM,
+  startToolModel,
+  type ToolModel,
+  weatherOf,
+} from './tool-model.js';
+
+let setup: ToolModel;
+const hosts = new Set<string>();
+const cities = CITIES.slice(0, 4);
+
+beforeAll(async () => {
+  setup = await startToolModel();
+}, 120_000);
+afterAll(async () => {
+  await setup?.close();
+});
+
+const weather = createTool({
+  id: 'weather',
+  description: 'Weather of a city',
+  inputSchema: z.object({ city: z.string() }),
+  execute: async ({ context }) => weatherOf(context.city),
+});
+
+function agent(): Agent {
+  const { model } = setup;
+  const provider = createOpenAI({
+    baseURL: model.inferenceBaseURL,
+    apiKey: model.inferenceApiKey,
+    fetch: captureFetch({ fetch: countingFetch(hosts), defaults: { logprobs: true } }),
+  });
+  // `provider.chat(id)`: chat completions (`provider(id)` would call the Responses API).
+  return new Agent({
+    name: 'weather',
+    instructions: SYSTEM,
+    model: provider.chat(model.inferenceName()),
+    tools: { weather },
+  });
+}
+
+describe('Mastra through captureFetch', () => {
+  for (const streaming of [false, true]) {
+    it(`records every call of ${streaming ? 'streamed' : 'plain'} agent turns, 8 at once, and trains on them`, async () => {
+      const weatherAgent = agent();
+      // Mastra sends `temperature: 0` unless told: RL samples at temperature 1.
+      const options = { maxSteps: 3, modelSettings: { maxOutputTokens: MAX_TOKENS, temperature: 1 } };
+      const turn = async (messages: Parameters<Agent['generate']>[0]): Promise<string> => {
+        if (!streaming) return (await weatherAgent.generate(messages, options)).text;
+        const output = await weatherAgent.stream(messages, options);
+        return output.text;
+      };
+      const groups = await gatherTrajectoryGroups(
+        cities.map((city) => ({ city })),
+        async ({ city }) => {
+          const answer = await turn([{ role: 'user', content: question(city) }]);
+          await turn([
+            { role: 'user', content: question(city) },
+            { role: 'assistant', content: answer },
+            { role: 'user', content: FOLLOW_UP },
+          ]);
+        },
+        { groupSize: 2, concurrency: 8, reward: meanLogprob },
+      );
+      expectRecorded(groups, cities, streaming);
+      const { step } = await setup.model.train(groups);
+      expect(step).toBeGreaterThan(0);
+      expect([...hosts]).toEqual(['127.0.0.1']);
+    }, 300_000);
+  }
+});
