@@ -14,6 +14,7 @@ import {
   maxRetriesOption,
 } from '../internal/options.js';
 import { captureCompletions } from '../rollout/capture-completions.js';
+import { captureFetch } from '../rollout/capture-fetch.js';
 import { computeStepMetrics, prefixMetrics, TrajectoryGroup } from '../schema/index.js';
 import type { TrajectoryGroupInput } from '../schema/index.js';
 import type { ChatCompletionsClient } from '../schema/chat-client.js';
@@ -106,7 +107,12 @@ export class PromptedModel {
   readonly model: string;
   /** Paths of its local files (history). */
   readonly files: ModelFiles;
+  /** The endpoint's base URL, for a framework's provider (`createOpenAI({ baseURL })`). */
+  readonly inferenceBaseURL: string;
+  /** The endpoint's key, for a framework's provider. */
+  readonly inferenceApiKey: string;
   private readonly client: OpenAI;
+  private readonly baseFetch: typeof globalThis.fetch | undefined;
 
   /** @throws {InvalidArgumentError} for a missing or bad name, project, model, base URL or option. */
   constructor(options: PromptedModelOptions) {
@@ -122,9 +128,12 @@ export class PromptedModel {
     this.project = options.project;
     this.model = options.model;
     this.files = modelFiles(path.resolve(options.dataDir ?? DEFAULT_DATA_DIR), options.project, options.name);
+    this.inferenceBaseURL = options.baseURL;
+    this.inferenceApiKey = options.apiKey ?? process.env['OPENAI_API_KEY'] ?? 'none';
+    this.baseFetch = options.fetch;
     this.client = new OpenAI({
       baseURL: options.baseURL,
-      apiKey: options.apiKey ?? process.env['OPENAI_API_KEY'] ?? 'none',
+      apiKey: this.inferenceApiKey,
       ...(options.fetch === undefined ? {} : { fetch: options.fetch as unknown as OpenAIFetch }),
       ...(options.timeout === undefined ? {} : { timeout: options.timeout }),
       ...(options.maxRetries === undefined ? {} : { maxRetries: options.maxRetries }),
@@ -150,6 +159,20 @@ export class PromptedModel {
   openai(options: { defaults?: Readonly<Record<string, unknown>> | undefined } = {}): OpenAI {
     const defaults: Record<string, unknown> = { model: this.model, logprobs: true, ...options.defaults };
     return captureCompletions(this.client, { defaults });
+  }
+
+  /**
+   * A recording `fetch` for agent frameworks (see `captureFetch`), with defaults `model` (this
+   * model) and `logprobs: true` filled where a request has no value: the same agent code that
+   * trains through `TrainableModel.fetch()` runs against this baseline.
+   * @example
+   * const provider = createOpenAI({ baseURL: baseline.inferenceBaseURL, apiKey: baseline.inferenceApiKey, fetch: baseline.fetch() });
+   */
+  fetch(options: { defaults?: Readonly<Record<string, unknown>> | undefined } = {}): typeof globalThis.fetch {
+    return captureFetch({
+      fetch: this.baseFetch,
+      defaults: { model: this.model, logprobs: true, ...options.defaults },
+    });
   }
 
   /**
