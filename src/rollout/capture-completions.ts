@@ -9,7 +9,7 @@ import type {
   ChatCompletionsClient,
 } from '../schema/chat-client.js';
 import { currentRolloutScope, type RolloutScope } from './rollout-scope.js';
-import { StreamAccumulator } from './stream-accumulator.js';
+import { StreamRecorder } from './stream-accumulator.js';
 
 /** Options of {@link captureCompletions}. */
 export interface CaptureCompletionsOptions {
@@ -74,25 +74,16 @@ function captureStream(stream: unknown, onChoice: (choice: Choice | null) => voi
       if (property === Symbol.asyncIterator) {
         return () => {
           const iterator = object[Symbol.asyncIterator]();
-          const accumulator = new StreamAccumulator();
-          let recorded = false;
-          const recordOnce = (): void => {
-            if (recorded) return;
-            recorded = true;
-            onChoice(accumulator.choice());
-          };
+          const recorder = new StreamRecorder(onChoice);
           const wrapped: AsyncIterableIterator<unknown> = {
             async next() {
               const result = await iterator.next();
-              if (result.done === true) recordOnce();
-              else {
-                accumulator.add(result.value);
-                if (accumulator.finished) recordOnce();
-              }
+              if (result.done === true) recorder.end();
+              else recorder.add(result.value);
               return result;
             },
             async return(value?: unknown) {
-              if (accumulator.finished) recordOnce();
+              if (recorder.finished) recorder.end();
               return iterator.return ? iterator.return(value) : { done: true, value };
             },
             [Symbol.asyncIterator]() {

@@ -8,7 +8,7 @@ import type { Choice } from '../schema/index.js';
 import type { ChatCompletionCreateBody } from '../schema/chat-client.js';
 import { firstChoice, record, withDefaults } from './capture-completions.js';
 import { currentRolloutScope, type RolloutScope } from './rollout-scope.js';
-import { StreamAccumulator } from './stream-accumulator.js';
+import { StreamRecorder } from './stream-accumulator.js';
 
 /** Options of {@link captureFetch}. */
 export interface CaptureFetchOptions {
@@ -105,40 +105,33 @@ class EventStreamReader {
 
 /**
  * The response with its SSE body passed through a reader that adds every chunk to a
- * {@link StreamAccumulator} and records the Choice once, at the chunk with choice 0's
+ * {@link StreamRecorder}, which records the Choice once, at the chunk with choice 0's
  * `finish_reason` (before the caller sees that chunk), or at the end of the stream. A cancelled
  * stream records nothing; the caller's stream is never held back.
  */
 function recordingStream(response: Response, onChoice: (choice: Choice | null) => void): Response {
   const body = response.body;
   if (body === null) return response;
-  const accumulator = new StreamAccumulator();
-  let recorded = false;
-  const recordOnce = (): void => {
-    if (recorded) return;
-    recorded = true;
-    onChoice(accumulator.choice());
-  };
+  const recorder = new StreamRecorder(onChoice);
   const events = new EventStreamReader((data) => {
-    if (recorded) return;
+    if (recorder.recorded) return;
     let chunk: unknown;
     try {
       chunk = JSON.parse(data);
     } catch {
       return;
     }
-    accumulator.add(chunk);
-    if (accumulator.finished) recordOnce();
+    recorder.add(chunk);
   });
   const recording = new TransformStream<Uint8Array, Uint8Array>({
     transform(bytes, controller) {
-      if (!recorded) events.push(bytes);
+      if (!recorder.recorded) events.push(bytes);
       controller.enqueue(bytes);
     },
     flush() {
-      if (recorded) return;
+      if (recorder.recorded) return;
       events.end();
-      recordOnce();
+      recorder.end();
     },
   });
   return new Response(body.pipeThrough(recording), {

@@ -83,3 +83,44 @@ export class StreamAccumulator {
     return choice;
   }
 }
+
+/**
+ * Adds chunks to a {@link StreamAccumulator} and hands the Choice they add up to to `onChoice`
+ * exactly once: as soon as the chunk carrying choice 0's `finish_reason` has been added (agent
+ * frameworks stop reading there), or at `end()`. Both capture paths (a wrapped client's chunk
+ * iterator and a recording fetch's SSE body) record through it.
+ */
+export class StreamRecorder {
+  readonly #accumulator = new StreamAccumulator();
+  readonly #onChoice: (choice: Choice | null) => void;
+  #recorded = false;
+
+  /** @param onChoice Called once with the accumulated Choice (null when no chunk carried choice 0). */
+  constructor(onChoice: (choice: Choice | null) => void) {
+    this.#onChoice = onChoice;
+  }
+
+  /** True once the Choice was handed over; later chunks are ignored. */
+  get recorded(): boolean {
+    return this.#recorded;
+  }
+
+  /** True once a chunk carried choice 0's `finish_reason`. */
+  get finished(): boolean {
+    return this.#accumulator.finished;
+  }
+
+  /** Adds one chunk; records when it carries the `finish_reason`. */
+  add(chunk: unknown): void {
+    if (this.#recorded) return;
+    this.#accumulator.add(chunk);
+    if (this.#accumulator.finished) this.end();
+  }
+
+  /** Records now (the stream ended), unless already recorded. */
+  end(): void {
+    if (this.#recorded) return;
+    this.#recorded = true;
+    this.#onChoice(this.#accumulator.choice());
+  }
+}
