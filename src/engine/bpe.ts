@@ -11,7 +11,7 @@
  * encoded as ordinary tokens, never as the special token.
  */
 import { readFileSync } from 'node:fs';
-import { BYTE_TOKEN_COUNT, SPECIAL_TOKENS, VOCABULARY_SIZE, decodeTokens, specialTokenId } from './tokenizer.js';
+import { BYTE_TOKEN_COUNT, SPECIAL_TOKENS, VOCABULARY_SIZE, decodeTokenIds, specialTokenId } from './tokenizer.js';
 import type { LogprobTokenEntry, Tokenizer } from './tokenizer.js';
 
 /**
@@ -30,7 +30,6 @@ export interface BpeMergesFile {
 }
 
 const encoder = new TextEncoder();
-const decoder = new TextDecoder();
 /** Most pieces remembered by an encoder (the cache is emptied when full). */
 const PIECE_CACHE_SIZE = 50_000;
 
@@ -127,22 +126,7 @@ export function createBpeTokenizer(merges: readonly (readonly [number, number])[
       return ids;
     },
     decodeTokens(ids: readonly number[]): string {
-      let text = '';
-      let pending: number[] = [];
-      const flush = (): void => {
-        if (pending.length > 0) text += decoder.decode(Uint8Array.from(pending));
-        pending = [];
-      };
-      for (const id of ids) {
-        if (id >= BYTE_TOKEN_COUNT && id < VOCABULARY_SIZE) {
-          flush();
-          text += decodeTokens([id]);
-        } else {
-          for (const byte of bytesOf[id] ?? []) pending.push(byte);
-        }
-      }
-      flush();
-      return text;
+      return decodeTokenIds(ids, (id) => bytesOf[id]);
     },
     tokenBytes,
     tokenString(id: number, asTokenId = false): string {

@@ -64,6 +64,16 @@ export function encodeText(text: string): number[] {
  * their names.
  */
 export function decodeTokens(ids: readonly number[]): string {
+  return decodeTokenIds(ids, (id) => (id < BYTE_TOKEN_COUNT ? [id] : undefined));
+}
+
+/**
+ * Decodes token ids with any byte-level vocabulary: special tokens as their names, every other
+ * token as the bytes `bytesOf` gives it, consecutive bytes decoded together as UTF-8 (so a
+ * character split across tokens comes out whole; invalid sequences become U+FFFD). Both the byte
+ * tokenizer and the BPE tokenizer decode through it.
+ */
+export function decodeTokenIds(ids: readonly number[], bytesOf: (id: number) => readonly number[] | undefined): string {
   let text = '';
   let pending: number[] = [];
   const flush = (): void => {
@@ -71,11 +81,11 @@ export function decodeTokens(ids: readonly number[]): string {
     pending = [];
   };
   for (const id of ids) {
-    if (isSpecialToken(id)) {
+    if (id >= BYTE_TOKEN_COUNT && id < VOCABULARY_SIZE) {
       flush();
       text += SPECIAL_TOKENS[id - BYTE_TOKEN_COUNT] ?? '';
     } else {
-      pending.push(id);
+      for (const byte of bytesOf(id) ?? []) pending.push(byte);
     }
   }
   flush();
