@@ -70,6 +70,16 @@ function losingAnswers() {
   };
 }
 
+/**
+ * The hosted backend aimed at the local service through a fetch that can lose answers: the client
+ * cannot know that this service honours keys, as with the real hosted service.
+ */
+function hostedBehindFaults() {
+  const faults = losingAnswers();
+  const backend = new HostedBackend({ baseURL: service.baseURL, apiKey, fetch: faults.fetch, dataDir, retryDelay: 10 });
+  return { faults, backend };
+}
+
 async function storedGroups(client: TrainingClient, modelId: string): Promise<number> {
   let count = 0;
   for await (const _row of client.local.trajectoryGroups.list(modelId)) count += 1;
@@ -170,15 +180,7 @@ describe('training jobs', () => {
   });
 
   it('with a service not known to honour the key: no second POST, a clear error, one job', async () => {
-    const faults = losingAnswers();
-    // The hosted backend aimed at the local service: the client cannot know that it honours keys.
-    const backend = new HostedBackend({
-      baseURL: service.baseURL,
-      apiKey,
-      fetch: faults.fetch,
-      dataDir,
-      retryDelay: 10,
-    });
+    const { faults, backend } = hostedBehindFaults();
     const model = await registered(backend);
     const { client } = await backend.connect();
     faults.lose('/sft-training-jobs', 1);
@@ -200,14 +202,7 @@ describe('training jobs', () => {
   });
 
   it('an RL step whose answer was lost on such a service is never sent again, until the caller discards it', async () => {
-    const faults = losingAnswers();
-    const backend = new HostedBackend({
-      baseURL: service.baseURL,
-      apiKey,
-      fetch: faults.fetch,
-      dataDir,
-      retryDelay: 10,
-    });
+    const { faults, backend } = hostedBehindFaults();
     const model = await registered(backend);
     const { client } = await backend.connect();
     const sampled = model.openai();
