@@ -51,14 +51,25 @@ export class HistoryRecorder {
    * ones it offered, so a completion of that request continues this conversation.
    */
   isExtendedBy(messages: readonly unknown[], tools: unknown): boolean {
+    return this.continuedBy(messages, tools) !== null;
+  }
+
+  /**
+   * How many of `messages` this conversation covers when the request continues it (see
+   * {@link isExtendedBy}), or null when it does not. An assistant turn of ours with no text and no
+   * tool call may be missing from the request: frameworks drop empty assistant messages when they
+   * send the conversation back.
+   */
+  continuedBy(messages: readonly unknown[], tools: unknown): number | null {
     const own = this.messagesAndChoices;
-    if (own.length > messages.length) return false;
-    if (own.length > 0 && !sameTools(this.tools, tools)) return false;
-    for (let index = 0; index < own.length; index += 1) {
-      const item = own[index];
-      if (item === undefined || messageKey(messageOf(item)) !== messageKey(messages[index])) return false;
+    if (own.length > 0 && !sameTools(this.tools, tools)) return null;
+    let covered = 0;
+    for (const item of own) {
+      const message = messageOf(item);
+      if (covered < messages.length && messageKey(message) === messageKey(messages[covered])) covered += 1;
+      else if (!isEmptyAssistant(message)) return null;
     }
-    return true;
+    return covered;
   }
 
   /** This conversation as an `additional_histories` entry (`AdditionalHistory`). */
@@ -140,9 +151,18 @@ export class TrajectoryRecorder extends HistoryRecorder {
     if (this.#closed) return null;
     const { messages, tools, choice, into } = completion;
     const candidates = into === undefined ? [this, ...this.additionalHistories] : [into];
-    let target: HistoryRecorder | undefined = candidates.find((history) => history.isExtendedBy(messages, tools));
+    let target: HistoryRecorder | undefined;
+    let covered = 0;
+    for (const history of candidates) {
+      const continued = history.continuedBy(messages, tools);
+      if (continued !== null) {
+        target = history;
+        covered = continued;
+        break;
+      }
+    }
     if (target === undefined) target = this.addHistory();
-    const fresh = messages.slice(target.messagesAndChoices.length) as ChatCompletionMessageParam[];
+    const fresh = messages.slice(covered) as ChatCompletionMessageParam[];
     target.addMessage(...fresh);
     target.addChoice(choice);
     const offered = functionTools(tools);
@@ -163,4 +183,19 @@ export class TrajectoryRecorder extends HistoryRecorder {
     if (this.reward !== undefined) trajectory.reward = this.reward;
     return trajectory;
   }
+}
+
+/** An assistant message with no text (missing, null, '' or no parts) and no tool calls. */
+function isEmptyAssistant(message: unknown): boolean {
+  if (typeof message !== 'object' || message === null) return false;
+  const {
+    role,
+    content,
+    tool_calls: toolCalls,
+  } = message as { role?: unknown; content?: unknown; tool_calls?: unknown };
+  if (role !== 'assistant') return false;
+  if (Array.isArray(toolCalls) && toolCalls.length > 0) return false;
+  return (
+    content === undefined || content === null || content === '' || (Array.isArray(content) && content.length === 0)
+  );
 }

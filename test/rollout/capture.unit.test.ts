@@ -244,6 +244,28 @@ describe('captureCompletions', () => {
     expect(recorder.additionalHistories).toHaveLength(0);
   });
 
+  it('continues the conversation when a framework drops an empty assistant turn from what it sends back', () => {
+    const recorder = new TrajectoryRecorder();
+    const system = { role: 'system' as const, content: 'Be brief.' };
+    const question = { role: 'user' as const, content: 'Weather in Rome?' };
+    // The model ended its turn at once: no text, no tool call (the AI SDK and the Agents SDK then
+    // leave that assistant message out of the next request).
+    recorder.recordCompletion({ messages: [system, question], choice: makeChoice('') });
+    // The Agents SDK asks again in the same run; the AI SDK sends the follow-up question.
+    recorder.recordCompletion({ messages: [system, question], choice: makeChoice('Sunny.') });
+    const followUp = { role: 'user' as const, content: 'And tomorrow?' };
+    const echoed = { role: 'assistant' as const, content: 'Sunny.' };
+    recorder.recordCompletion({ messages: [system, question, echoed, followUp], choice: makeChoice('Rain.') });
+    const trajectory = Trajectory.parse(recorder.toTrajectory());
+    expect(trajectory.additional_histories).toEqual([]);
+    expect(
+      trajectory.messages_and_choices.map((item) => (isChoice(item) ? `choice:${item.message.content}` : item.content)),
+    ).toEqual(['Be brief.', 'Weather in Rome?', 'choice:', 'choice:Sunny.', 'And tomorrow?', 'choice:Rain.']);
+    // A turn with text that the request leaves out is not skipped: that request starts a new history.
+    recorder.recordCompletion({ messages: [system, question, followUp], choice: makeChoice('Snow.') });
+    expect(recorder.additionalHistories).toHaveLength(1);
+  });
+
   it('records each completion once when a captured client is wrapped again', async () => {
     const scripted = scriptedChatClient(['one']);
     const inner = captureCompletions(scripted, { defaults: { logprobs: true } });
