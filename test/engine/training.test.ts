@@ -89,7 +89,7 @@ async function rlGroups(
   policy: PolicyRef,
   prompts: string[],
   groupSize: number,
-  score: (text: string) => number,
+  score: (text: string, index: number) => number,
 ): Promise<{ groups: TrajectoryGroup[]; mean: number }> {
   const results = await Promise.all(
     prompts.map((content) =>
@@ -98,8 +98,8 @@ async function rlGroups(
   );
   let total = 0;
   const groups = results.map((result, index) => ({
-    trajectories: result.choices.map((choice: Choice) => {
-      const reward = score(choice.message.content ?? '');
+    trajectories: result.choices.map((choice: Choice, choiceIndex: number) => {
+      const reward = score(choice.message.content ?? '', choiceIndex);
       total += reward;
       return {
         messages_and_choices: [{ role: 'user' as const, content: prompts[index] as string }, choice],
@@ -282,7 +282,9 @@ describe('RL', () => {
   });
 
   it('trains on the sampled tokens with importance ratio 1 (sampler and trainer agree)', async () => {
-    const { groups } = await rlGroups(base, ['abcd', 'efgh'], 4, (text) => text.length / 6);
+    // Rewards by position, not by sampled text: four samples of the same length would leave
+    // nothing to train on.
+    const { groups } = await rlGroups(base, ['abcd', 'efgh'], 4, (_text, index) => index / 4);
     const { events, metrics } = await train({
       kind: 'rl',
       policy: base,
