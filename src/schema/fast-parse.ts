@@ -251,6 +251,15 @@ export function fastParseTrajectory(value: unknown): z.output<typeof Trajectory>
 }
 
 /**
+ * `TrajectoryGroup.safeParse(value)`, faster for the common shapes: the parsed group, or
+ * `undefined` when the fast path is not sure. The value is used as the result (trajectory defaults
+ * filled in place): pass a value you own.
+ */
+export function fastParseTrajectoryGroup(value: unknown): z.output<typeof TrajectoryGroup> | undefined {
+  return fastGroup(value) as z.output<typeof TrajectoryGroup> | undefined;
+}
+
+/**
  * `LogRequest.safeParse(value)`, faster for the common shapes: the parsed request, or `undefined`
  * when the fast path is not sure (then parse with zod, which also builds the 422). The value is
  * used as the result (trajectory defaults filled in place): pass a value you own.

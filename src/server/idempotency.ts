@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import type { Context } from 'hono';
 import { HttpError, validationFailure } from './http-error.js';
 import type { RouteHandler } from './route-table.js';
-import { readJsonBodyValue, readJsonBodyWithText, requireAuth, type ServiceContext } from './service-context.js';
+import { readJsonBodyWithText, requireAuth, type ServiceContext } from './service-context.js';
 import type { IdempotencyRecord, Store } from './store.js';
 
 /** The request header that carries the key (case-insensitive on the wire). */
@@ -30,6 +30,8 @@ const PRUNE_INTERVAL_MS = 60_000;
 export interface WriteRequest {
   /** The parsed JSON body, not yet validated against the route's schema. */
   readonly body: unknown;
+  /** The body's text as received. */
+  readonly text: string;
   /**
    * Runs `write` (synchronous store calls) and builds the 200 answer from its result with
    * `answer`. When the request carries an `Idempotency-Key`, the answer is stored for the key in
@@ -111,8 +113,8 @@ export function idempotentWrite(
     checkPath?.(context);
     const key = readIdempotencyKey(context);
     if (key === undefined) {
-      const body = await readJsonBodyValue(service, context);
-      return await handler(context, { body, commit: (write, answer) => withAnswer(write(), answer) });
+      const { value: body, text } = await readJsonBodyWithText(service, context);
+      return await handler(context, { body, text, commit: (write, answer) => withAnswer(write(), answer) });
     }
     // Claimed before the body is read: a retry sent while the first attempt is still uploading
     // (a client timeout on a big log) must not run beside it.
@@ -139,6 +141,7 @@ export function idempotentWrite(
       }
       return await handler(context, {
         body,
+        text,
         commit: (write, answer) =>
           service.store.transaction(() => {
             const done = withAnswer(write(), answer);

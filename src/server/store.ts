@@ -8,6 +8,8 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import type { TrainingJobEventType, TrainingJobStatus } from '../schema/index.js';
+import { fastParseTrajectoryGroup } from '../schema/fast-parse.js';
+import { TrajectoryGroup } from '../schema/index.js';
 import { MIGRATIONS } from './migrations.js';
 
 /** A registered model row. */
@@ -297,6 +299,8 @@ export class Store {
     split: string;
     step: number;
     groups: readonly unknown[];
+    /** Each group's JSON as received, stored instead of serializing `groups` again (same order). */
+    groupTexts?: readonly string[] | undefined;
     metrics: Record<string, number>;
   }): void {
     this.db.transaction(() => {
@@ -304,8 +308,11 @@ export class Store {
       const insertGroup = this.db.prepare(
         'INSERT INTO trajectory_groups (model_id, split, step, data, created_at) VALUES (?, ?, ?, ?, ?)',
       );
-      for (const group of entry.groups)
-        insertGroup.run(entry.modelId, entry.split, entry.step, JSON.stringify(group), createdAt);
+      const texts = entry.groupTexts;
+      entry.groups.forEach((group, index) => {
+        const data = texts?.[index] ?? JSON.stringify(group);
+        insertGroup.run(entry.modelId, entry.split, entry.step, data, createdAt);
+      });
       this.db
         .prepare('INSERT INTO step_metrics (model_id, split, step, metrics, created_at) VALUES (?, ?, ?, ?, ?)')
         .run(entry.modelId, entry.split, entry.step, JSON.stringify(entry.metrics), createdAt);
@@ -519,7 +526,7 @@ export class Store {
       step: row.step,
       split: row.split,
       created_at: row.created_at,
-      group: JSON.parse(row.data) as unknown,
+      group: storedGroup(row.data),
     }));
     return { items, hasMore: rows.length > query.limit };
   }
@@ -723,4 +730,13 @@ function migrate(db: Database.Database): void {
       db.pragma(`user_version = ${index + 1}`);
     })();
   }
+}
+
+/**
+ * A stored group as the API returns it: the log route may store a group as the client sent it
+ * (defaults left out, unknown keys kept), so it is normalized here as validation did on the way in.
+ */
+function storedGroup(data: string): unknown {
+  const value = JSON.parse(data) as unknown;
+  return fastParseTrajectoryGroup(value) ?? TrajectoryGroup.parse(value);
 }

@@ -10,6 +10,7 @@ import {
   LoggedTrajectoryGroupPage,
   StepMetricsPage,
   StepMetricsResponse,
+  TrajectoryGroup,
 } from '../../src/schema/index.js';
 import { startServer, type TestServer } from './support/harness.js';
 import { followEvents } from './support/jobs.js';
@@ -319,6 +320,29 @@ describe('logged trajectory groups', () => {
     expect(page.data[0]?.group.trajectories[0]?.messages_and_choices[1]).toMatchObject({
       message: { content: 'train-0-a!' },
     });
+  });
+  it('returns each logged group as validation parsed it, however the body spelled it', async () => {
+    const model = await registerModel();
+    // Whitespace, key order, escapes inside strings, unknown keys and defaults left out: the service
+    // stores the groups as sent, and must still answer with what `TrajectoryGroup` makes of them.
+    const groups = [
+      { extra: 1, trajectories: [{ reward: 1, messages_and_choices: [{ role: 'user', content: 'a "]},{[" b\\' }] }] },
+      { trajectories: [{ metrics: { n: 2 }, unknown_key: [1, { deep: ['x'] }] }], metadata: { k: 'v' } },
+      { trajectories: [] },
+    ];
+    const raw = `  {\n "trajectory_groups" :\t[ ${groups.map((item) => JSON.stringify(item, null, 1)).join(' ,\n ')} ] ,"split":"train"}  `;
+    const response = await server.call('POST', `/v1/preview/models/${model.id}/log`, {
+      raw,
+      headers: { 'content-type': 'application/json' },
+    });
+    expect(response.status).toBe(200);
+    // The answer as sent (not parsed by the page schema, which would fill the defaults itself).
+    const page = (await server.call('GET', `/v1/local/models/${model.id}/trajectory-groups`)).body;
+    expect(page.data.map((item: { group: unknown }) => item.group)).toEqual(
+      groups.map((item) => TrajectoryGroup.parse(item)),
+    );
+    expect(page.data[0].group).not.toHaveProperty('extra');
+    expect(page.data[1].group.trajectories[0]).toMatchObject({ reward: 0, logs: [], additional_histories: [] });
   });
 });
 

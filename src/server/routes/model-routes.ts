@@ -1,4 +1,5 @@
 /** Models, checkpoints and the log route. */
+import { topLevelArrayElements } from '../json-slices.js';
 import { rm } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import type { Context } from 'hono';
@@ -129,7 +130,11 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
   const log = (context: Context, request: WriteRequest): Response => {
     const modelId = readIdParam(context, 'model_id');
     // The fast path accepts the common shapes; anything else (and every 422) goes through zod.
-    const body = fastParseLogRequest(request.body) ?? parseBody(LogRequest, request.body);
+    const fast = fastParseLogRequest(request.body);
+    const body = fast ?? parseBody(LogRequest, request.body);
+    // Each group is stored as the client sent it when the fast path accepted the body (reading
+    // normalizes it the same way): serializing the groups again cost about as much as parsing them.
+    const groupTexts = fast === undefined ? undefined : groupTextsOf(request.text, body.trajectory_groups.length);
     const model = requireModel(service, modelId);
     const metrics = computeStepMetrics(body.trajectory_groups);
     // Stored under the step the groups were sampled at when their trajectories all say so (a
@@ -142,6 +147,7 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
           split: body.split,
           step: sampledAt,
           groups: body.trajectory_groups,
+          groupTexts,
           metrics,
         }),
       () => ({
@@ -193,4 +199,11 @@ export function toModelResponse(model: ModelRecord): ModelResponse {
 
 function toCheckpointResponse(checkpoint: CheckpointRecord): CheckpointResponse {
   return { id: checkpoint.id, step: checkpoint.step, metrics: checkpoint.metrics };
+}
+
+/** The text of each trajectory group in a log body, or undefined when the scan does not find `count` groups. */
+function groupTextsOf(text: string, count: number): string[] | undefined {
+  const ranges = topLevelArrayElements(text, 'trajectory_groups');
+  if (ranges === undefined || ranges.length !== count) return undefined;
+  return ranges.map(([start, end]) => text.slice(start, end));
 }
