@@ -4,11 +4,16 @@
  * through the bare client in the same run. Prints runner/bare throughput and the extra CPU per
  * rollout (`process.cpuUsage` around each side, subtracted).
  *
- * Run: `npx tsx bench/runner.ts`. Each round runs both sides, alternating which goes first; the
+ * A third side, the bare client with Node's async-context tracking on, splits the extra CPU into
+ * what `AsyncLocalStorage` costs on Node 20 (a hook on every promise, which the runner needs to
+ * know which rollout a completion belongs to) and policyloop's own work.
+ *
+ * Run: `npx tsx bench/runner.ts`. Each round runs the three sides in a rotating order; the
  * figures of every round are printed, then their range. Pass `--rounds N` to change the count.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { AsyncLocalStorage } from 'node:async_hooks';
 import os from 'node:os';
 import OpenAI from 'openai';
 import { captureCompletions, gatherTrajectoryGroups, GatherEmitter } from 'policyloop';
@@ -100,6 +105,21 @@ async function bare(client: OpenAI): Promise<void> {
   await Promise.all(Array.from({ length: CONCURRENCY }, worker));
 }
 
+/**
+ * The bare client with Node's async-context tracking on, as it is while rollouts run: every
+ * promise the HTTP stack creates then goes through `AsyncLocalStorage`'s hooks (Node 20 has no
+ * other way to follow a rollout through its awaits). The runner minus this side is policyloop's
+ * own work.
+ */
+async function bareInContext(client: OpenAI): Promise<void> {
+  const storage = new AsyncLocalStorage<object>();
+  try {
+    await storage.run({}, () => bare(client));
+  } finally {
+    storage.disable();
+  }
+}
+
 /** The runner: capture, reward, policy-version stamps and events, as a training loop uses them. */
 async function runner(client: OpenAI): Promise<void> {
   const captured = captureCompletions(client, { defaults: { logprobs: true } });
@@ -138,31 +158,42 @@ try {
   );
   // Warm-up: connections, JIT.
   await bare(client);
+  await bareInContext(client);
   await runner(client);
   const ratios: number[] = [];
   const extras: number[] = [];
+  const contextCosts: number[] = [];
+  const ownCosts: number[] = [];
+  const sides = { bare, bareInContext, runner };
   for (let round = 0; round < ROUNDS; round += 1) {
-    let bareSide: Side;
-    let runnerSide: Side;
-    if (round % 2 === 0) {
-      bareSide = await measure(() => bare(client));
-      runnerSide = await measure(() => runner(client));
-    } else {
-      runnerSide = await measure(() => runner(client));
-      bareSide = await measure(() => bare(client));
-    }
+    // Each round runs the three sides in another order, so that none always runs first.
+    const order = (['bare', 'bareInContext', 'runner'] as const).map(
+      (_, position, names) => names[(position + round) % names.length] as keyof typeof sides,
+    );
+    const measured: Partial<Record<keyof typeof sides, Side>> = {};
+    for (const name of order) measured[name] = await measure(() => sides[name](client));
+    const bareSide = measured.bare as Side;
+    const contextSide = measured.bareInContext as Side;
+    const runnerSide = measured.runner as Side;
     const ratio = bareSide.seconds / runnerSide.seconds;
     const extra = (runnerSide.cpuMicros - bareSide.cpuMicros) / ROLLOUTS;
+    const contextCost = (contextSide.cpuMicros - bareSide.cpuMicros) / ROLLOUTS;
     ratios.push(ratio);
     extras.push(extra);
+    contextCosts.push(contextCost);
+    ownCosts.push(extra - contextCost);
+    const perRollout = (side: Side): string =>
+      `${(ROLLOUTS / side.seconds).toFixed(0)} rollouts/s (${(side.cpuMicros / ROLLOUTS).toFixed(0)} µs CPU each)`;
     console.log(
-      `round ${round + 1}: bare ${(ROLLOUTS / bareSide.seconds).toFixed(0)} rollouts/s (${(bareSide.cpuMicros / ROLLOUTS).toFixed(0)} µs CPU each), runner ${(ROLLOUTS / runnerSide.seconds).toFixed(0)} rollouts/s (${(runnerSide.cpuMicros / ROLLOUTS).toFixed(0)} µs CPU each): runner/bare throughput ${ratio.toFixed(2)}, extra CPU ${extra.toFixed(0)} µs per rollout`,
+      `round ${round + 1}: bare ${perRollout(bareSide)}, bare in async context ${perRollout(contextSide)}, runner ${perRollout(runnerSide)}: runner/bare throughput ${ratio.toFixed(2)}, extra CPU ${extra.toFixed(0)} µs per rollout (async context ${contextCost.toFixed(0)}, policyloop ${(extra - contextCost).toFixed(0)})`,
     );
   }
   const range = (values: number[], digits: number): string =>
     `${Math.min(...values).toFixed(digits)}..${Math.max(...values).toFixed(digits)}`;
   console.log(`runner/bare throughput: ${range(ratios, 2)} (target >= 0.95)`);
   console.log(`extra CPU per rollout: ${range(extras, 0)} µs (target <= 50)`);
+  console.log(`  of which Node's async-context tracking: ${range(contextCosts, 0)} µs`);
+  console.log(`  of which policyloop's own work: ${range(ownCosts, 0)} µs`);
   console.log(
     `load average after: ${os
       .loadavg()

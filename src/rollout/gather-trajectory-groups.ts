@@ -35,7 +35,7 @@ import {
 } from './rollout-errors.js';
 import type { RolloutContext, RolloutFn } from './rollout-function.js';
 import { runInRolloutScope } from './rollout-scope.js';
-import { TrajectoryRecorder } from './trajectory-recorder.js';
+import { TrajectoryRecorder, takeTrajectory } from './trajectory-recorder.js';
 
 /** What a group scorer gets besides the group. */
 export interface GroupScorerContext<S> {
@@ -151,6 +151,14 @@ function checkOptions<S>(value: GatherOptions<S> | undefined) {
   };
 }
 
+/**
+ * The policy version: read twice per rollout, so an answer given at once (`() => model.getStep()`)
+ * is used without a trip through the microtask queue.
+ */
+function readVersion(read: (() => number | Promise<number>) | undefined): number | Promise<number> | undefined {
+  return read === undefined ? undefined : read();
+}
+
 /** Whether another attempt may succeed. */
 function isRetryable(error: unknown): boolean {
   if (error instanceof RewardFunctionError || error instanceof InvalidTrajectoryError) return false;
@@ -264,13 +272,16 @@ export async function gatherTrajectoryGroups<S>(
   const failures: { exception: TrajectoryException; error: unknown }[] = [];
   const overBudget = (count: number): boolean =>
     maxExceptions > 0 && maxExceptions < 1 ? count / total > maxExceptions : count > maxExceptions;
-  const progress = (): void =>
+  const progress = (): void => {
+    // Built only when someone listens: it runs after every rollout.
+    if (events.listenerCount('progress') === 0) return;
     emit('progress', {
       done: stats.done,
       total,
       failed: stats.failed,
       rewardMean: stats.finished === 0 ? Number.NaN : stats.rewardSum / stats.finished,
     });
+  };
 
   const runAttempt = async (scenario: S, groupIndex: number, index: number, attempt: number): Promise<Trajectory> => {
     const attemptController = new AbortController();
@@ -295,14 +306,16 @@ export async function gatherTrajectoryGroups<S>(
     try {
       const work = async (): Promise<Trajectory> => {
         const startTime = new Date().toISOString();
-        const initialVersion = policyVersion ? await policyVersion() : undefined;
+        const initialRead = readVersion(policyVersion);
+        const initialVersion = typeof initialRead === 'object' ? await initialRead : initialRead;
         const context: RolloutContext = { signal: attemptSignal, trajectory: recorder, index, groupIndex, attempt };
         const returned: unknown = await runInRolloutScope({ recorder, signal: attemptSignal }, () =>
           rollout(scenario, context),
         );
         recorder.close();
-        const finalVersion = policyVersion ? await policyVersion() : undefined;
-        const trajectory = buildTrajectory(recorder.toTrajectory(), returned);
+        const finalRead = readVersion(policyVersion);
+        const finalVersion = typeof finalRead === 'object' ? await finalRead : finalRead;
+        const trajectory = buildTrajectory(recorder[takeTrajectory](), returned);
         trajectory.start_time ??= startTime;
         if (initialVersion !== undefined) trajectory.initial_policy_version ??= initialVersion;
         if (finalVersion !== undefined) trajectory.final_policy_version ??= finalVersion;

@@ -16,6 +16,12 @@ import { clonePlain } from '../internal/clone.js';
 import { functionTools, messageKey, sameTools } from './message-equality.js';
 
 /**
+ * The key of {@link TrajectoryRecorder}'s handover method, for the runner (not exported from the
+ * package: a user's recorder keeps the copying `toTrajectory()`).
+ */
+export const takeTrajectory: unique symbol = Symbol('policyloop.takeTrajectory');
+
+/**
  * One conversation: messages (context) and Choices (trainable turns), in order, plus the tools it
  * offered. The main conversation of a trajectory and each sub-agent's `additional_histories` entry
  * are one of these.
@@ -26,6 +32,16 @@ import { functionTools, messageKey, sameTools } from './message-equality.js';
 export class HistoryRecorder {
   /** The items in order, as they go on the wire (`messages_and_choices`). */
   readonly messagesAndChoices: MessageOrChoice[] = [];
+
+  /**
+   * The items, handed over without a copy (they are copies the recorder made as it recorded them);
+   * the recorder goes on with a new, empty list, so later changes do not show in what was taken.
+   */
+  protected takeItems(): MessageOrChoice[] {
+    const items = this.messagesAndChoices;
+    (this as { messagesAndChoices: MessageOrChoice[] }).messagesAndChoices = [];
+    return items;
+  }
   /** The tools offered to the model in this conversation, or null for none. */
   tools: ChatCompletionFunctionToolParam[] | null = null;
 
@@ -170,6 +186,28 @@ export class TrajectoryRecorder extends HistoryRecorder {
     return target;
   }
 
+  /**
+   * The runner's handover once the rollout ended: {@link toTrajectory} without copying the
+   * conversations again (the recorder copied each item as it recorded it). The recorder's
+   * conversations start over empty, so later changes still do not show in the trajectory.
+   */
+  [takeTrajectory](): TrajectoryInput {
+    const trajectory: TrajectoryInput = {
+      messages_and_choices: this.takeItems(),
+      additional_histories: this.additionalHistories.map((history) => {
+        const taken: AdditionalHistory = { messages_and_choices: takeItemsOf(history) };
+        if (history.tools !== null) taken.tools = clonePlain(history.tools);
+        return taken;
+      }),
+      metrics: { ...this.metrics },
+      metadata: clonePlain(this.metadata),
+      logs: [...this.logs],
+    };
+    if (this.tools !== null) trajectory.tools = clonePlain(this.tools);
+    if (this.reward !== undefined) trajectory.reward = this.reward;
+    return trajectory;
+  }
+
   /** The trajectory recorded so far (copies; later changes to the recorder do not show in it). */
   toTrajectory(): TrajectoryInput {
     const trajectory: TrajectoryInput = {
@@ -183,6 +221,11 @@ export class TrajectoryRecorder extends HistoryRecorder {
     if (this.reward !== undefined) trajectory.reward = this.reward;
     return trajectory;
   }
+}
+
+/** {@link HistoryRecorder.takeItems} of another history (protected members are reachable from the class body only through `this`). */
+function takeItemsOf(history: HistoryRecorder): MessageOrChoice[] {
+  return (history as unknown as { takeItems(): MessageOrChoice[] }).takeItems();
 }
 
 /** An assistant message with no text (missing, null, '' or no parts) and no tool calls. */
