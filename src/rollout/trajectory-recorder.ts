@@ -192,27 +192,23 @@ export class TrajectoryRecorder extends HistoryRecorder {
    * conversations start over empty, so later changes still do not show in the trajectory.
    */
   [takeTrajectory](): TrajectoryInput {
-    const trajectory: TrajectoryInput = {
-      messages_and_choices: this.takeItems(),
-      additional_histories: this.additionalHistories.map((history) => {
-        const taken: AdditionalHistory = { messages_and_choices: takeItemsOf(history) };
-        if (history.tools !== null) taken.tools = clonePlain(history.tools);
-        return taken;
-      }),
-      metrics: { ...this.metrics },
-      metadata: clonePlain(this.metadata),
-      logs: [...this.logs],
-    };
-    if (this.tools !== null) trajectory.tools = clonePlain(this.tools);
-    if (this.reward !== undefined) trajectory.reward = this.reward;
-    return trajectory;
+    return this.build(takeItemsOf);
   }
 
   /** The trajectory recorded so far (copies; later changes to the recorder do not show in it). */
   toTrajectory(): TrajectoryInput {
+    return this.build((history) => clonePlain(history.messagesAndChoices));
+  }
+
+  /** The trajectory with each conversation's items from `itemsOf`; everything else copied. */
+  private build(itemsOf: (history: HistoryRecorder) => MessageOrChoice[]): TrajectoryInput {
     const trajectory: TrajectoryInput = {
-      messages_and_choices: clonePlain(this.messagesAndChoices),
-      additional_histories: this.additionalHistories.map((history) => history.toHistory()),
+      messages_and_choices: itemsOf(this),
+      additional_histories: this.additionalHistories.map((history) => {
+        const entry: AdditionalHistory = { messages_and_choices: itemsOf(history) };
+        if (history.tools !== null) entry.tools = clonePlain(history.tools);
+        return entry;
+      }),
       metrics: { ...this.metrics },
       metadata: clonePlain(this.metadata),
       logs: [...this.logs],

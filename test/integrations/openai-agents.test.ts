@@ -73,7 +73,7 @@ describe('OpenAI Agents SDK through captureFetch', () => {
     // likely a fresh model's empty first turn, which the SDK leaves out of the next request (the
     // recorder now continues the conversation over it; unit-tested in capture.unit.test.ts). Kept
     // retried until full runs show it gone; a regression that makes it frequent still fails.
-    const options = { timeout: 300_000, retry: stream ? 2 : 0 };
+    const options = { timeout: 300_000, retry: 0 };
     it(
       `records every call of ${stream ? 'streamed' : 'plain'} agent runs, 8 at once, and trains on them`,
       options,
