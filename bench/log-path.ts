@@ -5,6 +5,9 @@
  * zod schema for comparison). Each is printed as MB/s and as a ratio to `JSON.parse` of the same
  * bytes, measured in the same round.
  *
+ * Also the steps no path can skip, each alone (the client's serialization, SQLite storing the
+ * rows): with the parse they bound what one thread can reach, printed as `bound in one thread`.
+ *
  * Run: `npx tsx bench/log-path.ts` (`--rounds N`, default 3). The machine and load are printed.
  */
 import { randomUUID } from 'node:crypto';
@@ -106,8 +109,34 @@ function measureParsing(): { parseSeconds: number; validationSeconds: number; zo
   return { parseSeconds, validationSeconds, zodSeconds };
 }
 
+/**
+ * The steps no log path can skip, each alone, in seconds: the client serializing the groups, and
+ * SQLite storing their text the way the service does (WAL, `synchronous=FULL`, one transaction per
+ * batch of 64) in a scratch database. With the service's parse, their sum bounds what one thread
+ * can reach end to end, before HTTP, hashing, validation and garbage collection.
+ */
+function measureStages(round: number): { serializeSeconds: number; storeSeconds: number } {
+  let texts: string[] = [];
+  const serializeSeconds = seconds(() => {
+    texts = groups.map((group) => JSON.stringify(group));
+  });
+  const database = new Database(path.join(dataDir, `stages-${round}.db`));
+  database.pragma('journal_mode = WAL');
+  database.pragma('synchronous = FULL');
+  database.exec('CREATE TABLE rows (sequence INTEGER PRIMARY KEY, model_id TEXT, data TEXT)');
+  const insert = database.prepare('INSERT INTO rows (model_id, data) VALUES (?, ?)');
+  const storeBatch = database.transaction((batch: string[]) => {
+    for (const text of batch) insert.run('bench', text);
+  });
+  const storeSeconds = seconds(() => {
+    for (let start = 0; start < texts.length; start += 64) storeBatch(texts.slice(start, start + 64));
+  });
+  database.close();
+  return { serializeSeconds, storeSeconds };
+}
+
 try {
-  const results: { endToEnd: number; validation: number; zod: number }[] = [];
+  const results: { endToEnd: number; validation: number; zod: number; bound: number }[] = [];
   for (let round = 0; round < ROUNDS; round += 1) {
     const model = await client.models.create(
       { project: 'bench', name: `log-path-${round}`, base_model: 'policyloop/tiny-chat' },
@@ -123,6 +152,7 @@ try {
     const stats = await batcher.close();
     const endToEndSeconds = (performance.now() - started) / 1000;
     const { parseSeconds, validationSeconds, zodSeconds } = measureParsing();
+    const { serializeSeconds, storeSeconds } = measureStages(round);
     if (stats.sentGroups !== GROUPS || stats.spooledGroups !== 0)
       throw new Error(`not all sent: ${JSON.stringify(stats)}`);
     const database = new Database(path.join(dataDir, 'policyloop.db'), { readonly: true });
@@ -137,16 +167,20 @@ try {
       endToEnd: megabytes / endToEndSeconds / parseRate,
       validation: megabytes / validationSeconds / parseRate,
       zod: megabytes / zodSeconds / parseRate,
+      bound: parseSeconds / (serializeSeconds + parseSeconds + storeSeconds),
     };
     results.push(result);
     console.log(
-      `round ${round + 1}: JSON.parse ${parseRate.toFixed(0)} MB/s; end to end ${(megabytes / endToEndSeconds).toFixed(1)} MB/s = ${result.endToEnd.toFixed(2)}x JSON.parse; validation ${(megabytes / validationSeconds).toFixed(0)} MB/s = ${result.validation.toFixed(2)}x (zod alone ${result.zod.toFixed(2)}x)`,
+      `round ${round + 1}: JSON.parse ${parseRate.toFixed(0)} MB/s; end to end ${(megabytes / endToEndSeconds).toFixed(1)} MB/s = ${result.endToEnd.toFixed(2)}x JSON.parse; validation ${(megabytes / validationSeconds).toFixed(0)} MB/s = ${result.validation.toFixed(2)}x (zod alone ${result.zod.toFixed(2)}x); alone, serializing takes ${(serializeSeconds / parseSeconds).toFixed(2)}x and storing ${(storeSeconds / parseSeconds).toFixed(2)}x the parse time, so one thread reaches at most ${result.bound.toFixed(2)}x`,
     );
   }
   const range = (values: number[]): string => `${Math.min(...values).toFixed(2)}..${Math.max(...values).toFixed(2)}`;
   console.log(`end to end: ${range(results.map((result) => result.endToEnd))}x JSON.parse (target >= 0.35)`);
   console.log(`validation alone: ${range(results.map((result) => result.validation))}x JSON.parse`);
   console.log(`zod alone: ${range(results.map((result) => result.zod))}x JSON.parse`);
+  console.log(
+    `bound in one thread (serialize + parse + store alone): ${range(results.map((result) => result.bound))}x JSON.parse`,
+  );
   console.log(
     `load average after: ${os
       .loadavg()
