@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { captureCompletions, captureInto, recordTrajectory, TrajectoryRecorder } from '../../src/rollout/index.js';
+import {
+  captureCompletions,
+  captureInto,
+  currentTrajectory,
+  recordTrajectory,
+  TrajectoryRecorder,
+} from '../../src/rollout/index.js';
 import { isChoice, Trajectory, type Choice } from '../../src/schema/index.js';
 import { makeChoice, scriptedChatClient } from '../../src/testing/index.js';
 
@@ -301,5 +307,43 @@ describe('captureCompletions', () => {
       parsed.additional_histories[0]?.messages_and_choices.filter(isChoice).map((choice) => choice.message.content),
     ).toEqual(['plan: add']);
     expect(() => captureInto(new TrajectoryRecorder(), () => 1)).toThrow('captureInto was called outside a rollout');
+  });
+});
+
+describe('the rollout scope between rollouts', () => {
+  it('keeps recording in rollouts still running when an overlapping one ends, and is gone outside all of them', async () => {
+    const client = captureCompletions(scriptedChatClient(['a1', 'b1', 'b2', 'c1']));
+    const ask = (content: string) =>
+      client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content }] });
+    let releaseB: () => void = () => undefined;
+    const bWaits = new Promise<void>((resolve) => {
+      releaseB = resolve;
+    });
+    const b = recordTrajectory(async () => {
+      await ask('b');
+      await bWaits; // still running after `a` ended
+      await ask('b again');
+    });
+    const a = await recordTrajectory(async () => {
+      await ask('a');
+    });
+    expect(currentTrajectory()).toBeUndefined();
+    releaseB();
+    const { trajectory } = await b;
+    const contents = (value: typeof trajectory) =>
+      [value, ...(value.additional_histories ?? [])]
+        .flatMap((history) => history.messages_and_choices ?? [])
+        .filter(isChoice)
+        .map((choice) => choice.message.content);
+    // The scripted client answers in call order: b asked first, then a, then b again.
+    expect(contents(a.trajectory)).toEqual(['b1']);
+    expect(contents(trajectory)).toEqual(['a1', 'b2']);
+    expect(currentTrajectory()).toBeUndefined();
+    // A rollout after all of them ended records again.
+    const c = await recordTrajectory(async () => {
+      expect(currentTrajectory()).toBeInstanceOf(TrajectoryRecorder);
+      await ask('c');
+    });
+    expect(contents(c.trajectory)).toEqual(['c1']);
   });
 });
