@@ -28,6 +28,27 @@ import type { TrajectoryGroup } from './trajectory.js';
  * // { solved: 0.5, reward: 0.5, reward_std_dev: 0.5, frac_reward_zero_std: 0, exception_rate: 0, ... }
  */
 export function computeStepMetrics(groups: readonly TrajectoryGroup[]): Record<string, number> {
+  return computeStepStatistics(groups).metrics;
+}
+
+/**
+ * A step's metrics with the weight of each: how many values each mean is over (trajectories,
+ * groups, or trajectories plus exceptions), so that the statistics of two sets of groups merge into
+ * those of both (see {@link mergeStepStatistics}). The `data/step_*` counts carry no weight: they add.
+ */
+export interface StepStatistics {
+  /** As {@link computeStepMetrics} returns them. */
+  readonly metrics: Record<string, number>;
+  /** How many values each mean in `metrics` is over, by the same names (counts left out). */
+  readonly weights: Record<string, number>;
+}
+
+/**
+ * {@link computeStepMetrics} with the weight of each mean.
+ * @example
+ * computeStepStatistics([{ trajectories: [{ reward: 1 }, { reward: 0 }] }]).weights['reward']; // 2
+ */
+export function computeStepStatistics(groups: readonly TrajectoryGroup[]): StepStatistics {
   const trajectoryMetrics = new Map<string, Mean>();
   const groupMetrics = new Map<string, Mean>();
   const rewards = new Mean();
@@ -58,21 +79,59 @@ export function computeStepMetrics(groups: readonly TrajectoryGroup[]): Record<s
   }
 
   const metrics: Record<string, number> = {};
-  for (const [name, mean] of trajectoryMetrics) metrics[name] = mean.value();
-  for (const [name, mean] of groupMetrics) metrics[name] = mean.value();
+  const weights: Record<string, number> = {};
+  const set = (name: string, value: number, weight: number): void => {
+    metrics[name] = value;
+    weights[name] = weight;
+  };
+  for (const [name, mean] of trajectoryMetrics) set(name, mean.value(), mean.count);
+  for (const [name, mean] of groupMetrics) set(name, mean.value(), mean.count);
   // The standard names come last so that a trajectory metric called `reward` cannot shadow them.
-  if (rewards.count > 0) metrics['reward'] = rewards.value();
+  if (rewards.count > 0) set('reward', rewards.value(), rewards.count);
   if (groupStdDevs.count > 0) {
-    metrics['reward_std_dev'] = groupStdDevs.value();
-    metrics['frac_reward_zero_std'] = zeroStdGroups / groupStdDevs.count;
+    set('reward_std_dev', groupStdDevs.value(), groupStdDevs.count);
+    set('frac_reward_zero_std', zeroStdGroups / groupStdDevs.count, groupStdDevs.count);
   }
   if (trajectoryCount + exceptionCount > 0)
-    metrics['exception_rate'] = exceptionCount / (trajectoryCount + exceptionCount);
+    set('exception_rate', exceptionCount / (trajectoryCount + exceptionCount), trajectoryCount + exceptionCount);
   metrics['data/step_num_trajectories'] = trajectoryCount;
   metrics['data/step_num_groups_submitted'] = groups.length;
   metrics['data/step_num_groups_trainable'] = trainableGroups;
-  return metrics;
+  return { metrics, weights };
 }
+
+/**
+ * The statistics of two sets of groups together, from the statistics of each: every mean weighted
+ * by how many values it is over, every count added. A metric only one side has keeps its value. A
+ * metric without a weight on one side (not a count) takes the later side's value.
+ * @example
+ * const both = mergeStepStatistics(computeStepStatistics(firstBatch), computeStepStatistics(secondBatch));
+ * // both.metrics equals computeStepMetrics([...firstBatch, ...secondBatch]), up to rounding
+ */
+export function mergeStepStatistics(earlier: StepStatistics, later: StepStatistics): StepStatistics {
+  const metrics: Record<string, number> = { ...earlier.metrics };
+  const weights: Record<string, number> = { ...earlier.weights };
+  for (const [name, value] of Object.entries(later.metrics)) {
+    const before = metrics[name];
+    const weight = later.weights[name];
+    const weightBefore = weights[name];
+    if (name.startsWith(COUNT_PREFIX)) {
+      metrics[name] = (before ?? 0) + value;
+    } else if (before === undefined || weight === undefined || weightBefore === undefined) {
+      metrics[name] = value;
+      if (weight === undefined) delete weights[name];
+      else weights[name] = weight;
+    } else {
+      const total = weightBefore + weight;
+      metrics[name] = total === 0 ? value : before * (weightBefore / total) + value * (weight / total);
+      weights[name] = total;
+    }
+  }
+  return { metrics, weights };
+}
+
+/** The metrics that are counts (they add when statistics merge). */
+const COUNT_PREFIX = 'data/step_num_';
 
 /**
  * Prefixes every metric name with its split: `reward` becomes `train/reward`.

@@ -92,4 +92,9 @@ export const MIGRATIONS: readonly string[] = [
   CREATE INDEX step_metrics_by_step ON step_metrics (model_id, step, split);
   CREATE INDEX trajectory_groups_by_step ON trajectory_groups (model_id, step);
   `,
+  // The weight of each mean in a log route's metrics row (JSON, null for rows written otherwise):
+  // groups of one step logged in several requests merge into the metrics of all of them.
+  `
+  ALTER TABLE step_metrics ADD COLUMN weights TEXT;
+  `,
 ];

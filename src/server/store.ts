@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import type { TrainingJobEventType, TrainingJobStatus } from '../schema/index.js';
 import { fastParseTrajectoryGroup } from '../schema/fast-parse.js';
+import { mergeStepStatistics, type StepStatistics } from '../schema/metrics.js';
 import { TrajectoryGroup } from '../schema/index.js';
 import { MIGRATIONS } from './migrations.js';
 
@@ -293,7 +294,11 @@ export class Store {
 
   // ---- logs ----
 
-  /** Stores logged groups (one row each) and the step's metrics, atomically. */
+  /**
+   * Stores logged groups (one row each) and the step's metrics, atomically. The metrics row is
+   * merged with the step and split's earlier log rows (means weighted, counts added), so that a log
+   * sent in several requests (the client batches) gives the metrics of all its groups.
+   */
   insertLog(entry: {
     modelId: string;
     split: string;
@@ -301,7 +306,7 @@ export class Store {
     groups: readonly unknown[];
     /** Each group's JSON as received, stored instead of serializing `groups` again (same order). */
     groupTexts?: readonly string[] | undefined;
-    metrics: Record<string, number>;
+    statistics: StepStatistics;
   }): void {
     this.db.transaction(() => {
       const createdAt = now();
@@ -313,9 +318,30 @@ export class Store {
         const data = texts?.[index] ?? JSON.stringify(group);
         insertGroup.run(entry.modelId, entry.split, entry.step, data, createdAt);
       });
+      const earlier = this.db
+        .prepare(
+          'SELECT metrics, weights FROM step_metrics WHERE model_id = ? AND step = ? AND split = ? AND weights IS NOT NULL ORDER BY sequence DESC LIMIT 1',
+        )
+        .get(entry.modelId, entry.step, entry.split) as { metrics: string; weights: string } | undefined;
+      const merged =
+        earlier === undefined
+          ? entry.statistics
+          : mergeStepStatistics(
+              { metrics: JSON.parse(earlier.metrics), weights: JSON.parse(earlier.weights) },
+              entry.statistics,
+            );
       this.db
-        .prepare('INSERT INTO step_metrics (model_id, split, step, metrics, created_at) VALUES (?, ?, ?, ?, ?)')
-        .run(entry.modelId, entry.split, entry.step, JSON.stringify(entry.metrics), createdAt);
+        .prepare(
+          'INSERT INTO step_metrics (model_id, split, step, metrics, weights, created_at) VALUES (?, ?, ?, ?, ?, ?)',
+        )
+        .run(
+          entry.modelId,
+          entry.split,
+          entry.step,
+          JSON.stringify(merged.metrics),
+          JSON.stringify(merged.weights),
+          createdAt,
+        );
     })();
   }
 

@@ -225,13 +225,21 @@ describe('step metrics', () => {
     expect(again.body.metrics).toMatchObject({ loss: 0.25, reward: 0.8, reward_std_dev: 0.25 });
     expect(Date.parse(again.body.updated_at)).toBeGreaterThanOrEqual(Date.parse(written.body.updated_at));
 
-    // The log route's next rows for the same step merge the same way.
+    // A later log of the same step adds its groups to the earlier logs' statistics (rewards 1, 0,
+    // 1, 1, 0, 0 over 3 groups), and its row is the latest: its keys win over the written ones.
     await log(model.id, 'train', [group([0, 0], 'c')]);
     const listed = await server.call('GET', path);
     expect(StepMetricsPage.parse(listed.body).data).toEqual([
       expect.objectContaining({
         id: '0:train',
-        metrics: expect.objectContaining({ loss: 0.25, reward: 0, 'data/step_num_groups_submitted': 1 }),
+        metrics: expect.objectContaining({
+          loss: 0.25,
+          reward: 0.5,
+          reward_std_dev: 1 / 6,
+          frac_reward_zero_std: 2 / 3,
+          'data/step_num_groups_submitted': 3,
+          'data/step_num_trajectories': 6,
+        }),
       }),
     ]);
   });

@@ -1,6 +1,14 @@
 /** The step metrics shared by the log route and the framework's history.jsonl. */
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { computeStepMetrics, prefixMetrics, Trajectory, TrajectoryGroup } from '../../src/schema/index.js';
+import {
+  computeStepMetrics,
+  computeStepStatistics,
+  mergeStepStatistics,
+  prefixMetrics,
+  Trajectory,
+  TrajectoryGroup,
+} from '../../src/schema/index.js';
 
 const groups = (input: unknown[]) => input.map((group) => TrajectoryGroup.parse(group));
 
@@ -76,5 +84,51 @@ describe('computeStepMetrics', () => {
       'val/reward': 1,
       'val/data/step_num_trajectories': 2,
     });
+  });
+});
+
+describe('mergeStepStatistics', () => {
+  const trajectory = fc.record(
+    {
+      reward: fc.double({ min: -10, max: 10, noNaN: true }),
+      metrics: fc.dictionary(fc.constantFrom('solved', 'turns', 'reward'), fc.oneof(fc.boolean(), fc.integer())),
+    },
+    { requiredKeys: ['reward'] },
+  );
+  const group = fc.record(
+    {
+      trajectories: fc.array(trajectory, { maxLength: 5 }),
+      exceptions: fc.array(fc.constant({ type: 'E', message: 'm', traceback: '' }), { maxLength: 2 }),
+      metrics: fc.dictionary(fc.constantFrom('judge_ms'), fc.integer({ min: 0, max: 100 })),
+    },
+    { requiredKeys: ['trajectories'] },
+  );
+
+  it('gives the statistics of all the groups from those of any split into two logs', () => {
+    fc.assert(
+      fc.property(fc.array(group, { maxLength: 8 }), fc.nat(), (input, cut) => {
+        const all = groups(input);
+        const at = all.length === 0 ? 0 : cut % (all.length + 1);
+        const merged = mergeStepStatistics(
+          computeStepStatistics(all.slice(0, at)),
+          computeStepStatistics(all.slice(at)),
+        ).metrics;
+        const whole = computeStepMetrics(all);
+        expect(Object.keys(merged).sort()).toEqual(Object.keys(whole).sort());
+        for (const [name, value] of Object.entries(whole)) {
+          // Equal up to rounding, relative to the value's size.
+          expect(Math.abs((merged[name] as number) - value)).toBeLessThanOrEqual(1e-9 * Math.max(1, Math.abs(value)));
+        }
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('keeps a value only one side has, and adds the counts', () => {
+    const merged = mergeStepStatistics(
+      { metrics: { reward: 1, 'data/step_num_trajectories': 2 }, weights: { reward: 2 } },
+      { metrics: { loss: 0.5, 'data/step_num_trajectories': 3 }, weights: {} },
+    );
+    expect(merged.metrics).toEqual({ reward: 1, loss: 0.5, 'data/step_num_trajectories': 5 });
   });
 });

@@ -189,4 +189,35 @@ describe('history follows the model', () => {
       await service.close();
     }
   });
+
+  it('gives a log the batcher sent in several requests the metrics of all its groups', async () => {
+    const backend = await LocalBackend.start({ dataDir: await temporaryDirectory() });
+    const model = await new TrainableModel({ project: 'batches', name: 'agent', baseModel: BASE_MODEL }).register(
+      backend,
+    );
+    try {
+      model.configureLogging({ maxBatchGroups: 2 }); // 5 groups go in 3 requests
+      const rewards = [
+        [1, 0],
+        [1, 1],
+        [0, 0],
+        [1, 0],
+        [0.5, 0.5],
+      ];
+      await model.log(
+        rewards.map((pair) => ({ trajectories: pair.map((reward) => ({ reward })) })),
+        { split: 'val' },
+      );
+      await model.flushLogs();
+      const [row] = await model.history();
+      // The mean over all 10 trajectories and all 5 groups, as the client computed it: not the last request's.
+      expect(row?.['val/reward']).toBeCloseTo(0.5, 12);
+      expect(row?.['val/frac_reward_zero_std']).toBeCloseTo(3 / 5, 12);
+      expect(row?.['val/data/step_num_groups_submitted']).toBe(5);
+      expect(row?.['val/data/step_num_trajectories']).toBe(10);
+    } finally {
+      await model.close();
+      await backend.close();
+    }
+  });
 });

@@ -5,7 +5,7 @@ import { resolve } from 'node:path';
 import type { Context } from 'hono';
 import {
   CheckpointListQuery,
-  computeStepMetrics,
+  computeStepStatistics,
   DeleteCheckpointsRequest,
   LogRequest,
   ModelCreate,
@@ -136,7 +136,7 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
     // normalizes it the same way): serializing the groups again cost about as much as parsing them.
     const groupTexts = fast === undefined ? undefined : groupTextsOf(request.text, body.trajectory_groups.length);
     const model = requireModel(service, modelId);
-    const metrics = computeStepMetrics(body.trajectory_groups);
+    const statistics = computeStepStatistics(body.trajectory_groups);
     // Stored under the step the groups were sampled at when their trajectories all say so (a
     // validation run in the background may arrive after the step moved on), else the model's step.
     const sampledAt = sampledStep(body.trajectory_groups, model.latest_step) ?? model.latest_step;
@@ -148,13 +148,13 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
           step: sampledAt,
           groups: body.trajectory_groups,
           groupTexts,
-          metrics,
+          statistics,
         }),
       () => ({
         model_id: modelId,
         split: body.split,
         step: model.latest_step,
-        metrics: prefixMetrics(metrics, body.split),
+        metrics: prefixMetrics(statistics.metrics, body.split),
       }),
     );
     return context.json(answer);
