@@ -34,19 +34,41 @@ export async function evaluateReward<S>(
   scenario: S,
   name?: string,
 ): Promise<number> {
+  return await evaluateRewardNow(fn, trajectory, scenario, name);
+}
+
+/**
+ * {@link evaluateReward}, answering at once (without a trip through the microtask queue) when `fn`
+ * does: the runner calls it once per rollout. Throws what `evaluateReward` rejects with.
+ */
+export function evaluateRewardNow<S>(
+  fn: RewardFn<S>,
+  trajectory: Trajectory,
+  scenario: S,
+  name?: string,
+): number | Promise<number> {
   const rewardName = name ?? (fn.name !== '' ? fn.name : 'reward');
-  let value: unknown;
-  try {
-    value = await fn(trajectory, scenario);
-  } catch (error) {
+  const failed = (error: unknown): never => {
     if (error instanceof RewardFunctionError) throw error;
     const message = error instanceof Error ? error.message : String(error);
     throw new RewardFunctionError(rewardName, `threw: ${message}`, { cause: error });
+  };
+  const checked = (value: unknown): number => {
+    if (typeof value !== 'number' || !Number.isFinite(value)) {
+      throw new RewardFunctionError(rewardName, `returned ${describe(value)}; expected a finite number`, { value });
+    }
+    return value;
+  };
+  let value: unknown;
+  try {
+    value = fn(trajectory, scenario);
+  } catch (error) {
+    return failed(error);
   }
-  if (typeof value !== 'number' || !Number.isFinite(value)) {
-    throw new RewardFunctionError(rewardName, `returned ${describe(value)}; expected a finite number`, { value });
+  if (typeof (value as { then?: unknown } | null)?.then === 'function') {
+    return Promise.resolve(value).then(checked, failed);
   }
-  return value;
+  return checked(value);
 }
 
 function describe(value: unknown): string {

@@ -22,7 +22,7 @@ import {
 } from '../internal/options.js';
 import { toRewardFn, type RewardSpec } from '../rewards/combine-rewards.js';
 import { RewardFunctionError } from '../rewards/reward-errors.js';
-import { evaluateReward } from '../rewards/reward-function.js';
+import { evaluateRewardNow } from '../rewards/reward-function.js';
 import { fastParseTrajectory } from '../schema/fast-parse.js';
 import { Trajectory, type TrajectoryException, type TrajectoryGroup, type TrajectoryInput } from '../schema/index.js';
 import { GatherEmitter, type GatherEventMap } from './gather-events.js';
@@ -272,9 +272,12 @@ export async function gatherTrajectoryGroups<S>(
   const failures: { exception: TrajectoryException; error: unknown }[] = [];
   const overBudget = (count: number): boolean =>
     maxExceptions > 0 && maxExceptions < 1 ? count / total > maxExceptions : count > maxExceptions;
+  /** Whether an event has listeners (an emitter that cannot say is assumed to listen). */
+  const heard = (name: keyof GatherEventMap<S>): boolean =>
+    typeof events.listenerCount !== 'function' || events.listenerCount(name) > 0;
   const progress = (): void => {
     // Built only when someone listens: it runs after every rollout.
-    if (events.listenerCount('progress') === 0) return;
+    if (!heard('progress')) return;
     emit('progress', {
       done: stats.done,
       total,
@@ -289,10 +292,6 @@ export async function gatherTrajectoryGroups<S>(
     // The attempt rejects as soon as its signal aborts (gather stopped, or timed out), whatever the
     // rollout does with the signal. Both sources are ours, so they reject directly.
     let rejectAttempt: (reason: unknown) => void = () => undefined;
-    const aborted = new Promise<never>((_resolve, reject) => {
-      rejectAttempt = reject;
-    });
-    aborted.catch(() => undefined);
     const abortAttempt = (reason: unknown): void => {
       attemptController.abort(reason);
       rejectAttempt(reason);
@@ -319,10 +318,17 @@ export async function gatherTrajectoryGroups<S>(
         trajectory.start_time ??= startTime;
         if (initialVersion !== undefined) trajectory.initial_policy_version ??= initialVersion;
         if (finalVersion !== undefined) trajectory.final_policy_version ??= finalVersion;
-        if (reward !== undefined) trajectory.reward = await evaluateReward(reward, trajectory, scenario);
+        if (reward !== undefined) {
+          const value = evaluateRewardNow(reward, trajectory, scenario);
+          trajectory.reward = typeof value === 'number' ? value : await value;
+        }
         return trajectory;
       };
-      return await Promise.race([work(), aborted]);
+      // One promise settled by whichever comes first: the work, or an abort (rejectAttempt).
+      return await new Promise<Trajectory>((resolve, reject) => {
+        rejectAttempt = reject;
+        work().then(resolve, reject);
+      });
     } finally {
       clearTimeout(timer);
       running.delete(abortAttempt);
@@ -333,7 +339,7 @@ export async function gatherTrajectoryGroups<S>(
   const runRollout = async (scenario: S, groupIndex: number, index: number): Promise<Outcome> => {
     for (let attempt = 0; ; attempt += 1) {
       if (stopped) return undefined;
-      emit('rollout:start', { groupIndex, index, attempt });
+      if (heard('rollout:start')) emit('rollout:start', { groupIndex, index, attempt });
       try {
         const trajectory = await runAttempt(scenario, groupIndex, index, attempt);
         if (stopped) return undefined;

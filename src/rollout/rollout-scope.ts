@@ -65,7 +65,15 @@ export function runInRolloutScope<T>(scope: RolloutScope, fn: () => T): T {
     closeScope();
     return result;
   }
-  return Promise.resolve(result).finally(closeScope) as T;
+  const settled = (value: unknown): unknown => {
+    closeScope();
+    return value;
+  };
+  const failed = (error: unknown): never => {
+    closeScope();
+    throw error;
+  };
+  return (result instanceof Promise ? result : Promise.resolve(result)).then(settled, failed) as T;
 }
 
 /**
