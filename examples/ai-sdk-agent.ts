@@ -9,12 +9,13 @@
  *    oracle `fetch`, so they look exactly like what the SDK sends. Short on purpose: the model
  *    learns the shape of a tool call, but success stays low.
  * 2. RL, synchronous: each step rolls out 6 cities x 16 through the recording `model.fetch()`,
- *    rewards them and trains one step on the groups, printing the mean success.
- *    (RLTrainer's overlapped sampling pins `model.openai()` clients to a step, not
- *    `model.fetch()`: a framework agent trains in this plain loop.)
+ *    rewards them and trains one step on the groups, printing the mean success of all rollouts.
+ *    (`RLTrainer` samples ahead while a step trains and pins the step of `model.openai()`
+ *    clients only: requests through `model.fetch()` go to the newest checkpoint, so this example
+ *    keeps the plain synchronous loop.)
  *
  * Measured curve: docs/integrations.md ("An AI SDK agent that learns").
- * Run: npx tsx examples/ai-sdk-agent.ts (POLICYLOOP_EXAMPLE_STEPS=<n> for n RL steps, default 50).
+ * Run: npx tsx examples/ai-sdk-agent.ts (POLICYLOOP_EXAMPLE_STEPS=<n> for n RL steps, default 60).
  */
 import { rm } from 'node:fs/promises';
 import { createOpenAI } from '@ai-sdk/openai';
@@ -30,7 +31,7 @@ import {
 } from 'policyloop';
 import { type CityScenario, cityAgent, cityScenarios, demonstration } from './tasks/city-codes.js';
 
-const steps = Number(process.env['POLICYLOOP_EXAMPLE_STEPS'] ?? 50);
+const steps = Number(process.env['POLICYLOOP_EXAMPLE_STEPS'] ?? 60);
 if (!Number.isInteger(steps) || steps < 0)
   throw new Error(
     `Expected POLICYLOOP_EXAMPLE_STEPS to be a whole number, got ${process.env['POLICYLOOP_EXAMPLE_STEPS']}`,
@@ -48,9 +49,9 @@ const provider = createOpenAI({ baseURL: model.inferenceBaseURL, apiKey: model.i
 const llm = provider.chat(model.inferenceName());
 const scenarios = cityScenarios(6);
 
-// 1. SFT warm start: 28 passes over one demonstration per city, one optimizer step each.
+// 1. SFT warm start: 30 passes over one demonstration per city, one optimizer step each.
 const demonstrations = await Promise.all(scenarios.map(demonstration));
-const epochs = 28;
+const epochs = 30;
 const warm = await model.trainSFT(Array.from({ length: epochs }, () => demonstrations).flat(), {
   batchSize: demonstrations.length,
 });
@@ -90,7 +91,8 @@ for (let index = 1; index <= steps; index += 1) {
   const rewards = `success ${mean(groups, success).toFixed(3)}, reward ${mean(groups, (t) => t.reward).toFixed(3)}`;
   // A batch whose groups all have equal rewards carries no gradient (model.train refuses it).
   const flat = groups.every((group) => group.trajectories.every((t) => t.reward === group.trajectories[0]?.reward));
-  if (!flat) await model.train(groups);
+  // The learning rate decays linearly from the engine's default 5e-3 to 1.5e-3: steadier late steps.
+  if (!flat) await model.train(groups, { learningRate: 5e-3 * (1 - (0.7 * (index - 1)) / steps) });
   console.log(`RL step ${index}/${steps}: ${rewards}${flat ? ' (no gradient: skipped)' : ''}, ${elapsed()}`);
 }
 const final = await rollOut();

@@ -65,9 +65,9 @@ describe('examples', () => {
     expect(output).toMatch(/^step \d+ on the local service; history in .*history\.jsonl$/m);
   }, 300_000);
   it('ai-sdk-agent warms up with SFT, then the model drives the AI SDK agent through RL steps (a short run)', async () => {
-    // The full run (50 steps, minutes) is the curve of docs/integrations.md; 2 steps show the loop runs.
+    // The full run (60 steps, minutes) is the curve of docs/integrations.md; 2 steps show the loop runs.
     const output = await runExample('ai-sdk-agent', { POLICYLOOP_EXAMPLE_STEPS: '2' });
-    expect(output).toMatch(/^warm start: SFT on 6 demonstrations x 28 \(step 1\), \d+ s$/m);
+    expect(output).toMatch(/^warm start: SFT on 6 demonstrations x 30 \(step 1\), \d+ s$/m);
     expect(
       output.match(/^RL step [12]\/2: success [01]\.\d{3}, reward \d\.\d{3}( \(no gradient: skipped\))?, \d+ s$/gm),
     ).toHaveLength(2);
