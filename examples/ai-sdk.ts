@@ -3,7 +3,8 @@
  * every step of `generateText` (one chat completion each) lands in the rollout's trajectory.
  * `provider.chat(id)` calls chat completions, which is what the training API serves.
  * Offline, on the local service; the fresh local model has never seen a tool, so it answers in
- * noise, and the reward here is a stand-in (see examples/tool-agent.ts for a warm start).
+ * noise, and the reward here is a stand-in (examples/ai-sdk-agent.ts warm-starts an AI SDK agent
+ * on `agent-chat` and trains it on a verifiable reward).
  * Run: npx tsx examples/ai-sdk.ts
  */
 import { rm } from 'node:fs/promises';

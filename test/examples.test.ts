@@ -17,10 +17,10 @@ const root = path.resolve(import.meta.dirname, '..');
 // `--import tsx` resolves from the working directory, which is empty: name this repository's tsx.
 const tsx = pathToFileURL(path.join(root, 'node_modules', 'tsx', 'dist', 'loader.mjs')).href;
 
-async function runExample(name: string): Promise<string> {
+async function runExample(name: string, extra: NodeJS.ProcessEnv = {}): Promise<string> {
   const cwd = await mkdtemp(path.join(tmpdir(), `policyloop-example-${name}-`));
   try {
-    const environment: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: '1' };
+    const environment: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: '1', ...extra };
     // The hosted example must take its offline path here, whatever the developer's shell holds.
     delete environment['WANDB_API_KEY'];
     delete environment['POLICYLOOP_API_KEY'];
@@ -63,6 +63,15 @@ describe('examples', () => {
   it('hosted runs on the local service when no WANDB_API_KEY is set', async () => {
     const output = await runExample('hosted');
     expect(output).toMatch(/^step \d+ on the local service; history in .*history\.jsonl$/m);
+  }, 300_000);
+  it('ai-sdk-agent warms up with SFT, then the model drives the AI SDK agent through RL steps (a short run)', async () => {
+    // The full run (60 steps, minutes) is the curve of docs/integrations.md; 2 steps show the loop runs.
+    const output = await runExample('ai-sdk-agent', { POLICYLOOP_EXAMPLE_STEPS: '2' });
+    expect(output).toMatch(/^warm start: SFT on 6 demonstrations x 30 \(step 1\), \d+ s$/m);
+    expect(
+      output.match(/^RL step [12]\/2: success [01]\.\d{3}, reward \d\.\d{3}( \(no gradient: skipped\))?, \d+ s$/gm),
+    ).toHaveLength(2);
+    expect(output).toMatch(/^after 2 RL steps: success [01]\.\d{3}, \d+ s$/m);
   }, 300_000);
   for (const name of ['ai-sdk', 'openai-agents', 'langchain', 'mastra']) {
     it(`${name} records an agent framework's completions through model.fetch() and trains on them`, async () => {
