@@ -10,9 +10,8 @@
  *    learns the shape of a tool call, but success stays low.
  * 2. RL, synchronous: each step rolls out 6 cities x 16 through the recording `model.fetch()`,
  *    rewards them and trains one step on the groups, printing the mean success of all rollouts.
- *    (`RLTrainer` samples ahead while a step trains and pins the step of `model.openai()`
- *    clients only: requests through `model.fetch()` go to the newest checkpoint, so this example
- *    keeps the plain synchronous loop.)
+ *    A plain loop, to print each step as it goes; `RLTrainer` runs the same rollout function
+ *    with sampling ahead (it pins `model.fetch()` requests to the step each rollout is stamped with).
  *
  * Measured curve: docs/integrations.md ("An AI SDK agent that learns").
  * Run: npx tsx examples/ai-sdk-agent.ts (POLICYLOOP_EXAMPLE_STEPS=<n> for n RL steps, default 60).

@@ -73,3 +73,45 @@ export function pinnableClient<T extends ChatCompletionsClient>(client: T): T {
     });
   return proxy(client, 'chat', proxy(client.chat, 'completions', proxy(completions, 'create', create)));
 }
+
+/**
+ * The same for a `fetch` (what `model.fetch()` hands to agent frameworks): inside a pin, a
+ * `POST …/chat/completions` whose JSON body names a pinned model's latest name is sent for its
+ * pinned step, and a non-streamed answer's `usage.total_tokens` is counted. Routes to another
+ * client (a baseline) cannot be taken by a fetch: such requests go as they are. Outside a pin, and
+ * for any other request, it changes nothing.
+ */
+export function pinnableFetch(inner: typeof globalThis.fetch): typeof globalThis.fetch {
+  return async (input, init) => {
+    const scope = storage.getStore();
+    const text = init?.body;
+    const url = typeof input === 'string' ? input : input instanceof URL ? input.href : input.url;
+    if (scope === undefined || typeof text !== 'string' || !new URL(url).pathname.endsWith('/chat/completions'))
+      return inner(input, init);
+    let body: { model?: unknown; stream?: unknown };
+    try {
+      body = JSON.parse(text) as { model?: unknown; stream?: unknown };
+    } catch {
+      return inner(input, init);
+    }
+    const route = typeof body.model === 'string' ? scope.routes.get(body.model) : undefined;
+    const sent =
+      route !== undefined && 'step' in route
+        ? { ...init, body: JSON.stringify({ ...body, model: `${body.model as string}:step${route.step}` }) }
+        : init;
+    const response = await inner(input, sent);
+    const onTokens = scope.onTokens;
+    if (onTokens !== undefined && body.stream !== true && response.ok) {
+      // Read from a copy, without holding the caller's answer back.
+      response
+        .clone()
+        .json()
+        .then((answer: { usage?: { total_tokens?: unknown } } | null) => {
+          const tokens = answer?.usage?.total_tokens;
+          if (typeof tokens === 'number' && Number.isFinite(tokens)) onTokens(tokens);
+        })
+        .catch(() => undefined);
+    }
+    return response;
+  };
+}

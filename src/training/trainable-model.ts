@@ -58,7 +58,7 @@ import type { ModelFiles } from './model-files.js';
 import { clearPendingJob, pendingJobPath, readPendingJob, writePendingJob } from './pending-job.js';
 import type { PendingJob } from './pending-job.js';
 import { toSFTRows, writeSFTFile } from './sft-data.js';
-import { pinnableClient } from './step-pin.js';
+import { pinnableClient, pinnableFetch } from './step-pin.js';
 import { assertSomethingToTrain, assertTrainingGroupsShape, hasZeroRewardVariance } from './training-input.js';
 
 /** Options of `new TrainableModel(...)`. */
@@ -468,7 +468,11 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
     const defaults: Record<string, unknown> = { logprobs: true, ...options.defaults };
     const model = defaults['model'];
     if (model === undefined || model === null || model === '') defaults['model'] = this.inferenceName(options.step);
-    return captureFetch({ fetch: connection.fetch, defaults });
+    // Pinnable: an RLTrainer's rollouts sample the step they are stamped with, as with openai().
+    return captureFetch({
+      fetch: pinnableFetch(connection.fetch ?? ((...args) => globalThis.fetch(...args))),
+      defaults,
+    });
   }
 
   /**
