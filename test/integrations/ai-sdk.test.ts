@@ -7,7 +7,7 @@
 import { createOpenAI } from '@ai-sdk/openai';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import { generateText, type LanguageModel, type ModelMessage, stepCountIs, streamText, tool } from 'ai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { captureFetch, gatherTrajectoryGroups, recordTrajectory } from '../../src/index.js';
 import {
@@ -20,21 +20,13 @@ import {
   question,
   SYSTEM,
   meanLogprob,
-  startToolModel,
-  type ToolModel,
+  useToolModel,
   weatherOf,
 } from './tool-model.js';
 
-let setup: ToolModel;
+const setup = useToolModel();
 const hosts = new Set<string>();
 const cities = CITIES.slice(0, 4);
-
-beforeAll(async () => {
-  setup = await startToolModel();
-}, 120_000);
-afterAll(async () => {
-  await setup?.close();
-});
 
 const tools = {
   weather: tool({
@@ -45,7 +37,7 @@ const tools = {
 };
 
 function chatModel(): LanguageModel {
-  const { model } = setup;
+  const { model } = setup.current;
   // `provider.chat(id)`: chat completions (`provider(id)` would call the Responses API).
   const provider = createOpenAI({
     baseURL: model.inferenceBaseURL,
@@ -85,14 +77,14 @@ describe('Vercel AI SDK through captureFetch', () => {
         { groupSize: 2, concurrency: 8, reward: meanLogprob },
       );
       expectRecorded(groups, cities, streaming);
-      const { step } = await setup.model.train(groups);
+      const { step } = await setup.current.model.train(groups);
       expect(step).toBeGreaterThan(0);
       expect([...hosts]).toEqual(['127.0.0.1']);
     }, 300_000);
   }
 
   it('restores the logprobs the SDK drops for ids that look like reasoning models; model.fetch() fills the model', async () => {
-    const { model } = setup;
+    const { model } = setup.current;
     const sent: Record<string, unknown>[] = [];
     const spy: typeof fetch = async (input, init) => {
       sent.push(JSON.parse(String(init?.body)) as Record<string, unknown>);

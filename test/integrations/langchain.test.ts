@@ -8,7 +8,7 @@ import { HumanMessage, type BaseMessage } from '@langchain/core/messages';
 import { tool } from '@langchain/core/tools';
 import { createReactAgent } from '@langchain/langgraph/prebuilt';
 import { ChatOpenAI } from '@langchain/openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { captureFetch, gatherTrajectoryGroups, recordTrajectory } from '../../src/index.js';
 import {
@@ -21,21 +21,13 @@ import {
   meanLogprob,
   question,
   SYSTEM,
-  startToolModel,
-  type ToolModel,
+  useToolModel,
   weatherOf,
 } from './tool-model.js';
 
-let setup: ToolModel;
+const setup = useToolModel();
 const hosts = new Set<string>();
 const cities = CITIES.slice(0, 4);
-
-beforeAll(async () => {
-  setup = await startToolModel();
-}, 120_000);
-afterAll(async () => {
-  await setup?.close();
-});
 
 const weather = tool(async ({ city }: { city: string }) => weatherOf(city), {
   name: 'weather',
@@ -44,7 +36,7 @@ const weather = tool(async ({ city }: { city: string }) => weatherOf(city), {
 });
 
 function chat(): ChatOpenAI {
-  const { model } = setup;
+  const { model } = setup.current;
   return new ChatOpenAI({
     model: model.inferenceName(),
     apiKey: model.inferenceApiKey,
@@ -82,7 +74,7 @@ describe('LangChain.js through captureFetch', () => {
         { groupSize: 2, concurrency: 8, reward: meanLogprob },
       );
       expectRecorded(groups, cities, streaming);
-      const { step } = await setup.model.train(groups);
+      const { step } = await setup.current.model.train(groups);
       expect(step).toBeGreaterThan(0);
       expect([...hosts]).toEqual(['127.0.0.1']);
     }, 300_000);

@@ -6,7 +6,7 @@
 import { createOpenAI } from '@ai-sdk/openai-v2';
 import { Agent } from '@mastra/core/agent';
 import { createTool } from '@mastra/core/tools';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { captureFetch, gatherTrajectoryGroups } from '../../src/index.js';
 import {
@@ -18,21 +18,13 @@ import {
   meanLogprob,
   question,
   SYSTEM,
-  startToolModel,
-  type ToolModel,
+  useToolModel,
   weatherOf,
 } from './tool-model.js';
 
-let setup: ToolModel;
+const setup = useToolModel();
 const hosts = new Set<string>();
 const cities = CITIES.slice(0, 4);
-
-beforeAll(async () => {
-  setup = await startToolModel();
-}, 120_000);
-afterAll(async () => {
-  await setup?.close();
-});
 
 const weather = createTool({
   id: 'weather',
@@ -42,7 +34,7 @@ const weather = createTool({
 });
 
 function agent(): Agent {
-  const { model } = setup;
+  const { model } = setup.current;
   const provider = createOpenAI({
     baseURL: model.inferenceBaseURL,
     apiKey: model.inferenceApiKey,
@@ -81,7 +73,7 @@ describe('Mastra through captureFetch', () => {
         { groupSize: 2, concurrency: 8, reward: meanLogprob },
       );
       expectRecorded(groups, cities, streaming);
-      const { step } = await setup.model.train(groups);
+      const { step } = await setup.current.model.train(groups);
       expect(step).toBeGreaterThan(0);
       expect([...hosts]).toEqual(['127.0.0.1']);
     }, 300_000);

@@ -18,12 +18,11 @@ import {
   meanLogprob,
   question,
   SYSTEM,
-  startToolModel,
-  type ToolModel,
+  useToolModel,
   weatherOf,
 } from './tool-model.js';
 
-let setup: ToolModel;
+const setup = useToolModel();
 const hosts = new Set<string>();
 const everyHost = new Set<string>();
 const cities = CITIES.slice(0, 4);
@@ -37,11 +36,9 @@ beforeAll(async () => {
     everyHost.add(new URL(url).hostname);
     return realFetch(input, init);
   };
-  setup = await startToolModel();
-}, 120_000);
+});
 afterAll(async () => {
   globalThis.fetch = realFetch;
-  await setup?.close();
 });
 
 const weather = tool({
@@ -52,7 +49,7 @@ const weather = tool({
 });
 
 function agent(): Agent {
-  const { model } = setup;
+  const { model } = setup.current;
   const client = new OpenAI({
     baseURL: model.inferenceBaseURL,
     apiKey: model.inferenceApiKey,
@@ -107,7 +104,7 @@ describe('OpenAI Agents SDK through captureFetch', () => {
           { groupSize: 2, concurrency: 8, reward: meanLogprob },
         );
         expectRecorded(groups, cities, stream);
-        const { step } = await setup.model.train(groups);
+        const { step } = await setup.current.model.train(groups);
         expect(step).toBeGreaterThan(0);
         expect([...hosts]).toEqual(['127.0.0.1']);
         expect([...everyHost]).toEqual(['127.0.0.1']);

@@ -6,7 +6,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { expect } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
 import {
   type Choice,
   currentTrajectory,
@@ -52,6 +52,21 @@ export async function startToolModel(): Promise<ToolModel> {
       await rm(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * Starts the tool model before a test file's tests and closes it after them: read `.current`
+ * inside the tests.
+ */
+export function useToolModel(): { readonly current: ToolModel } {
+  const holder: { current?: ToolModel } = {};
+  beforeAll(async () => {
+    holder.current = await startToolModel();
+  }, 120_000);
+  afterAll(async () => {
+    await holder.current?.close();
+  });
+  return holder as { readonly current: ToolModel };
 }
 
 /**
