@@ -75,3 +75,8 @@ export function raceSignal<T>(promise: Promise<T>, signal: AbortSignal | undefin
     );
   });
 }
+
+/** Whether `value` is a promise or another thenable (what `await` would wait for). */
+export function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
+  return typeof (value as { then?: unknown } | null | undefined)?.then === 'function';
+}

@@ -1,5 +1,6 @@
 /** The reward function type and how one is evaluated. */
 import type { Trajectory } from '../schema/index.js';
+import { isPromiseLike } from '../internal/delay.js';
 import { RewardFunctionError } from './reward-errors.js';
 
 /**
@@ -65,7 +66,7 @@ export function evaluateRewardNow<S>(
   } catch (error) {
     return failed(error);
   }
-  if (typeof (value as { then?: unknown } | null)?.then === 'function') {
+  if (isPromiseLike(value)) {
     return Promise.resolve(value).then(checked, failed);
   }
   return checked(value);

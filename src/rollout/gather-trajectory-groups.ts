@@ -3,7 +3,7 @@
  * and retries, rewards, an exception budget, cancellation, policy-version stamps and typed events.
  */
 import { setMaxListeners } from 'node:events';
-import { abortReason, delay, raceSignal } from '../internal/delay.js';
+import { abortReason, delay, isPromiseLike, raceSignal } from '../internal/delay.js';
 import { backoffDelay } from '../internal/backoff.js';
 import { isRetryableStatus, PolicyloopError, userAbortError } from '../internal/errors.js';
 import { formatPath, preview, valueAtPath } from '../internal/format-issues.js';
@@ -149,14 +149,6 @@ function checkOptions<S>(value: GatherOptions<S> | undefined) {
     // A count (>= 1 or 0) or a fraction (between 0 and 1): any finite number >= 0.
     maxExceptions: numberOption('maxExceptions', options.maxExceptions ?? 0, { min: 0 }),
   };
-}
-
-/**
- * The policy version: read twice per rollout, so an answer given at once (`() => model.getStep()`)
- * is used without a trip through the microtask queue.
- */
-function readVersion(read: (() => number | Promise<number>) | undefined): number | Promise<number> | undefined {
-  return read === undefined ? undefined : read();
 }
 
 /** Whether another attempt may succeed. */
@@ -305,22 +297,23 @@ export async function gatherTrajectoryGroups<S>(
     try {
       const work = async (): Promise<Trajectory> => {
         const startTime = new Date().toISOString();
-        const initialRead = readVersion(policyVersion);
-        const initialVersion = typeof initialRead === 'object' ? await initialRead : initialRead;
+        // Read twice per rollout: an answer given at once (`() => model.getStep()`) skips the microtask queue.
+        const initialRead = policyVersion?.();
+        const initialVersion = isPromiseLike(initialRead) ? await initialRead : initialRead;
         const context: RolloutContext = { signal: attemptSignal, trajectory: recorder, index, groupIndex, attempt };
         const returned: unknown = await runInRolloutScope({ recorder, signal: attemptSignal }, () =>
           rollout(scenario, context),
         );
         recorder.close();
-        const finalRead = readVersion(policyVersion);
-        const finalVersion = typeof finalRead === 'object' ? await finalRead : finalRead;
+        const finalRead = policyVersion?.();
+        const finalVersion = isPromiseLike(finalRead) ? await finalRead : finalRead;
         const trajectory = buildTrajectory(recorder[takeTrajectory](), returned);
         trajectory.start_time ??= startTime;
         if (initialVersion !== undefined) trajectory.initial_policy_version ??= initialVersion;
         if (finalVersion !== undefined) trajectory.final_policy_version ??= finalVersion;
         if (reward !== undefined) {
           const value = evaluateRewardNow(reward, trajectory, scenario);
-          trajectory.reward = typeof value === 'number' ? value : await value;
+          trajectory.reward = isPromiseLike(value) ? await value : value;
         }
         return trajectory;
       };

@@ -5,6 +5,7 @@
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { TrajectoryInput } from '../schema/index.js';
+import { isPromiseLike } from '../internal/delay.js';
 import { PolicyloopError } from '../internal/errors.js';
 import { TrajectoryRecorder, type HistoryRecorder } from './trajectory-recorder.js';
 
@@ -61,7 +62,7 @@ export function runInRolloutScope<T>(scope: RolloutScope, fn: () => T): T {
     closeScope();
     throw error;
   }
-  if (typeof (result as { then?: unknown } | null)?.then !== 'function') {
+  if (!isPromiseLike(result)) {
     closeScope();
     return result;
   }
@@ -73,7 +74,7 @@ export function runInRolloutScope<T>(scope: RolloutScope, fn: () => T): T {
     closeScope();
     throw error;
   };
-  return (result instanceof Promise ? result : Promise.resolve(result)).then(settled, failed) as T;
+  return Promise.resolve(result).then(settled, failed) as T;
 }
 
 /**

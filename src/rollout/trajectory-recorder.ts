@@ -90,9 +90,7 @@ export class HistoryRecorder {
 
   /** This conversation as an `additional_histories` entry (`AdditionalHistory`). */
   toHistory(): AdditionalHistory {
-    const history: AdditionalHistory = { messages_and_choices: clonePlain(this.messagesAndChoices) };
-    if (this.tools !== null) history.tools = clonePlain(this.tools);
-    return history;
+    return historyEntry(this, clonePlain(this.messagesAndChoices));
   }
 }
 
@@ -204,11 +202,7 @@ export class TrajectoryRecorder extends HistoryRecorder {
   private build(itemsOf: (history: HistoryRecorder) => MessageOrChoice[]): TrajectoryInput {
     const trajectory: TrajectoryInput = {
       messages_and_choices: itemsOf(this),
-      additional_histories: this.additionalHistories.map((history) => {
-        const entry: AdditionalHistory = { messages_and_choices: itemsOf(history) };
-        if (history.tools !== null) entry.tools = clonePlain(history.tools);
-        return entry;
-      }),
+      additional_histories: this.additionalHistories.map((history) => historyEntry(history, itemsOf(history))),
       metrics: { ...this.metrics },
       metadata: clonePlain(this.metadata),
       logs: [...this.logs],
@@ -217,6 +211,13 @@ export class TrajectoryRecorder extends HistoryRecorder {
     if (this.reward !== undefined) trajectory.reward = this.reward;
     return trajectory;
   }
+}
+
+/** The `additional_histories` entry of `history` with `items` (its tools copied). */
+function historyEntry(history: HistoryRecorder, items: MessageOrChoice[]): AdditionalHistory {
+  const entry: AdditionalHistory = { messages_and_choices: items };
+  if (history.tools !== null) entry.tools = clonePlain(history.tools);
+  return entry;
 }
 
 /** {@link HistoryRecorder.takeItems} of another history (protected members are reachable from the class body only through `this`). */

@@ -1,5 +1,4 @@
 /** Models, checkpoints and the log route. */
-import { topLevelArrayElements } from '../json-slices.js';
 import { rm } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import type { Context } from 'hono';
@@ -18,6 +17,7 @@ import {
 import { fastParseLogRequest } from '../../schema/fast-parse.js';
 import { HttpError, validationFailure } from '../http-error.js';
 import { idempotentWrite, type WriteRequest } from '../idempotency.js';
+import { topLevelArrayElements } from '../json-slices.js';
 import type { RouteTable } from '../route-table.js';
 import {
   parseBody,
