@@ -374,6 +374,42 @@ def make_prompts(tokenizer) -> list[dict]:
 
 
 # --------------------------------------------------------------------------------------------
+# intermediate values, to find where a mismatching forward pass goes wrong
+
+
+@torch.no_grad()
+def intermediates(model, prompt: dict) -> dict:
+    """Hidden states of one prompt after the embedding, after each decoder layer and after the final
+    norm (forward hooks), and the rotary inverse frequencies the model uses."""
+    captured: dict[str, torch.Tensor] = {}
+
+    def keep(name):
+        def hook(_module, _inputs, output):
+            captured[name] = (output[0] if isinstance(output, tuple) else output)[0].float().clone()
+
+        return hook
+
+    inner = model.model
+    handles = [inner.embed_tokens.register_forward_hook(keep("embeddings"))]
+    handles += [layer.register_forward_hook(keep(f"layer{i}")) for i, layer in enumerate(inner.layers)]
+    handles.append(inner.norm.register_forward_hook(keep("final_norm")))
+    try:
+        logits_of(model, prompt["ids"])
+    finally:
+        for handle in handles:
+            handle.remove()
+    return {
+        "prompt": prompt["name"],
+        "ids": prompt["ids"],
+        "rope_inv_freq": fmt(inner.rotary_emb.inv_freq.float().numpy()),
+        "rope_attention_scaling": float(inner.rotary_emb.attention_scaling),
+        "embeddings": fmt(captured["embeddings"].numpy()),
+        "layers": [fmt(captured[f"layer{i}"].numpy()) for i in range(len(inner.layers))],
+        "final_norm": fmt(captured["final_norm"].numpy()),
+    }
+
+
+# --------------------------------------------------------------------------------------------
 # observed float32 tolerances
 
 
@@ -600,6 +636,11 @@ def generate_fixtures() -> None:
         "models": {},
         "observed": {},
     }
+    debug = {
+        "format": "policyloop reference intermediates v1",
+        "layout": "models[name].{embeddings,final_norm,layers[i]}[position][hidden]: float32, one prompt",
+        "models": {},
+    }
     report = {}
     for spec in model_specs():
         folder = make_model(spec, tokenizer)
@@ -612,10 +653,12 @@ def generate_fixtures() -> None:
             "weights_dtype": str(spec["dtype"]).replace("torch.", ""),
             "prompts": prompt_entries(model, prompts),
         }
+        debug["models"][spec["name"]] = intermediates(model, next(p for p in prompts if p["name"] == "random-7"))
         fixture["observed"][spec["name"]] = observed_differences(folder, prompts)
         report[spec["name"]] = {"observed": fixture["observed"][spec["name"]]}
         report[spec["name"]]["lora"] = make_lora(spec, folder, prompts)
     (OUT / "logits.json").write_text(json.dumps(fixture) + "\n")
+    (OUT / "intermediates.json").write_text(json.dumps(debug) + "\n")
     print(json.dumps(report, indent=1))
 
 

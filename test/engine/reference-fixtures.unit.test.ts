@@ -176,6 +176,20 @@ const logitsFixture = json<{
   observed: Record<string, Record<string, number>>;
 }>('logits.json');
 
+const intermediates = json<{
+  models: Record<
+    string,
+    {
+      prompt: string;
+      ids: number[];
+      rope_inv_freq: number[];
+      embeddings: number[][];
+      layers: number[][][];
+      final_norm: number[][];
+    }
+  >;
+}>('intermediates.json');
+
 describe('reference model folders', () => {
   it('records the pinned generator versions', () => {
     expect(logitsFixture.generator).toMatchObject({
@@ -249,6 +263,20 @@ describe('reference model folders', () => {
       const entry = logitsFixture.models[model];
       expectLogits(entry?.prompts ?? [], json<Config>(model, 'config.json').vocab_size);
       expect(entry?.prompts.map((prompt) => prompt.ids.length)).toEqual([1, 3, 7, 12, 6, 22]);
+      // the intermediate values have the model's shapes
+      const inner = intermediates.models[model];
+      const config = json<Config>(model, 'config.json');
+      const positions = inner?.ids.length ?? 0;
+      expect(inner?.ids).toEqual(entry?.prompts.find((prompt) => prompt.name === inner?.prompt)?.ids);
+      expect(inner?.rope_inv_freq.length).toBe(
+        (config.head_dim ?? config.hidden_size / config.num_attention_heads) / 2,
+      );
+      expect(inner?.layers.length).toBe(config.num_hidden_layers);
+      for (const states of [inner?.embeddings, inner?.final_norm, ...(inner?.layers ?? [])]) {
+        expect(states?.length).toBe(positions);
+        for (const row of states ?? [])
+          expect(row.length === config.hidden_size && row.every(Number.isFinite)).toBe(true);
+      }
       // the measured float32 spread stays below the tolerance the README states
       for (const value of Object.values(logitsFixture.observed[model] ?? {})) expect(value).toBeLessThan(1e-4);
     });
