@@ -524,7 +524,8 @@ def make_lora(spec: dict, folder: Path, prompts: list[dict]) -> dict:
 
     # logits of the PeftModel
     entries = prompt_entries(model, prompts)
-    base_logits = {p["name"]: logits_of(load_model(folder), p["ids"]) for p in prompts}
+    plain = load_model(folder)
+    base_logits = {p["name"]: logits_of(plain, p["ids"]) for p in prompts}
     changed = min(float((torch.tensor(e["logits"]) - base_logits[e["name"]]).abs().max()) for e in entries)
     assert changed > 0.05, f"{spec['name']}: the adapter barely changes the logits ({changed})"
 
