@@ -5,7 +5,9 @@
  * parsing of each family.
  */
 import { readFileSync } from 'node:fs';
-import { rm } from 'node:fs/promises';
+import { copyFile, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EngineInputError } from '../../src/engine/types.js';
 import { loadTextLayer } from '../../src/engine/hf/text-layer.js';
@@ -91,5 +93,231 @@ describe('text layer against transformers (test/fixtures/reference/chat-template
     }
     expect(text.renderChat(entry.messages, options)).toBe(entry.text);
     expect(text.encodeChat(entry.messages, options)).toEqual(entry.ids);
+  });
+});
+
+/** The assistant turns of a rendering that transformers wrote (the text between the turn's header and its end). */
+function assistantTurns(model: ReferenceModel, rendered: string): string[] {
+  const [open, close] =
+    model === 'qwen3'
+      ? ['<|im_start|>assistant\n', '<|im_end|>']
+      : ['<|start_header_id|>assistant<|end_header_id|>\n\n', '<|eot_id|>'];
+  return rendered
+    .split(open)
+    .slice(1)
+    .flatMap((part) => (part.includes(close) ? [part.slice(0, part.indexOf(close))] : []));
+}
+
+function fixtureCase(name: string): Fixture['cases'][number] {
+  const found = fixture.cases.find((entry) => entry.name === name);
+  if (!found?.text) throw new Error(`No rendered fixture case ${name}`);
+  return found;
+}
+
+function callsOf(message: ChatMessage): { name: string; arguments: unknown }[] {
+  if (message.role !== 'assistant') return [];
+  return (message.tool_calls ?? []).map((call) =>
+    call.type === 'function' ? { name: call.function.name, arguments: JSON.parse(call.function.arguments) } : null,
+  ) as { name: string; arguments: unknown }[];
+}
+
+describe('parseAssistant reads back the tool calls transformers rendered', () => {
+  it('Qwen3: parallel <tool_call> blocks become OpenAI tool_calls with their arguments as JSON strings', () => {
+    const entry = fixtureCase('qwen3 parallel tool calls and results');
+    const [turn] = assistantTurns('qwen3', entry.text as string);
+    expect(turn).toContain('<tool_call>');
+    const parsed = layer('qwen3').parseAssistant(turn as string);
+    expect(parsed.content).toBeNull();
+    expect(parsed.reasoning).toBeUndefined();
+    const calls = parsed.tool_calls ?? [];
+    expect(
+      calls.map((call) =>
+        call.type === 'function' ? { name: call.function.name, arguments: JSON.parse(call.function.arguments) } : call,
+      ),
+    ).toEqual(callsOf(entry.messages[2] as ChatMessage));
+    expect(calls.every((call) => call.type === 'function' && /^call_[0-9a-f]{24}$/.test(call.id))).toBe(true);
+    expect(new Set(calls.map((call) => call.id)).size).toBe(2);
+  });
+
+  it('Qwen3: text before a call is content', () => {
+    const entry = fixtureCase('qwen3 tool call with content, result, final answer, next turn');
+    const [turn, answer] = assistantTurns('qwen3', entry.text as string);
+    const parsed = layer('qwen3').parseAssistant(turn as string);
+    expect(parsed.content).toBe('Let me add them.');
+    expect(parsed.tool_calls?.map((call) => (call.type === 'function' ? call.function : null))).toEqual([
+      { name: 'add', arguments: '{"a":2,"b":40}' },
+    ]);
+    expect(layer('qwen3').parseAssistant(answer as string)).toEqual({ content: '2 + 40 = 42.' });
+  });
+
+  it('Qwen3: <think> text is returned as reasoning and left out of the content', () => {
+    const entry = fixtureCase('qwen3 reasoning in history');
+    const turns = assistantTurns('qwen3', entry.text as string);
+    expect(layer('qwen3').parseAssistant(turns[1] as string)).toEqual({ content: 'No.', reasoning: '9 = 3 * 3.' });
+    // The empty think block Qwen3 writes when thinking is off gives no reasoning.
+    expect(layer('qwen3').parseAssistant('<think>\n\n</think>\n\nTwelve.')).toEqual({ content: 'Twelve.' });
+    // Cut off while thinking (max_tokens): all reasoning, no answer.
+    expect(layer('qwen3').parseAssistant('<think>\nLet me see, 7 is')).toEqual({
+      content: null,
+      reasoning: 'Let me see, 7 is',
+    });
+  });
+
+  it('Qwen3: reasoning then parallel calls', () => {
+    const text =
+      '<think>\nTwo cities, two calls.\n</think>\n\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Rome"}}\n</tool_call>';
+    const parsed = layer('qwen3').parseAssistant(text, { makeId: (index) => `call_${index}` });
+    expect(parsed).toEqual({
+      content: null,
+      reasoning: 'Two cities, two calls.',
+      tool_calls: [
+        { id: 'call_0', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } },
+        { id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Rome"}' } },
+      ],
+    });
+  });
+
+  it('ids are stable: the same completion gets the same ids, another completion others', () => {
+    const text = '<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n</tool_call>';
+    const first = layer('qwen3').parseAssistant(text).tool_calls?.[0]?.id;
+    expect(layer('qwen3').parseAssistant(text).tool_calls?.[0]?.id).toBe(first);
+    expect(layer('qwen3').parseAssistant(`${text} `).tool_calls?.[0]?.id).not.toBe(first);
+  });
+
+  it.each([
+    ['an unclosed block', 'Sure. <tool_call>\n{"name": "add", "arguments": {"a": 1}'],
+    ['a stray closing tag', '{"name": "add"}</tool_call>'],
+    ['a body that is not JSON', '<tool_call>\nadd(1, 2)\n</tool_call>'],
+    ['a call without a name', '<tool_call>\n{"arguments": {"a": 1}}\n</tool_call>'],
+    ['arguments that are not an object', '<tool_call>\n{"name": "add", "arguments": [1, 2]}\n</tool_call>'],
+    [
+      'one good and one broken block',
+      '<tool_call>\n{"name": "add", "arguments": {}}\n</tool_call>\n<tool_call>\n{"name": \n</tool_call>',
+    ],
+  ])('Qwen3: %s is plain content', (_label, text) => {
+    expect(layer('qwen3').parseAssistant(text)).toEqual({ content: text });
+  });
+
+  it('Llama 3.1: the {"name", "parameters"} form becomes a tool call', () => {
+    const entry = fixtureCase('llama3.1 tool call, result, next turn');
+    const [turn, answer] = assistantTurns('llama3.1', entry.text as string);
+    expect(turn).toBe('{"name": "add", "parameters": {"a": 2, "b": 40}}');
+    const parsed = layer('llama3.1').parseAssistant(turn as string, { makeId: () => 'call_x' });
+    expect(parsed).toEqual({
+      content: null,
+      tool_calls: [{ id: 'call_x', type: 'function', function: { name: 'add', arguments: '{"a":2,"b":40}' } }],
+    });
+    expect(layer('llama3.1').parseAssistant(answer as string)).toEqual({ content: '2 + 40 = 42.' });
+  });
+
+  it('Llama 3.1: <|python_tag|> and several calls separated by ";" or in an array', () => {
+    const two = [
+      { name: 'get_weather', arguments: { city: 'Paris' } },
+      { name: 'get_weather', arguments: { city: 'Rome; Italy' } },
+    ];
+    for (const text of [
+      '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Paris"}}; {"name": "get_weather", "parameters": {"city": "Rome; Italy"}}',
+      '[{"name": "get_weather", "parameters": {"city": "Paris"}}, {"name": "get_weather", "arguments": {"city": "Rome; Italy"}}]',
+    ]) {
+      const parsed = layer('llama3.1').parseAssistant(text);
+      expect(parsed.content).toBeNull();
+      expect(
+        parsed.tool_calls?.map((call) =>
+          call.type === 'function'
+            ? { name: call.function.name, arguments: JSON.parse(call.function.arguments) }
+            : call,
+        ),
+      ).toEqual(two);
+    }
+  });
+
+  it.each([
+    ['prose', 'The answer is 42.'],
+    ['JSON that is not a call', '{"answer": 42}'],
+    ['a call followed by prose', '{"name": "add", "parameters": {"a": 1}} and then I stop'],
+    ['truncated JSON', '{"name": "add", "parameters": {"a": 1'],
+  ])('Llama 3.1: %s is plain content', (_label, text) => {
+    expect(layer('llama3.1').parseAssistant(text)).toEqual({ content: text });
+  });
+
+  it('a call to a custom tool of the request becomes a custom tool call', () => {
+    const tools: Tool[] = [{ type: 'custom', custom: { name: 'shell' } }];
+    const parsed = layer('qwen3').parseAssistant(
+      '<tool_call>\n{"name": "shell", "arguments": {"input": "ls -la"}}\n</tool_call>',
+      { tools, makeId: () => 'c' },
+    );
+    expect(parsed.tool_calls).toEqual([{ id: 'c', type: 'custom', custom: { name: 'shell', input: 'ls -la' } }]);
+  });
+});
+
+describe('renderChat beyond what transformers takes', () => {
+  const question = fixtureCase('qwen3 system and user');
+
+  it('developer messages render as system messages, text parts as their joined text', () => {
+    const messages: ChatMessage[] = [
+      {
+        role: 'developer',
+        content: [
+          { type: 'text', text: 'You are a terse assistant. ' },
+          { type: 'text', text: 'Answer in one line.' },
+        ],
+      },
+      { role: 'user', content: [{ type: 'text', text: 'Hi there!' }] },
+    ];
+    expect(layer('qwen3').renderChat(messages, { addGenerationPrompt: true })).toBe(question.text);
+  });
+
+  it('an image part is refused with a message that says where', () => {
+    const messages: ChatMessage[] = [
+      { role: 'user', content: [{ type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } }] },
+    ];
+    expect(() => layer('qwen3').renderChat(messages, { addGenerationPrompt: true })).toThrow(
+      /expected a text content part at messages\[0\]\.content\[0\], got type "image_url"/,
+    );
+  });
+
+  it('empty tools are no tools', () => {
+    expect(layer('qwen3').renderChat(question.messages, { tools: [], addGenerationPrompt: true })).toBe(question.text);
+  });
+
+  it('a template that never reads `tools` refuses tools instead of dropping them', async () => {
+    const folder = await mkdtemp(path.join(tmpdir(), 'text-layer-plain-'));
+    try {
+      const source = folders.get('qwen3') as string;
+      for (const name of ['tokenizer.json', 'tokenizer_config.json'])
+        await copyFile(path.join(source, name), path.join(folder, name));
+      await writeFile(
+        path.join(folder, 'chat_template.jinja'),
+        '{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}',
+      );
+      const plain = await loadTextLayer(folder);
+      expect(plain.renderChat([{ role: 'user', content: 'hi' }], { addGenerationPrompt: true })).toBe(
+        '<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n',
+      );
+      expect(() =>
+        plain.renderChat([{ role: 'user', content: 'hi' }], {
+          tools: fixture.cases.find((entry) => entry.tools)?.tools ?? [],
+          addGenerationPrompt: true,
+        }),
+      ).toThrow(/does not render tools/);
+    } finally {
+      await rm(folder, { recursive: true, force: true });
+    }
+  });
+
+  it('strftime_now gives the layer clock’s date in English, as Python does', async () => {
+    const folder = await mkdtemp(path.join(tmpdir(), 'text-layer-date-'));
+    try {
+      const source = folders.get('qwen3') as string;
+      for (const name of ['tokenizer.json', 'tokenizer_config.json'])
+        await copyFile(path.join(source, name), path.join(folder, name));
+      await writeFile(path.join(folder, 'chat_template.jinja'), '{{ strftime_now("%d %b %Y, %A %B %-d") }}');
+      const dated = await loadTextLayer(folder, { now: () => new Date(2026, 2, 7, 9, 5) });
+      expect(dated.renderChat([{ role: 'user', content: 'hi' }], { addGenerationPrompt: true })).toBe(
+        '07 Mar 2026, Saturday March 7',
+      );
+    } finally {
+      await rm(folder, { recursive: true, force: true });
+    }
   });
 });

@@ -149,10 +149,20 @@ const MONTHS = [
   'December',
 ];
 
-/** Python's `datetime.strftime` for the directives chat templates use (English names, local time). */
+/**
+ * Python's `datetime.strftime` for the directives chat templates use (English names, local time,
+ * glibc's `%-d` without padding); other directives are left as written.
+ */
 export function strftime(date: Date, format: string): string {
   const pad = (value: number, width = 2): string => String(value).padStart(width, '0');
-  return format.replace(/%([a-zA-Z%])/g, (whole, directive: string) => {
+  return format.replace(/%(-?)([a-zA-Z%])/g, (whole, noPadding: string, directive: string) => {
+    const value = directive === '%' ? '%' : field(directive);
+    if (value === null) return whole;
+    // `%-d` (glibc): the number without its leading zeros.
+    return noPadding ? value.replace(/^0+(?=\d)/, '') : value;
+  });
+
+  function field(directive: string): string | null {
     switch (directive) {
       case 'd':
         return pad(date.getDate());
@@ -184,12 +194,10 @@ export function strftime(date: Date, format: string): string {
         const start = new Date(date.getFullYear(), 0, 1);
         return pad(Math.floor((date.getTime() - start.getTime()) / 86_400_000) + 1, 3);
       }
-      case '%':
-        return '%';
       default:
-        return whole;
+        return null;
     }
-  });
+  }
 }
 
 /** A compiled chat template and what it needs to render. */
