@@ -96,6 +96,22 @@ describe('text layer against transformers (test/fixtures/reference/chat-template
   });
 });
 
+describe('tokenBytes', () => {
+  it.each(['qwen3', 'llama3.1'] as const)(
+    '%s: the bytes of the tokens of a text are the UTF-8 of the text, split characters included',
+    (model) => {
+      for (const entry of fixture.texts.filter((text) => text.model === model)) {
+        const bytes = entry.ids.flatMap((id) => layer(model).tokenBytes(id));
+        expect(Buffer.from(bytes).toString('utf8')).toBe(entry.text);
+      }
+      // "🙂" is four bytes; in byte-level BPE a token may hold only some of them.
+      const ids = layer(model).encode('🙂🙂🙂 ok');
+      expect(Buffer.from(ids.flatMap((id) => layer(model).tokenBytes(id)))).toEqual(Buffer.from('🙂🙂🙂 ok'));
+      expect(layer(model).tokenBytes(layer(model).vocabularySize + 5)).toEqual([]);
+    },
+  );
+});
+
 /** The assistant turns of a rendering that transformers wrote (the text between the turn's header and its end). */
 function assistantTurns(model: ReferenceModel, rendered: string): string[] {
   const [open, close] =
