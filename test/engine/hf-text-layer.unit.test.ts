@@ -112,6 +112,45 @@ describe('tokenBytes', () => {
   );
 });
 
+describe('logprob entries', () => {
+  it.each(['qwen3', 'llama3.1'] as const)(
+    '%s: every id of the vocabulary comes back from its bytes, and from its token string when that is text',
+    (model) => {
+      const text = layer(model);
+      let fromStrings = 0;
+      const failures: number[] = [];
+      for (let id = 0; id < text.vocabularySize; id += 1) {
+        const token = text.tokenString(id);
+        if (text.recoverTokenId({ token, bytes: text.tokenBytes(id) }) !== id) failures.push(id);
+        if (!token.includes('\\')) {
+          if (text.recoverTokenId({ token }) !== id) failures.push(id);
+          fromStrings += 1;
+        }
+      }
+      expect(failures).toEqual([]);
+      // Most tokens are whole characters; the rest are pieces of multi-byte ones.
+      expect(fromStrings / text.vocabularySize).toBeGreaterThan(0.8);
+      expect(text.recoverTokenId({ token: `token_id:${text.vocabularySize - 1}` })).toBe(text.vocabularySize - 1);
+      expect(text.recoverTokenId({ token: `token_id:${text.vocabularySize}` })).toBeNull();
+      expect(text.recoverTokenId({ token: 'x', bytes: [0xff, 0xfe, 0xfd, 0xfc, 0xfb] })).toBeNull();
+    },
+    60_000,
+  );
+
+  it('a piece of a character is spelled as escaped bytes, a whole one as text', () => {
+    const text = layer('qwen3');
+    // A rare character (an Egyptian hieroglyph) is split across byte tokens.
+    const ids = text.encode('\u{13000}');
+    expect(ids.length).toBeGreaterThan(1);
+    expect(ids.map((id) => text.tokenString(id)).join('')).toMatch(/^(\\x[0-9a-f]{2})+$/);
+    expect(text.tokenString(text.encode('\uFEFF')[0] as number)).toBe('\uFEFF');
+    const [hello] = text.encode('Hello');
+    expect(text.tokenString(hello as number)).toBe('Hello');
+    expect(text.tokenString(hello as number, true)).toBe(`token_id:${hello}`);
+    expect(text.tokenString(151645)).toBe('<|im_end|>');
+  });
+});
+
 /** The assistant turns of a rendering that transformers wrote (the text between the turn's header and its end). */
 function assistantTurns(model: ReferenceModel, rendered: string): string[] {
   const [open, close] =

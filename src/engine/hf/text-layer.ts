@@ -84,6 +84,19 @@ export interface TextLayer {
   decode(ids: readonly number[], options?: DecodeOptions): string;
   /** The UTF-8 bytes of one token (its piece of text; a partial character is a partial sequence). */
   tokenBytes(id: number): number[];
+  /**
+   * The `token` string of a logprob entry: the token's text when its bytes are valid UTF-8, else
+   * its bytes with printable ASCII as is and the others as `\xNN`. With `asTokenId`, `token_id:<id>`.
+   */
+  tokenString(id: number, asTokenId?: boolean): string;
+  /**
+   * The id of a logprob entry this layer wrote (`token_id:<id>`, else its `bytes`, else the UTF-8 of
+   * its `token`), or null when no token of this vocabulary has it.
+   */
+  recoverTokenId(entry: {
+    readonly token: string;
+    readonly bytes?: readonly number[] | null | undefined;
+  }): number | null;
   /** The prompt text the model's own chat template renders for `messages`. */
   renderChat(messages: readonly ChatMessage[], options: ChatRenderOptions): string;
   /** Splits a completion into content, tool calls and reasoning, the way this family writes them. */
@@ -99,6 +112,14 @@ export interface TextLayerOptions {
 }
 
 type Json = Record<string, unknown>;
+
+/** A byte of a token that is not valid UTF-8, as tiktoken-style APIs spell it. */
+function byteString(byte: number): string {
+  if (byte >= 0x20 && byte < 0x7f) return String.fromCharCode(byte);
+  if (byte === 0x0a) return '\n';
+  if (byte === 0x09) return '\t';
+  return `\\x${byte.toString(16).padStart(2, '0')}`;
+}
 
 async function readJson(file: string, required: boolean): Promise<Json | null> {
   let text: string;
@@ -282,6 +303,7 @@ export async function loadTextLayer(dir: string, options: TextLayerOptions = {})
   const byteLevel = usesByteLevel(tokenizerJson['decoder']) || usesByteLevel(tokenizerJson['pre_tokenizer']);
   const byteOf = byteLevel ? byteLevelDecoder() : null;
   const utf8 = new TextEncoder();
+  const strictUtf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
   const now = options.now ?? (() => new Date());
 
   const encode = (text: string): number[] => tokenizer.encode(text, { add_special_tokens: false }).ids;
@@ -310,6 +332,19 @@ export async function loadTextLayer(dir: string, options: TextLayerOptions = {})
     });
   };
 
+  const tokenBytes = (id: number): number[] => {
+    const added = addedTokens.get(id);
+    if (added) return [...utf8.encode(added.content)];
+    const piece = tokenizer.id_to_token(id);
+    if (piece === undefined) return [];
+    if (byteOf) return [...piece].map((char) => byteOf.get(char) ?? 0x3f);
+    // SentencePiece-style vocabularies (Llama 2, TinyLlama): byte-fallback tokens and ▁ for spaces.
+    const byteFallback = /^<0x([0-9A-Fa-f]{2})>$/.exec(piece);
+    if (byteFallback) return [Number.parseInt(byteFallback[1] as string, 16)];
+    return [...utf8.encode(piece.replaceAll('\u2581', ' '))];
+  };
+  let idOfBytes: Map<string, number> | null = null;
+
   return {
     vocabularySize,
     stopTokenIds,
@@ -322,15 +357,33 @@ export async function loadTextLayer(dir: string, options: TextLayerOptions = {})
         clean_up_tokenization_spaces: false,
       });
     },
-    tokenBytes(id) {
-      const added = addedTokens.get(id);
-      if (added) return [...utf8.encode(added.content)];
-      const piece = tokenizer.id_to_token(id);
-      if (piece === undefined) return [];
-      if (byteOf) return [...piece].map((char) => byteOf.get(char) ?? 0x3f);
-      const byteFallback = /^<0x([0-9A-Fa-f]{2})>$/.exec(piece);
-      if (byteFallback) return [Number.parseInt(byteFallback[1] as string, 16)];
-      return [...utf8.encode(piece.replaceAll('\u2581', ' '))];
+    tokenBytes,
+    tokenString(id, asTokenId = false) {
+      if (asTokenId) return `token_id:${id}`;
+      const bytes = tokenBytes(id);
+      try {
+        return strictUtf8.decode(Uint8Array.from(bytes));
+      } catch {
+        return bytes.map(byteString).join('');
+      }
+    },
+    recoverTokenId(entry) {
+      const match = /^token_id:(\d+)$/.exec(entry.token);
+      if (match) {
+        const id = Number(match[1]);
+        return id < vocabularySize ? id : null;
+      }
+      const bytes = entry.bytes ?? [...utf8.encode(entry.token)];
+      if (bytes.length === 0) return null;
+      if (!idOfBytes) {
+        // Built on first use: ~150k keys. Ascending ids, so a shared spelling keeps the lower id.
+        idOfBytes = new Map();
+        for (let id = 0; id < vocabularySize; id += 1) {
+          const key = tokenBytes(id).join(',');
+          if (key.length > 0 && !idOfBytes.has(key)) idOfBytes.set(key, id);
+        }
+      }
+      return idOfBytes.get(bytes.join(',')) ?? null;
     },
     renderChat,
     parseAssistant(text, parseOptions = {}) {
