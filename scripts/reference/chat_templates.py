@@ -180,6 +180,30 @@ CASES = [
         {},
     ),
     (
+        "qwen3 multi-step tool use keeps the reasoning after the last user turn",
+        "qwen3",
+        [
+            {"role": "user", "content": "Add 2 and 40, then double it."},
+            {
+                "role": "assistant",
+                "content": None,
+                "reasoning": "First the sum.",
+                "tool_calls": [call("c1", "add", {"a": 2, "b": 40})],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": "42"},
+            {
+                "role": "assistant",
+                "content": "",
+                "reasoning_content": "Now double 42.",
+                "tool_calls": [call("c2", "add", {"a": 42, "b": 42})],
+            },
+            {"role": "tool", "tool_call_id": "c2", "content": "84"},
+        ],
+        [ADD],
+        True,
+        {},
+    ),
+    (
         "qwen3 thinking disabled",
         "qwen3",
         [{"role": "user", "content": "Say <|im_end|> literally, then stop."}],
