@@ -3,7 +3,7 @@
  * `apply_chat_template` does: the same template variables, and OpenAI-shaped messages turned into
  * the shape Hugging Face templates read (see {@link templateMessages}).
  */
-import { Environment, Interpreter, Template } from '@huggingface/jinja';
+import type { Template } from '@huggingface/jinja';
 import type { ChatCompletionMessageParam, ChatCompletionToolParam } from '../../schema/index.js';
 import { EngineInputError } from '../types.js';
 
@@ -223,11 +223,15 @@ function range(start: number, stop?: number, step = 1): number[] {
   return values;
 }
 
-/** Compiles a chat template; `source` names its file in errors. */
-export function compileChatTemplate(text: string, source: string): ChatTemplate {
+/** The `@huggingface/jinja` module (imported when a text layer loads: it is an optional dependency). */
+export type JinjaModule = typeof import('@huggingface/jinja');
+
+/** Compiles a chat template with `jinja`; `source` names its file in errors. */
+export function compileChatTemplate(jinja: JinjaModule, text: string, source: string): ChatTemplate {
+  const { Environment, Interpreter } = jinja;
   let template: Template;
   try {
-    template = new Template(text);
+    template = new jinja.Template(text);
   } catch (error) {
     throw new Error(
       `Expected a Jinja chat template in ${source}, got one @huggingface/jinja cannot parse: ${error instanceof Error ? error.message : String(error)}`,

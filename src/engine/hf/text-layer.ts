@@ -16,7 +16,7 @@ import { EngineInputError } from '../types.js';
 import { parseAssistantText } from './assistant-parser.js';
 import type { ToolCallFormat } from './assistant-parser.js';
 import { compileChatTemplate, strftime, templateMessages, templateTools } from './chat-render.js';
-import type { ChatTemplate } from './chat-render.js';
+import type { ChatTemplate, JinjaModule } from './chat-render.js';
 
 export type { ToolCallFormat } from './assistant-parser.js';
 
@@ -246,11 +246,12 @@ function idsOf(value: unknown): number[] {
  */
 export async function loadTextLayer(dir: string, options: TextLayerOptions = {}): Promise<TextLayer> {
   let tokenizers: typeof import('@huggingface/tokenizers');
+  let jinja: JinjaModule;
   try {
-    tokenizers = await import('@huggingface/tokenizers');
+    [tokenizers, jinja] = await Promise.all([import('@huggingface/tokenizers'), import('@huggingface/jinja')]);
   } catch (error) {
     throw new Error(
-      `Real models need the optional dependency @huggingface/tokenizers (npm install @huggingface/tokenizers @huggingface/jinja); importing it failed: ${error instanceof Error ? error.message : String(error)}`,
+      `Real models need the optional dependencies @huggingface/tokenizers and @huggingface/jinja (npm install @huggingface/tokenizers @huggingface/jinja); importing them failed: ${error instanceof Error ? error.message : String(error)}`,
     );
   }
   const tokenizerJson = (await readJson(path.join(dir, 'tokenizer.json'), true)) as Json;
@@ -291,9 +292,11 @@ export async function loadTextLayer(dir: string, options: TextLayerOptions = {})
   if (templateSource) {
     const toolUseText = templateSource.named.get('tool_use');
     templates = {
-      main: compileChatTemplate(templateSource.text, templateSource.source),
+      main: compileChatTemplate(jinja, templateSource.text, templateSource.source),
       toolUse:
-        toolUseText === undefined ? null : compileChatTemplate(toolUseText, `${templateSource.source} (tool_use)`),
+        toolUseText === undefined
+          ? null
+          : compileChatTemplate(jinja, toolUseText, `${templateSource.source} (tool_use)`),
     };
   }
   const templateText = templateSource ? [templateSource.text, ...templateSource.named.values()].join('\n') : '';
