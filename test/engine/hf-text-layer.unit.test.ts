@@ -324,6 +324,29 @@ describe('parseAssistant reads back the tool calls transformers rendered', () =>
   });
 });
 
+describe('prefix stability of the templates (what a trainer of several turns must know)', () => {
+  it('Qwen3: a finished turn renders differently once the conversation goes on', () => {
+    const entry = fixtureCase('qwen3 several turns');
+    const full = entry.text as string;
+    const text = layer('qwen3');
+    // The prompt the model answered "4" to is a prefix of the whole conversation...
+    expect(full.startsWith(text.renderChat(entry.messages.slice(0, 2), { addGenerationPrompt: true }))).toBe(true);
+    // ...but that turn, rendered as the last one, carries an empty think block the whole rendering drops.
+    const asLast = text.renderChat(entry.messages.slice(0, 3), { addGenerationPrompt: false });
+    expect(asLast.endsWith('<|im_start|>assistant\n<think>\n\n</think>\n\n4<|im_end|>\n')).toBe(true);
+    expect(full.startsWith(asLast)).toBe(false);
+  });
+
+  it('Llama 3.1: every rendered prefix of the conversation is a prefix of the whole', () => {
+    const entry = fixtureCase('llama3.1 several turns, no generation prompt');
+    const full = entry.text as string;
+    for (let count = 1; count <= entry.messages.length; count += 1)
+      expect(
+        full.startsWith(layer('llama3.1').renderChat(entry.messages.slice(0, count), { addGenerationPrompt: false })),
+      ).toBe(true);
+  });
+});
+
 describe('renderChat beyond what transformers takes', () => {
   const question = fixtureCase('qwen3 system and user');
 
