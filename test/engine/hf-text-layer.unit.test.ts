@@ -251,6 +251,19 @@ describe('parseAssistant reads back the tool calls transformers rendered', () =>
     });
   });
 
+  it('a completion decoded with its stop token is read without it', () => {
+    expect(layer('qwen3').parseAssistant('<think>\nok\n</think>\n\nDone.<|im_end|>')).toEqual({
+      content: 'Done.',
+      reasoning: 'ok',
+    });
+    expect(
+      layer('llama3.1').parseAssistant('{"name": "add", "parameters": {"a": 1}}<|eot_id|>', { makeId: () => 'c' }),
+    ).toEqual({
+      content: null,
+      tool_calls: [{ id: 'c', type: 'function', function: { name: 'add', arguments: '{"a":1}' } }],
+    });
+  });
+
   it('ids are stable: the same completion gets the same ids, another completion others', () => {
     const text = '<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n</tool_call>';
     const first = layer('qwen3').parseAssistant(text).tool_calls?.[0]?.id;
@@ -412,6 +425,56 @@ describe('renderChat beyond what transformers takes', () => {
       const dated = await loadTextLayer(folder, { now: () => new Date(2026, 2, 7, 9, 5) });
       expect(dated.renderChat([{ role: 'user', content: 'hi' }], { addGenerationPrompt: true })).toBe(
         '07 Mar 2026, Saturday March 7',
+      );
+    } finally {
+      await rm(folder, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('clear errors for folders that lack something', () => {
+  async function folderWith(files: Record<string, string | null>): Promise<string> {
+    const folder = await mkdtemp(path.join(tmpdir(), 'text-layer-missing-'));
+    const source = folders.get('qwen3') as string;
+    for (const [name, content] of Object.entries(files)) {
+      if (content === null) await copyFile(path.join(source, name), path.join(folder, name));
+      else await writeFile(path.join(folder, name), content);
+    }
+    return folder;
+  }
+
+  it('names the missing tokenizer.json and the folder', async () => {
+    const folder = await folderWith({ 'tokenizer_config.json': null });
+    try {
+      await expect(loadTextLayer(folder)).rejects.toThrow(
+        `Expected tokenizer.json in the model folder ${folder} (as \`huggingface-cli download\` leaves it), got no such file.`,
+      );
+    } finally {
+      await rm(folder, { recursive: true, force: true });
+    }
+  });
+
+  it('names a tokenizer_config.json that is not JSON', async () => {
+    const folder = await folderWith({ 'tokenizer.json': null, 'tokenizer_config.json': '{"eos_token": ' });
+    try {
+      await expect(loadTextLayer(folder)).rejects.toThrow(
+        `Expected JSON in ${path.join(folder, 'tokenizer_config.json')}`,
+      );
+    } finally {
+      await rm(folder, { recursive: true, force: true });
+    }
+  });
+
+  it('refuses a folder without an end-of-turn token, and chat on a folder without a template', async () => {
+    const folder = await folderWith({ 'tokenizer.json': null, 'tokenizer_config.json': '{}' });
+    try {
+      await expect(loadTextLayer(folder)).rejects.toThrow(/Expected an end-of-turn token in .*got neither/);
+      await writeFile(path.join(folder, 'generation_config.json'), JSON.stringify({ eos_token_id: 151643 }));
+      const base = await loadTextLayer(folder);
+      expect(base.stopTokenIds).toEqual([151643]);
+      expect(base.encode('hi')).toEqual(layer('qwen3').encode('hi'));
+      expect(() => base.renderChat([{ role: 'user', content: 'hi' }], { addGenerationPrompt: true })).toThrow(
+        /has no chat template \(neither chat_template.jinja nor a chat_template in tokenizer_config.json\)/,
       );
     } finally {
       await rm(folder, { recursive: true, force: true });

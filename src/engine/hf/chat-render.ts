@@ -75,8 +75,8 @@ const REASONING_FIELDS = ['reasoning_content', 'thinking', 'reasoning'] as const
  * - a tool call's JSON-string `arguments` becomes the object it encodes (templates print it with
  *   `tojson`); a custom tool call becomes a function call with arguments `{input}`;
  * - an assistant message without content gets `""` (templates concatenate it);
- * - reasoning under `reasoning_content`, `thinking` or `reasoning` is copied to `reasoning_content`
- *   and `thinking`, as transformers does.
+ * - reasoning under `reasoning_content`, `thinking` or `reasoning` (the first set, in that order)
+ *   becomes `reasoning_content`, and `thinking` when the message has none, as transformers does.
  */
 export function templateMessages(messages: readonly ChatCompletionMessageParam[]): Json[] {
   return messages.map((message, index) => {
@@ -107,7 +107,11 @@ export function templateMessages(messages: readonly ChatCompletionMessageParam[]
       out['content'] = textOf(out['content'], where);
     }
     const reasoning = REASONING_FIELDS.map((key) => out[key]).find((value) => value !== undefined);
-    if (reasoning !== undefined) Object.assign(out, { thinking: reasoning, reasoning_content: reasoning });
+    if (reasoning !== undefined) {
+      // transformers: {"thinking": reasoning, **message, "reasoning_content": reasoning}.
+      if (out['thinking'] === undefined) out['thinking'] = reasoning;
+      out['reasoning_content'] = reasoning;
+    }
     return out;
   });
 }

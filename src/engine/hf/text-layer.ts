@@ -99,7 +99,10 @@ export interface TextLayer {
   }): number | null;
   /** The prompt text the model's own chat template renders for `messages`. */
   renderChat(messages: readonly ChatMessage[], options: ChatRenderOptions): string;
-  /** Splits a completion into content, tool calls and reasoning, the way this family writes them. */
+  /**
+   * Splits a completion into content, tool calls and reasoning, the way this family writes them
+   * (a stop token's text at the end, `<|im_end|>`, is left out).
+   */
   parseAssistant(text: string, options?: ParseAssistantOptions): ParsedAssistant;
   /** Render + encode in one call; what the engine feeds the model. */
   encodeChat(messages: readonly ChatMessage[], options: ChatRenderOptions): number[];
@@ -347,6 +350,7 @@ export async function loadTextLayer(dir: string, options: TextLayerOptions = {})
     return [...utf8.encode(piece.replaceAll('\u2581', ' '))];
   };
   let idOfBytes: Map<string, number> | null = null;
+  const stopTexts = stopTokenIds.map((id) => addedTokens.get(id)?.content ?? '').filter((ending) => ending.length > 0);
 
   return {
     vocabularySize,
@@ -390,7 +394,10 @@ export async function loadTextLayer(dir: string, options: TextLayerOptions = {})
     },
     renderChat,
     parseAssistant(text, parseOptions = {}) {
-      return parseAssistantText(text, toolCallFormat, parseOptions);
+      // A completion decoded with its stop token (`<|im_end|>`) is read without it.
+      let body = text;
+      for (const ending of stopTexts) if (body.endsWith(ending)) body = body.slice(0, -ending.length);
+      return parseAssistantText(body, toolCallFormat, parseOptions);
     },
     encodeChat(messages, renderOptions) {
       return encode(renderChat(messages, renderOptions));
