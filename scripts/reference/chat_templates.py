@@ -24,6 +24,7 @@ Usage (from the repository root, after `npm install`):
 import copy
 import json
 import os
+import random
 import shutil
 import sys
 import tempfile
@@ -251,7 +252,8 @@ CASES = [
     ),
 ]
 
-# Plain text for encode/decode checks (no template): unicode, spaces, special tokens in the text.
+# Plain text for encode/decode checks (no template): unicode, spaces, special tokens in the text;
+# random_texts() adds seeded mixtures of harder pieces.
 TEXTS = [
     "Hello, world!",
     "  leading spaces, tabs\tand\nnew lines\n\n",
@@ -260,6 +262,25 @@ TEXTS = [
     "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>",
     "numbers 1234567 and 3.14159, code: def f(x): return x**2",
 ]
+
+
+def random_texts(count, seed):
+    """Seeded strings that exercise pre-tokenizer edge cases: whitespace runs, \r\n, digits,
+    contractions, punctuation, CJK, emoji with joiners and modifiers, combining marks, RTL text."""
+    rng = random.Random(seed)
+    pieces = [
+        "the", " The", " tool", "call", "'s", "'LL", " don't", "I'm", "123", "4567890", "3.14", "1e-9",
+        " ", "  ", "   ", "\t", "\n", "\n\n", "\r\n", " \n ", "\u00a0", "\u3000",
+        '{"a": [1, 2]}', "<|im_end|>", "<think>", "</tool_call>", "<|eot_id|>", "<", ">", "|", "```",
+        "def f(x):\n    return x", "naïve", "café", "Zürich", "ß", "İstanbul", "ǅ", "ﬁ",
+        "日本語", "中文字符", "한국어", "ไทย", "עברית", "العربية", "Ελληνικά", "русский",
+        "🙂", "👍🏽", "👨‍👩‍👧", "🇫🇷", "e\u0301", "\u200b", "\ufeff", "\U00013000", "\U0001d11e",
+        "!!!", "?!", "...", "—", "–", "“", "”", "«»", "\\", "/", "@user", "#tag", "$100", "50%",
+    ]
+    texts = []
+    for _ in range(count):
+        texts.append("".join(rng.choice(pieces) for _ in range(rng.randint(1, 24))))
+    return texts
 
 
 def main():
@@ -291,7 +312,7 @@ def main():
         shutil.rmtree(folder)
 
     for model, tokenizer in tokenizers_by_model.items():
-        for text in TEXTS:
+        for text in TEXTS + random_texts(60, seed=2026):
             ids = tokenizer.encode(text, add_special_tokens=False)
             fixture["texts"].append(
                 {
