@@ -416,6 +416,32 @@ describe('renderChat beyond what transformers takes', () => {
     }
   });
 
+  it('reads older tokenizer_config.json forms: AddedToken objects and a list of named templates', async () => {
+    const folder = await mkdtemp(path.join(tmpdir(), 'text-layer-named-'));
+    try {
+      const source = folders.get('qwen3') as string;
+      await copyFile(path.join(source, 'tokenizer.json'), path.join(folder, 'tokenizer.json'));
+      await writeFile(
+        path.join(folder, 'tokenizer_config.json'),
+        JSON.stringify({
+          eos_token: { __type: 'AddedToken', content: '<|im_end|>', special: true },
+          chat_template: [
+            { name: 'default', template: 'plain:{{ messages[0].content }}:{{ eos_token }}' },
+            { name: 'tool_use', template: 'tools:{{ tools | length }}:{{ messages[0].content }}' },
+          ],
+        }),
+      );
+      const named = await loadTextLayer(folder);
+      expect(named.stopTokenIds).toEqual([151645]);
+      const messages: ChatMessage[] = [{ role: 'user', content: 'hi' }];
+      expect(named.renderChat(messages, { addGenerationPrompt: true })).toBe('plain:hi:<|im_end|>');
+      const tools = fixture.cases.find((entry) => entry.tools)?.tools ?? [];
+      expect(named.renderChat(messages, { tools, addGenerationPrompt: true })).toBe(`tools:${tools.length}:hi`);
+    } finally {
+      await rm(folder, { recursive: true, force: true });
+    }
+  });
+
   it('strftime_now gives the layer clock’s date in English, as Python does', async () => {
     const folder = await mkdtemp(path.join(tmpdir(), 'text-layer-date-'));
     try {
