@@ -66,6 +66,8 @@ describe('text layer against transformers (test/fixtures/reference/chat-template
   it.each(['qwen3', 'llama3.1'] as const)('%s: vocabulary size, bos and eos are the tokenizer’s', (model) => {
     const reference = fixture.models[model];
     expect(layer(model).vocabularySize).toBe(reference.vocabulary_size);
+    // No config.json in these folders: the model's rows are the tokenizer's ids.
+    expect(layer(model).modelVocabularySize).toBe(reference.vocabulary_size);
     expect(layer(model).bosTokenId).toBe(reference.bos_token_id);
     expect(layer(model).stopTokenIds).toContain(reference.eos_token_id);
   });

@@ -71,6 +71,12 @@ describe('writeTinyQwen3', () => {
     expect(text.stopTokenIds).toEqual([151645, 151643]);
     expect(text.vocabularySize).toBe(151669);
     expect(text.bosTokenId).toBeNull();
+    // The embedding's padding rows are no token, yet a logprob entry for one reads back.
+    expect(text.modelVocabularySize).toBe(151936);
+    expect(text.decode([151900])).toBe('');
+    expect(text.tokenString(151900)).toBe('token_id:151900');
+    expect(text.recoverTokenId({ token: text.tokenString(151900), bytes: text.tokenBytes(151900) })).toBe(151900);
+    expect(text.recoverTokenId({ token: 'token_id:151936', bytes: [] })).toBeNull();
     const reference = fixture.cases.find((entry) => entry.name === 'qwen3 parallel tool calls and results');
     expect(
       text.encodeChat(reference?.messages ?? [], {

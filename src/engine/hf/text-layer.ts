@@ -74,6 +74,12 @@ export interface TextLayer {
   readonly vocabularySize: number;
   /** End-of-turn ids: `generation_config.json`'s `eos_token_id`(s), then the tokenizer's eos. */
   readonly stopTokenIds: readonly number[];
+  /**
+   * Rows of the model's embedding: `config.json`'s `vocab_size` when the folder has one and it is
+   * larger (Qwen3 pads 151,669 ids to 151,936), else {@link vocabularySize}. Ids from
+   * `vocabularySize` up are no token: they decode to nothing.
+   */
+  readonly modelVocabularySize: number;
   /** Id of the tokenizer's `bos_token`, or null when it has none (Qwen3). */
   readonly bosTokenId: number | null;
   /** How this family writes tool calls. */
@@ -86,12 +92,13 @@ export interface TextLayer {
   tokenBytes(id: number): number[];
   /**
    * The `token` string of a logprob entry: the token's text when its bytes are valid UTF-8, else
-   * its bytes with printable ASCII as is and the others as `\xNN`. With `asTokenId`, `token_id:<id>`.
+   * its bytes with printable ASCII as is and the others as `\xNN`. With `asTokenId`, and for an id
+   * the tokenizer does not have (an embedding row beyond it), `token_id:<id>`.
    */
   tokenString(id: number, asTokenId?: boolean): string;
   /**
-   * The id of a logprob entry this layer wrote (`token_id:<id>`, else its `bytes`, else the UTF-8 of
-   * its `token`), or null when no token of this vocabulary has it.
+   * The id of a logprob entry this layer wrote (`token_id:<id>` below {@link modelVocabularySize},
+   * else its `bytes`, else the UTF-8 of its `token`), or null when no token of this vocabulary has it.
    */
   recoverTokenId(entry: {
     readonly token: string;
@@ -260,6 +267,7 @@ export async function loadTextLayer(dir: string, options: TextLayerOptions = {})
   const tokenizerJson = (await readJson(path.join(dir, 'tokenizer.json'), true)) as Json;
   const config = (await readJson(path.join(dir, 'tokenizer_config.json'), true)) as Json;
   const generation = (await readJson(path.join(dir, 'generation_config.json'), false)) ?? {};
+  const modelConfig = (await readJson(path.join(dir, 'config.json'), false)) ?? {};
   const templateSource = await chatTemplateText(dir, config);
   let tokenizer: InstanceType<typeof tokenizers.Tokenizer>;
   try {
@@ -273,6 +281,11 @@ export async function loadTextLayer(dir: string, options: TextLayerOptions = {})
   const vocabulary = tokenizer.get_vocab(true);
   let vocabularySize = 0;
   for (const id of vocabulary.values()) vocabularySize = Math.max(vocabularySize, id + 1);
+  const configRows = modelConfig['vocab_size'];
+  const modelVocabularySize =
+    typeof configRows === 'number' && Number.isInteger(configRows) && configRows > vocabularySize
+      ? configRows
+      : vocabularySize;
   const addedTokens = tokenizer.get_added_tokens_decoder();
 
   const specialTokens: Json = {};
@@ -354,6 +367,7 @@ export async function loadTextLayer(dir: string, options: TextLayerOptions = {})
 
   return {
     vocabularySize,
+    modelVocabularySize,
     stopTokenIds,
     bosTokenId,
     toolCallFormat,
@@ -366,7 +380,7 @@ export async function loadTextLayer(dir: string, options: TextLayerOptions = {})
     },
     tokenBytes,
     tokenString(id, asTokenId = false) {
-      if (asTokenId) return `token_id:${id}`;
+      if (asTokenId || id >= vocabularySize) return `token_id:${id}`;
       const bytes = tokenBytes(id);
       try {
         return strictUtf8.decode(Uint8Array.from(bytes));
@@ -378,7 +392,7 @@ export async function loadTextLayer(dir: string, options: TextLayerOptions = {})
       const match = /^token_id:(\d+)$/.exec(entry.token);
       if (match) {
         const id = Number(match[1]);
-        return id < vocabularySize ? id : null;
+        return id < modelVocabularySize ? id : null;
       }
       const bytes = entry.bytes ?? [...utf8.encode(entry.token)];
       if (bytes.length === 0) return null;
