@@ -1,7 +1,10 @@
 /**
- * `policy_token_spans` on chat completion choices: the provenance OpenPipe ART's PipelineTrainer
- * requires of the hosted service (its evaluation fails with "Exact policy provenance is missing
- * policy_token_spans" without it). Each choice says which step's weights sampled its tokens.
+ * What OpenPipe ART relies on that the OpenAPI documents do not state (test/art runs ART itself;
+ * these keep the rules when no Python is at hand):
+ * - `policy_token_spans` on chat completion choices: the provenance ART's PipelineTrainer requires
+ *   of the hosted service (its evaluation fails with "Exact policy provenance is missing
+ *   policy_token_spans" without it). Each choice says which step's weights sampled its tokens.
+ * - the `wandb-artifact://` SFT URL that ART's `model.train_sft` sends is refused with a reason.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServer, type TestServer } from './support/harness.js';
@@ -87,5 +90,22 @@ describe('policy_token_spans', () => {
       policy_version: 0,
       lora_slot: 'policyloop/tiny-chat',
     });
+  });
+});
+
+describe("SFT from a W&B artifact (what ART's model.train_sft sends)", () => {
+  it('is a 422 at training_data_url that says the service cannot read W&B artifacts and what to send instead', async () => {
+    const model = await registerModel(server, 'sft-artifact');
+    const response = await server.call('POST', '/v1/preview/sft-training-jobs', {
+      body: { model_id: model.id, training_data_url: 'wandb-artifact:///local/server-tests/rows:v0', config: {} },
+    });
+    expect(response.status).toBe(422);
+    const [issue] = response.body.detail;
+    expect(issue.loc).toEqual(['body', 'training_data_url']);
+    expect(issue.msg).toContain('W&B artifact');
+    expect(issue.msg).toContain('file:// or data: URL');
+    // No job was queued: the model is still at step 0.
+    const page = await server.call('GET', `/v1/preview/models/${model.id}/checkpoints`);
+    expect(page.body.data).toEqual([]);
   });
 });
