@@ -222,11 +222,9 @@ async def main() -> None:
             pbar_desc=None,
         )
         await model.log(val_groups, split="val")
-        history = [json.loads(line) for line in open(Path(model.base_path) / PROJECT / "models" / "capitals" / "history.jsonl")] \
-            if (Path(model.base_path) / PROJECT / "models" / "capitals" / "history.jsonl").exists() else []
-        if not history:  # ART names the folder after the run; find history.jsonl wherever it is
-            found = list(Path(model.base_path).rglob("history.jsonl"))
-            history = [json.loads(line) for line in open(found[0])] if found else []
+        # ART keeps metrics in <base_path>/<project>/models/<run_name>/history.jsonl
+        history_path = Path(model.base_path) / PROJECT / "models" / "capitals-run" / "history.jsonl"
+        history = [json.loads(line) for line in history_path.read_text().splitlines()] if history_path.exists() else []
         val_rows = [row for row in history if "val/reward" in row]
         train_rows = [row for row in history if "train/reward" in row]
         summary["log"] = {"step": current, "val_rows": len(val_rows), "train_rows": len(train_rows),
