@@ -262,7 +262,7 @@ describe.skipIf(skipReason !== undefined)(
     it('every step of the script returns what ART expects (no failed check)', () => {
       const failed = Object.entries(summary.checks).filter(([, check]) => !check.ok);
       expect(failed, JSON.stringify(failed, null, 2)).toEqual([]);
-      expect(Object.keys(summary.checks).length).toBeGreaterThanOrEqual(27);
+      expect(Object.keys(summary.checks).length).toBeGreaterThanOrEqual(31);
     });
 
     it('registers get-or-create and samples through model.openai_client() by latest, pinned and unknown names', () => {
@@ -312,6 +312,15 @@ describe.skipIf(skipReason !== undefined)(
     it('PipelineTrainer trains with ServerlessBackend and its evaluations complete', () => {
       expectChecks('PipelineTrainer trains 3 steps', 'PipelineTrainer evaluations complete');
       expect(summary.pipeline?.step).toBe(3);
+    });
+
+    it('tool-call histories, PPO, training without logprobs and groups with exceptions', () => {
+      expectChecks(
+        "tool-call history trains with loss_fn='ppo'",
+        'no logprobs: the job fails, saying why',
+        'no logprobs with allow_training_without_logprobs trains',
+        'a group with an exception trains',
+      );
     });
 
     it('errors reach ART as its typed exceptions, and the model is deleted', () => {

@@ -350,6 +350,67 @@ async def main() -> None:
 
     await step("pipeline", pipeline)
 
+    # ------------------------------------------------------------ more of what ART sends
+    async def extras():
+        extra = art.TrainableModel(name="extras", run_name="extras", project=PROJECT,
+                                   base_model="policyloop/tiny-chat", base_path=str(WORK_DIR / ".art"))
+        await extra.register(backend)
+        extra_client = extra.openai_client()
+        tools = [{"type": "function", "function": {"name": "shout", "description": "Uppercase a word",
+                  "parameters": {"type": "object", "properties": {"word": {"type": "string"}}}}}]
+        # A tool-call history: assistant tool call, tool result, then the sampled answer.
+        history: art.Messages = [
+            {"role": "system", "content": "Answer in capitals."},
+            {"role": "user", "content": "abcd"},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "shout", "arguments": "{\"word\": \"abcd\"}"}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "ABCD"},
+        ]
+
+        # Rewards 0, 1, 2, ... in each group: these steps check what is sent, not learning, and a
+        # group whose rewards are all equal trains nothing (the job would fail, rightly).
+        async def tool_rollout(reward: float) -> art.Trajectory:
+            response = await extra_client.chat.completions.create(
+                model=extra.get_inference_name(), messages=history, tools=tools, max_tokens=6, temperature=1, logprobs=True)
+            choice = response.choices[0]
+            return art.Trajectory(messages_and_choices=[*history, choice], tools=tools, reward=reward)
+
+        groups = await art.gather_trajectory_groups([art.TrajectoryGroup(tool_rollout(i) for i in range(6))], pbar_desc=None)
+        result = await backend.train(extra, groups, learning_rate=LEARNING_RATE, loss_fn="ppo", epsilon=0.2)
+        check("tool-call history trains with loss_fn='ppo'", result.step == 1, {"step": result.step})
+
+        # Without logprobs ART trains only with allow_training_without_logprobs.
+        async def plain_rollout(word: str, reward: float) -> art.Trajectory:
+            response = await extra_client.chat.completions.create(
+                model=extra.get_inference_name(), messages=[{"role": "user", "content": word}], max_tokens=6, temperature=1)
+            choice = response.choices[0]
+            return art.Trajectory(messages_and_choices=[{"role": "user", "content": word}, choice], reward=reward)
+
+        plain = await art.gather_trajectory_groups(
+            (art.TrajectoryGroup(plain_rollout(w, i) for i in range(4)) for w in words(3, 2)), pbar_desc=None)
+        try:
+            await backend.train(extra, plain, learning_rate=LEARNING_RATE)
+            check("no logprobs: the job fails, saying why", False, "trained")
+        except RuntimeError as error:
+            check("no logprobs: the job fails, saying why", "logprob" in str(error).lower(), str(error)[:300])
+        result = await backend.train(extra, plain, learning_rate=LEARNING_RATE, allow_training_without_logprobs=True)
+        check("no logprobs with allow_training_without_logprobs trains", result.step == 2, {"step": result.step})
+
+        # A rollout that raises: gather keeps it as the group's exception (max_exceptions), which ART sends.
+        async def failing() -> art.Trajectory:
+            raise ValueError("the environment broke")
+
+        with_exception = await art.gather_trajectory_groups(
+            [art.TrajectoryGroup([tool_rollout(0), tool_rollout(1), tool_rollout(2), failing()])],
+            pbar_desc=None, max_exceptions=1)
+        sent = with_exception[0].model_dump(mode="json")
+        result = await backend.train(extra, with_exception, learning_rate=LEARNING_RATE)
+        check("a group with an exception trains", result.step == 3 and len(sent["exceptions"]) == 1,
+              {"step": result.step, "exceptions": sent["exceptions"][:1]})
+        await backend.delete(extra)
+
+    await step("extras", extras)
+
     # ------------------------------------------------------------ errors ART sees
     async def errors():
         intruder = art.ServerlessBackend(base_url=BASE_URL, api_key="not-a-key")
