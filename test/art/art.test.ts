@@ -28,8 +28,14 @@ const VENV = path.join(ROOT, '.cache', 'art-venv');
 const HASH_FILE = path.join(VENV, 'requirements.sha256');
 const REQUIRED = process.env['POLICYLOOP_REQUIRE_ART'] === '1';
 const API_KEY = 'art-conformance-key';
-/** Extra `policyloop serve` options the SFT file:// step needs (none while any local path may be read). */
-const SFT_SERVE_OPTIONS: string[] = [];
+/**
+ * Extra `policyloop serve` options the file:// SFT step needs: it writes its JSONL under
+ * `<dataDir>/sft/`. None while the service may read any local path; where file:// is limited to
+ * configured folders, allow that one here.
+ */
+function sftServeOptions(_dataDir: string): string[] {
+  return [];
+}
 const MINUTE = 60_000;
 
 /** A Python >= 3.12 and its full version, or why there is none. */
@@ -151,7 +157,7 @@ function startServe(dataDir: string): Promise<{ child: ChildProcess; url: string
       dataDir,
       '--api-key',
       API_KEY,
-      ...SFT_SERVE_OPTIONS,
+      ...sftServeOptions(dataDir),
     ],
     { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] },
   );
