@@ -23,6 +23,8 @@ export interface ResolvedInferenceModel {
   readonly policy: PolicyRef;
   /** The trained model, or undefined for a base model. */
   readonly model: ModelRecord | undefined;
+  /** The step whose weights these are: the checkpoint's, 0 for base weights. */
+  readonly step: number;
 }
 
 /** Resolves `name` to the weights to sample from, or throws a 404 that says what exists. */
@@ -36,7 +38,7 @@ export function resolveInferenceModel(
   },
 ): ResolvedInferenceModel {
   const { store, baseModels, dataDir, defaultEntity } = context;
-  if (baseModels.includes(name)) return { policy: basePolicyRef(name), model: undefined };
+  if (baseModels.includes(name)) return { policy: basePolicyRef(name), model: undefined, step: 0 };
 
   const pinned = /^(.*):step(\d+)$/.exec(name);
   const bare = pinned === null ? name : (pinned[1] as string);
@@ -50,8 +52,11 @@ export function resolveInferenceModel(
       `Model ${JSON.stringify(name)} not found: expected a base model (${baseModels.join(', ')}) or ${ARTIFACT_PREFIX}<entity>/<project>/<name>[:step<N>] of a registered model`,
     );
   }
-  if (step === undefined) return { policy: policyRef(dataDir, model, store.newestCheckpoint(model.id)), model };
-  if (step === 0) return { policy: policyRef(dataDir, model, undefined), model };
+  if (step === undefined) {
+    const newest = store.newestCheckpoint(model.id);
+    return { policy: policyRef(dataDir, model, newest), model, step: newest?.step ?? 0 };
+  }
+  if (step === 0) return { policy: policyRef(dataDir, model, undefined), model, step: 0 };
   const checkpoint = store.getCheckpoint(model.id, step);
   if (checkpoint === undefined) {
     const steps = [0, ...store.allCheckpoints(model.id).map((existing) => existing.step)];
@@ -61,7 +66,7 @@ export function resolveInferenceModel(
       `Model ${inferenceName(model)} has no checkpoint at step ${pinned?.[2] ?? step}; available steps: ${steps.join(', ')}`,
     );
   }
-  return { policy: policyRef(dataDir, model, checkpoint), model };
+  return { policy: policyRef(dataDir, model, checkpoint), model, step };
 }
 
 function findModel(store: Store, name: string, defaultEntity: string): ModelRecord | undefined {

@@ -27,6 +27,15 @@ export function checkTrainingDataUrl(url: string): void {
       'url_parsing',
     );
   }
+  // What OpenPipe ART's model.train_sft sends: rows it uploaded to W&B, which a service without a
+  // W&B account cannot read. Say so, and what works instead (docs/art.md).
+  if (parsed.protocol === 'wandb-artifact:') {
+    throw validationFailure(
+      loc,
+      'Expected training data the local service can read (file://, data:, http:// or https://), got a W&B artifact (wandb-artifact://): the local service has no W&B account to download it from. Send the JSONL rows as a file:// or data: URL (see docs/art.md for OpenPipe ART)',
+      'url_scheme',
+    );
+  }
   if (!TRAINING_DATA_SCHEMES.includes(parsed.protocol)) {
     throw validationFailure(
       loc,

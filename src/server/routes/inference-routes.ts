@@ -12,6 +12,7 @@ import { EngineInputError } from '../../engine/types.js';
 import { completionChunks, eventStream } from '../chat-completion-stream.js';
 import { HttpError, RequestValidationError } from '../http-error.js';
 import { inferenceName, resolveInferenceModel } from '../inference-names.js';
+import { withPolicyTokenSpans } from '../policy-spans.js';
 import type { RouteTable } from '../route-table.js';
 import { readBody, requireAuth, type ServiceContext } from '../service-context.js';
 
@@ -27,7 +28,7 @@ export function registerInferenceRoutes(routes: RouteTable, service: ServiceCont
   const chatCompletions = async (context: Context): Promise<Response> => {
     requireAuth(service, context);
     const request = await readBody(service, context, ChatCompletionRequestBody);
-    const { policy } = resolveInferenceModel(request.model, {
+    const { policy, model, step } = resolveInferenceModel(request.model, {
       store: service.store,
       baseModels: service.engine.baseModels(),
       dataDir: service.options.dataDir,
@@ -52,7 +53,9 @@ export function registerInferenceRoutes(routes: RouteTable, service: ServiceCont
     const timer = setTimeout(abortFor('timeout'), service.options.requestTimeoutMs);
     let result;
     try {
-      result = await service.engine.chatCompletion(policy, request, { signal: controller.signal });
+      // Logprobs are always fetched: they count each choice's tokens for its policy_token_spans.
+      const engineRequest = request.logprobs === true ? request : { ...request, logprobs: true, top_logprobs: 0 };
+      result = await service.engine.chatCompletion(policy, engineRequest, { signal: controller.signal });
     } catch (error) {
       // The client hung up and the engine dropped its request: nobody is left to answer.
       if (cause === 'client') return new Response(null, { status: 499 });
@@ -90,8 +93,14 @@ export function registerInferenceRoutes(routes: RouteTable, service: ServiceCont
       created: Math.floor(Date.now() / 1000),
       model: request.model,
     };
+    const choices = withPolicyTokenSpans(result.choices, {
+      completionId: identity.id,
+      step,
+      slot: model === undefined ? policy.baseModel : inferenceName(model, step),
+      keepLogprobs: request.logprobs === true,
+    });
     if (request.stream === true) {
-      const chunks = completionChunks(identity, result, request.stream_options?.include_usage === true);
+      const chunks = completionChunks(identity, { ...result, choices }, request.stream_options?.include_usage === true);
       return new Response(eventStream(chunks), {
         headers: {
           'content-type': 'text/event-stream; charset=utf-8',
@@ -103,7 +112,7 @@ export function registerInferenceRoutes(routes: RouteTable, service: ServiceCont
     const body: ChatCompletionResponseBody = {
       ...identity,
       object: 'chat.completion',
-      choices: result.choices,
+      choices,
       usage: result.usage,
       system_fingerprint: null,
     };
