@@ -5,6 +5,7 @@
 import type { Trajectory } from '../schema/index.js';
 import { messageOf } from '../schema/index.js';
 import type { HistoryRow } from '../training/history.js';
+import { maxOf, minOf } from '../internal/arrays.js';
 
 /** What a report shows. */
 export interface ReportData {
@@ -75,8 +76,8 @@ export function lineChart(title: string, series: readonly Series[]): string {
     return `<figure class="chart"><figcaption>${escapeHtml(title)}</figcaption><p class="empty">No values recorded.</p></figure>`;
   const steps = points.map(([step]) => step);
   const values = points.map(([, value]) => value);
-  let [minStep, maxStep] = [Math.min(...steps), Math.max(...steps)];
-  let [minValue, maxValue] = [Math.min(...values), Math.max(...values)];
+  let [minStep, maxStep] = [minOf(steps), maxOf(steps)];
+  let [minValue, maxValue] = [minOf(values), maxOf(values)];
   if (minStep === maxStep) [minStep, maxStep] = [minStep - 1, maxStep + 1];
   if (minValue === maxValue) [minValue, maxValue] = [minValue - 0.5, maxValue + 0.5];
   const round = (n: number) => Math.round(n * 10) / 10;

@@ -11,6 +11,7 @@ import { reportHtml } from '../report-html.js';
 import type { ReportData } from '../report-html.js';
 import { loadHistory } from './history.js';
 import { positiveInteger } from './resources.js';
+import { pushAll } from '../../internal/arrays.js';
 
 /** Options of `report`. */
 export interface ReportOptions extends CommonOptions {
@@ -42,7 +43,7 @@ export async function report(client: TrainingClient, reference: string, options:
       for (const step of steps.reverse()) {
         const trajectories: Trajectory[] = [];
         for await (const logged of client.local.trajectoryGroups.list(model.id, { step, split, limit: 100 }))
-          trajectories.push(...logged.group.trajectories);
+          pushAll(trajectories, logged.group.trajectories);
         if (trajectories.length === 0) continue;
         trajectories.sort((a, b) => b.reward - a.reward);
         samples.push({ split, step, trajectories: trajectories.slice(0, perSplit) });
