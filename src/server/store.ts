@@ -518,7 +518,14 @@ export class Store {
    */
   listTrajectoryGroups(
     modelId: string,
-    query: { step?: number | undefined; split?: string | undefined; after?: string | undefined; limit: number },
+    query: {
+      step?: number | undefined;
+      split?: string | undefined;
+      after?: string | undefined;
+      limit: number;
+      /** Stored JSON a page holds at most (its first group always counts): it stops before the group that would pass it. */
+      maxBytes?: number | undefined;
+    },
   ): StorePage<TrajectoryGroupRecord> | undefined {
     const filters = ['model_id = @modelId'];
     const parameters: Record<string, string | number> = { modelId, limit: query.limit + 1 };
@@ -542,19 +549,40 @@ export class Store {
       filters.push('sequence > @after');
       parameters['after'] = sequence as number;
     }
+    // Sizes first (`octet_length` reads no data), then each group's data while the page has room:
+    // a page of groups each near the body limit would be gigabytes of JSON, more than one answer
+    // (or one string) can hold.
     const rows = this.db
       .prepare(
-        `SELECT sequence, step, split, data, created_at FROM trajectory_groups WHERE ${filters.join(' AND ')} ORDER BY sequence LIMIT @limit`,
+        `SELECT sequence, step, split, octet_length(data) AS size, created_at FROM trajectory_groups WHERE ${filters.join(' AND ')} ORDER BY sequence LIMIT @limit`,
       )
-      .all(parameters) as { sequence: number; step: number; split: string; data: string; created_at: string }[];
-    const items = rows.slice(0, query.limit).map((row) => ({
-      id: String(row.sequence),
-      step: row.step,
-      split: row.split,
-      created_at: row.created_at,
-      group: storedGroup(row.data),
-    }));
-    return { items, hasMore: rows.length > query.limit };
+      .all(parameters) as {
+      sequence: number;
+      step: number;
+      split: string;
+      size: number;
+      created_at: string;
+    }[];
+    const selectData = this.db.prepare('SELECT data FROM trajectory_groups WHERE sequence = ?').pluck();
+    const maxBytes = query.maxBytes ?? Number.POSITIVE_INFINITY;
+    const items: TrajectoryGroupRecord[] = [];
+    let bytes = 0;
+    let hasMore = false;
+    for (const row of rows) {
+      if (items.length === query.limit || (items.length > 0 && bytes + row.size > maxBytes)) {
+        hasMore = true;
+        break;
+      }
+      bytes += row.size;
+      items.push({
+        id: String(row.sequence),
+        step: row.step,
+        split: row.split,
+        created_at: row.created_at,
+        group: storedGroup(selectData.get(row.sequence) as string),
+      });
+    }
+    return { items, hasMore };
   }
 
   /** How many trajectory groups were logged for a model. */

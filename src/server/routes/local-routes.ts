@@ -98,7 +98,11 @@ export function registerLocalRoutes(routes: RouteTable, service: ServiceContext)
     const modelId = readIdParam(context, 'model_id');
     const query = readQuery(context, LoggedTrajectoryGroupListQuery);
     requireModel(service, modelId);
-    const page = store.listTrajectoryGroups(modelId, { ...query, after: cursorOf(query.after) });
+    const page = store.listTrajectoryGroups(modelId, {
+      ...query,
+      after: cursorOf(query.after),
+      maxBytes: service.options.maxPageBytes,
+    });
     if (page === undefined) throw unknownCursor('logged group', query.after, "this model's list");
     return context.json(toPage(page.items, page.hasMore));
   });
