@@ -24,7 +24,11 @@ function random(seed: number): () => number {
 const REPLACEMENTS: unknown[] = [null, 0, -1, 1.5, '', 'x', true, [], {}, [1, 'a', null], { role: 'user' }, 'stop'];
 
 /** Every path to an object key or array index in a JSON value. */
-function paths(value: unknown, prefix: (string | number)[] = [], into: (string | number)[][] = []): (string | number)[][] {
+function paths(
+  value: unknown,
+  prefix: (string | number)[] = [],
+  into: (string | number)[][] = [],
+): (string | number)[][] {
   if (value !== null && typeof value === 'object') {
     for (const [key, child] of Object.entries(value)) {
       const path = [...prefix, Array.isArray(value) ? Number(key) : key];
