@@ -120,4 +120,32 @@ describe('hostile input', () => {
       }
     }
   }, 300_000);
+
+  it('fails an SFT job whose data line holds 10M wrong content parts at its first issue, and keeps serving', async () => {
+    const service = await startService();
+    const modelId = await createModel(service);
+    const line = `{"messages":[{"role":"user","content":${ones(10_000_000)}},{"role":"assistant","content":"ok"}]}`;
+    const url = `data:application/jsonl;base64,${Buffer.from(line).toString('base64')}`;
+    const created = await call(
+      service,
+      'POST',
+      '/v1/preview/sft-training-jobs',
+      JSON.stringify({ model_id: modelId, training_data_url: url }),
+    );
+    expect(created.status, created.text.slice(0, 300)).toBe(200);
+    const jobId = (JSON.parse(created.text) as { id: string }).id;
+    let job: { status: string; error_message?: string | null } = { status: 'PENDING' };
+    for (let poll = 0; poll < 600 && (job.status === 'PENDING' || job.status === 'RUNNING'); poll += 1) {
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      const answer = await call(service, 'GET', `/v1/preview/training-jobs/${jobId}`);
+      expect(answer.status, `${answer.text.slice(0, 300)} ${service.stderr()}`).toBe(200);
+      job = JSON.parse(answer.text) as typeof job;
+    }
+    expect(job.status).toBe('FAILED');
+    expect(job.error_message).toMatch(
+      /^Training data line 1 is not a \{"messages": \[\.\.\.\], "tools"\?: \[\.\.\.\]\} row at messages\.0/,
+    );
+    expect(job.error_message?.length).toBeLessThan(1_000);
+    await expectHealthy(service);
+  }, 300_000);
 });
