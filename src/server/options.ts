@@ -47,9 +47,10 @@ export interface ServerOptions {
    */
   maxTrainingDataBytes?: number | undefined;
   /**
-   * Largest page of logged trajectory groups one list request returns, in bytes of stored JSON: a
-   * page stops before the group that would pass it (it always holds at least one group) and
-   * `has_more` continues from there, so that a step of very large groups still reads.
+   * Largest page of logged trajectory groups (or of step metrics) one list request returns, in
+   * bytes of stored JSON: a page stops before the group (or step and split) that would pass it
+   * (it always holds at least one) and `has_more` continues from there, so that a step of very
+   * large groups still reads.
    * @default 16 MiB
    */
   maxPageBytes?: number | undefined;

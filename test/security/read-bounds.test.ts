@@ -7,12 +7,15 @@
  * the long message clipped.
  */
 import { execFile } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { DEV_API_KEY } from '../../src/server/index.js';
+import { createApp, DEV_API_KEY } from '../../src/server/index.js';
+import { createStandInEngine } from '../server/support/stand-in-engine.js';
 import { call, createModel, expectHealthy, startService } from './support/service.js';
 
 const MAIN = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
@@ -74,4 +77,67 @@ describe('reads of large stored groups', () => {
     expect(html.length).toBeLessThan(2 * MiB);
     await expectHealthy(service);
   }, 600_000);
+
+  it('pages step metrics by bytes too (maxPageBytes)', async () => {
+    // In process with a 1 MiB page: the same rule as the groups' pages, without gigabytes of data.
+    const app = await createApp({
+      dataDir: mkdtempSync(path.join(tmpdir(), 'policyloop-read-bounds-')),
+      engine: createStandInEngine(),
+      maxPageBytes: MiB,
+    });
+    try {
+      const send = async (method: string, route: string, body?: string) => {
+        const response = await app.fetch(
+          new Request(`http://127.0.0.1${route}`, {
+            method,
+            headers: { authorization: `Bearer ${DEV_API_KEY}`, 'content-type': 'application/json' },
+            ...(body === undefined ? {} : { body }),
+          }),
+        );
+        return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+      };
+      const model = await send(
+        'POST',
+        '/v1/preview/models',
+        JSON.stringify({ project: 'security', name: 'metrics', base_model: 'policyloop/tiny-chat' }),
+      );
+      const modelId = model.body['id'] as string;
+      // 30,000 names of 16 characters: about 0.7 MB a step, so two steps do not fit one page.
+      const metrics = Object.fromEntries(
+        Array.from({ length: 30_000 }, (_, index) => [`m${String(index).padStart(15, '0')}`, index]),
+      );
+      for (let step = 0; step < 3; step += 1) {
+        const written = await send(
+          'POST',
+          `/v1/local/models/${modelId}/metrics`,
+          JSON.stringify({ step, split: 'train', metrics }),
+        );
+        expect(written.status).toBe(200);
+      }
+      // A small step still shares a page with its neighbour: only size ends a page early.
+      const small = await send(
+        'POST',
+        `/v1/local/models/${modelId}/metrics`,
+        JSON.stringify({ step: 3, split: 'train', metrics: { loss: 1 } }),
+      );
+      expect(small.status).toBe(200);
+      const steps: number[][] = [];
+      let after = '';
+      for (let page = 0; page < 5; page += 1) {
+        const answer = await send(
+          'GET',
+          `/v1/local/models/${modelId}/metrics?limit=100${after === '' ? '' : `&after=${encodeURIComponent(after)}`}`,
+        );
+        expect(answer.status).toBe(200);
+        const data = answer.body['data'] as { step: number; metrics: Record<string, number> }[];
+        steps.push(data.map((row) => row.step));
+        for (const row of data) expect(Object.keys(row.metrics).length).toBe(row.step === 3 ? 1 : 30_000);
+        if (answer.body['has_more'] !== true) break;
+        after = answer.body['last_id'] as string;
+      }
+      expect(steps).toEqual([[0], [1], [2, 3]]);
+    } finally {
+      await app.close();
+    }
+  });
 });

@@ -61,7 +61,12 @@ export function registerLocalRoutes(routes: RouteTable, service: ServiceContext)
     const page =
       after !== undefined && parsed === undefined
         ? undefined
-        : store.listMergedStepMetrics(modelId, { split: query.split, after: parsed, limit: query.limit });
+        : store.listMergedStepMetrics(modelId, {
+            split: query.split,
+            after: parsed,
+            limit: query.limit,
+            maxBytes: service.options.maxPageBytes,
+          });
     if (page === undefined) throw unknownCursor('step and split', query.after);
     return context.json(toPage(page.items.map(toStepMetricsResponse), page.hasMore));
   });
