@@ -10,6 +10,7 @@ import { DEFAULT_BASE_URL, DEFAULT_INFERENCE_BASE_URL } from '../client/training
 import { ENV, readEnv, readFirstEnv } from '../internal/env.js';
 import { formatPath } from '../internal/format-issues.js';
 import type { LocalModelResponse } from '../schema/index.js';
+import { maxOf } from '../internal/arrays.js';
 
 /** Options every command takes. */
 export interface CommonOptions {
@@ -78,7 +79,7 @@ export function progressDone(): void {
  */
 export function table(header: readonly string[], rows: readonly (readonly (string | number)[])[]): string {
   const cells = [header, ...rows.map((row) => row.map((cell) => String(cell)))];
-  const widths = header.map((_, column) => Math.max(...cells.map((row) => (row[column] ?? '').length)));
+  const widths = header.map((_, column) => maxOf(cells.map((row) => (row[column] ?? '').length)));
   const numeric = header.map((_, column) => rows.length > 0 && rows.every((row) => typeof row[column] === 'number'));
   return cells
     .map((row) =>

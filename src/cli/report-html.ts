@@ -5,6 +5,7 @@
 import type { Trajectory } from '../schema/index.js';
 import { messageOf } from '../schema/index.js';
 import type { HistoryRow } from '../training/history.js';
+import { maxOf, minOf } from '../internal/arrays.js';
 
 /** What a report shows. */
 export interface ReportData {
@@ -75,8 +76,8 @@ export function lineChart(title: string, series: readonly Series[]): string {
     return `<figure class="chart"><figcaption>${escapeHtml(title)}</figcaption><p class="empty">No values recorded.</p></figure>`;
   const steps = points.map(([step]) => step);
   const values = points.map(([, value]) => value);
-  let [minStep, maxStep] = [Math.min(...steps), Math.max(...steps)];
-  let [minValue, maxValue] = [Math.min(...values), Math.max(...values)];
+  let [minStep, maxStep] = [minOf(steps), maxOf(steps)];
+  let [minValue, maxValue] = [minOf(values), maxOf(values)];
   if (minStep === maxStep) [minStep, maxStep] = [minStep - 1, maxStep + 1];
   if (minValue === maxValue) [minValue, maxValue] = [minValue - 0.5, maxValue + 0.5];
   const round = (n: number) => Math.round(n * 10) / 10;
@@ -116,6 +117,15 @@ export function lineChart(title: string, series: readonly Series[]): string {
   return `<figure class="chart"><figcaption>${escapeHtml(title)}</figcaption>${parts.join('')}</figure>`;
 }
 
+/** Longest text of one message (or its tool calls) a report shows; the rest is summarized in a note. */
+export const MAX_REPORT_MESSAGE_CHARACTERS = 20_000;
+
+/** `text` cut after {@link MAX_REPORT_MESSAGE_CHARACTERS}, with how many characters were left out. */
+function clip(text: string): string {
+  if (text.length <= MAX_REPORT_MESSAGE_CHARACTERS) return text;
+  return `${text.slice(0, MAX_REPORT_MESSAGE_CHARACTERS)} … (${text.length - MAX_REPORT_MESSAGE_CHARACTERS} more characters not shown)`;
+}
+
 function content(value: unknown): string {
   if (typeof value === 'string') return value;
   if (Array.isArray(value))
@@ -132,9 +142,9 @@ function trajectoryHtml(trajectory: Trajectory): string {
     const message = messageOf(item) as { role: string; content?: unknown; tool_calls?: unknown };
     const calls =
       Array.isArray(message.tool_calls) && message.tool_calls.length > 0
-        ? `<pre class="tool">${escapeHtml(JSON.stringify(message.tool_calls, null, 2))}</pre>`
+        ? `<pre class="tool">${escapeHtml(clip(JSON.stringify(message.tool_calls, null, 2)))}</pre>`
         : '';
-    return `<div class="message ${escapeHtml(message.role)}"><span class="role">${escapeHtml(message.role)}</span><pre>${escapeHtml(content(message.content))}</pre>${calls}</div>`;
+    return `<div class="message ${escapeHtml(message.role)}"><span class="role">${escapeHtml(message.role)}</span><pre>${escapeHtml(clip(content(message.content)))}</pre>${calls}</div>`;
   });
   const metrics = Object.entries(trajectory.metrics ?? {})
     .map(([name, value]) => `${escapeHtml(name)}=${escapeHtml(String(value))}`)

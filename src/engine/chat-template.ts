@@ -19,6 +19,7 @@ import type { ParsedToolCall } from './tool-calls.js';
 import { BYTE_TOKENIZER, END_TOKEN_ID, specialTokenId } from './tokenizer.js';
 import type { SpecialToken, Tokenizer } from './tokenizer.js';
 import { EngineInputError } from './types.js';
+import { pushAll } from '../internal/arrays.js';
 
 /** A tool definition as the template accepts it (function or custom). */
 export type TemplateTool = ChatCompletionToolParam;
@@ -80,7 +81,7 @@ export function assistantBodyTokens(
   tokenizer: Tokenizer = BYTE_TOKENIZER,
 ): number[] {
   const tokens = tokenizer.encodeText(textOf(message['content'], where));
-  for (const call of assistantToolCalls(message)) tokens.push(...formatToolCall(call, tokenizer));
+  for (const call of assistantToolCalls(message)) pushAll(tokens, formatToolCall(call, tokenizer));
   return tokens;
 }
 
@@ -120,7 +121,8 @@ export class TemplateBuilder {
         parameters: fn['parameters'],
       });
     });
-    this.tokens.push(specialTokenId('<|tools|>'), ...this.tokenizer.encodeText(lines.join('\n')), END_TOKEN_ID);
+    this.tokens.push(specialTokenId('<|tools|>'));
+    pushAll(this.tokens, this.tokenizer.encodeText(lines.join('\n'))).push(END_TOKEN_ID);
     return this;
   }
 
@@ -142,11 +144,14 @@ export class TemplateBuilder {
       );
     this.tokens.push(specialTokenId(roleToken));
     if (role === 'assistant') {
-      this.appendTokens([...assistantBodyTokens(record, where, this.tokenizer), END_TOKEN_ID], trainable);
+      const body = assistantBodyTokens(record, where, this.tokenizer);
+      body.push(END_TOKEN_ID);
+      this.appendTokens(body, trainable);
       return this;
     }
-    if (role === 'function') this.tokens.push(...this.tokenizer.encodeText(`${String(record['name'] ?? '')}\n`));
-    this.tokens.push(...this.tokenizer.encodeText(textOf(record['content'], where)), END_TOKEN_ID);
+    if (role === 'function') pushAll(this.tokens, this.tokenizer.encodeText(`${String(record['name'] ?? '')}\n`));
+    // Loops, not `push(...tokens)`: a long message has more tokens than a call has room for arguments.
+    pushAll(this.tokens, this.tokenizer.encodeText(textOf(record['content'], where))).push(END_TOKEN_ID);
     return this;
   }
 
@@ -159,7 +164,7 @@ export class TemplateBuilder {
   /** Appends raw tokens, as one trainable span when `trainable`. */
   appendTokens(ids: readonly number[], trainable: boolean): this {
     const start = this.tokens.length;
-    this.tokens.push(...ids);
+    pushAll(this.tokens, ids);
     if (trainable && ids.length > 0) this.spans.push({ start, end: this.tokens.length });
     return this;
   }

@@ -11,6 +11,7 @@ import { tokenizerOf } from './model-config.js';
 import { END_TOKEN_ID } from './tokenizer.js';
 import { decodeStep, disposeCache, disposeReplaced, prefill, selectCacheRows } from './transformer.js';
 import type { KeyValueCache, ParameterTensors } from './transformer.js';
+import { maxOf } from '../internal/arrays.js';
 
 /** How one row is sampled. */
 export interface RowSampling {
@@ -146,7 +147,7 @@ function finishOnStop(state: RowState, decodeTokens: (ids: readonly number[]) =>
   const body = ended ? state.tokens.slice(0, -1) : state.tokens;
   if (stop.length > 0) {
     // Only the end of the text can hold a new match: decode a tail long enough for every stop sequence.
-    const longest = Math.max(...stop.map((sequence) => sequence.length));
+    const longest = maxOf(stop.map((sequence) => sequence.length));
     const tail = decodeTokens(body.slice(Math.max(0, body.length - 4 * longest - 4)));
     if (stop.some((sequence) => sequence.length > 0 && tail.includes(sequence))) {
       const text = decodeTokens(body);
@@ -227,7 +228,7 @@ export async function generate(
     keptTokens: 0,
   }));
   if (rows.length === 0) return [];
-  const promptLength = Math.max(...rows.map((row) => row.prompt.length));
+  const promptLength = maxOf(rows.map((row) => row.prompt.length));
   const decodeTokens = (ids: readonly number[]): string => tokenizerOf(config).decodeTokens(ids);
   let cache: KeyValueCache;
   let logitsData: Float32Array;

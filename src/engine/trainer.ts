@@ -21,6 +21,7 @@ import {
   writeCheckpoint,
 } from './weights.js';
 import type { HostWeights } from './weights.js';
+import { maxOf } from '../internal/arrays.js';
 
 /**
  * Learning rate of RL jobs whose `experimental_config.learning_rate` is null or absent.
@@ -87,7 +88,10 @@ function passes(config: ModelConfig, sequences: readonly TrainingSequence[]): Tr
   const result: TrainingSequence[][] = [];
   let current: TrainingSequence[] = [];
   for (const sequence of sorted) {
-    const length = Math.max(sequence.tokens.length, ...current.map((item) => item.tokens.length));
+    const length = maxOf(
+      current.map((item) => item.tokens.length),
+      sequence.tokens.length,
+    );
     const rows = current.length + 1;
     if (
       current.length > 0 &&
@@ -129,7 +133,7 @@ function computeStep(
   if (trainableTokens === 0)
     return { loss: 0, entropy: 0, gradients, trainableTokens, meanRatio: 1, clippedFraction: 0, approximateKl: 0 };
   for (const pass of passes(config, sequences)) {
-    const length = Math.min(config.contextLength + 1, Math.max(...pass.map((sequence) => sequence.tokens.length)));
+    const length = Math.min(config.contextLength + 1, maxOf(pass.map((sequence) => sequence.tokens.length)));
     const steps = length - 1;
     const batch = pass.length;
     const offsets = pass.map((sequence) => sequence.offset ?? 0);

@@ -6,6 +6,7 @@ import type { ExperimentalTrainingConfig, SFTRow, TrajectoryGroup } from '../sch
 import { TemplateBuilder, assistantBodyTokens } from './chat-template.js';
 import { BYTE_TOKENIZER, END_TOKEN_ID, specialTokenId } from './tokenizer.js';
 import type { Tokenizer } from './tokenizer.js';
+import { pushAll } from '../internal/arrays.js';
 
 /** A token sequence and what to learn from it. */
 export interface TrainingSequence {
@@ -138,7 +139,8 @@ export function buildRlData(
             });
             logprobs = entries.map((entry) => entry.logprob);
           } else if (allowWithoutLogprobs) {
-            ids = [...assistantBodyTokens(choice.message, `${where}.message`, tokenizer), END_TOKEN_ID];
+            ids = assistantBodyTokens(choice.message, `${where}.message`, tokenizer);
+            ids.push(END_TOKEN_ID);
             logprobs = ids.map(() => Number.NaN);
           } else {
             throw new Error(
@@ -146,7 +148,7 @@ export function buildRlData(
             );
           }
           builder.appendTokens(ids, true);
-          oldLogprobs.push(...logprobs);
+          pushAll(oldLogprobs, logprobs);
           if (itemIndex < items.length - 1 && ids[ids.length - 1] !== END_TOKEN_ID) {
             builder.tokens.push(END_TOKEN_ID);
             pad();

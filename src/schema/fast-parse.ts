@@ -11,6 +11,7 @@
  * of `policyloop/schema`.
  */
 import type { z } from 'zod';
+import { boundedSafeParse } from './bounded-parse.js';
 import { Choice } from './choice.js';
 import { ChatCompletionFunctionToolParam, ChatCompletionMessageParam } from './messages.js';
 import { AdditionalHistory, LogRequest, PydanticException, Trajectory, TrajectoryGroup } from './trajectory.js';
@@ -39,9 +40,12 @@ function isInt(value: unknown): boolean {
   return typeof value === 'number' && Number.isSafeInteger(value);
 }
 
-/** Deferral to a zod schema: the check is exact, only slower. */
+/**
+ * Deferral to a zod schema: the check is exact, only slower. Bounded: a large item stops at its
+ * first issue (zod alone would make one per bad element of, say, a million content parts).
+ */
 function accepts(schema: z.ZodType, value: unknown): boolean {
-  return schema.safeParse(value).success;
+  return boundedSafeParse(schema, value, { maxIssues: 1 }).success;
 }
 
 const SYSTEM_KEYS = ['name'] as const;

@@ -46,6 +46,14 @@ export interface ServerOptions {
    * job with a message saying so. @default 256 MiB
    */
   maxTrainingDataBytes?: number | undefined;
+  /**
+   * Largest page of logged trajectory groups (or of step metrics) one list request returns, in
+   * bytes of stored JSON: a page stops before the group (or step and split) that would pass it
+   * (it always holds at least one) and `has_more` continues from there, so that a step of very
+   * large groups still reads.
+   * @default 16 MiB
+   */
+  maxPageBytes?: number | undefined;
   /** Entity given to models registered with a null or missing entity. @default 'local' */
   entity?: string | undefined;
   /**
@@ -76,10 +84,14 @@ export interface ResolvedServerOptions {
   readonly requestTimeoutMs: number;
   readonly jobTimeoutMs: number;
   readonly maxTrainingDataBytes: number;
+  readonly maxPageBytes: number;
   readonly entity: string;
   readonly idempotencyKeyRetentionMs: number;
   readonly logger: ServerLogger;
 }
+
+/** Default of `maxPageBytes`: 16 MiB. */
+export const DEFAULT_MAX_PAGE_BYTES = 16 * 1024 * 1024;
 
 const SILENT_LOGGER: ServerLogger = { info: () => undefined, warn: () => undefined, error: () => undefined };
 
@@ -103,6 +115,7 @@ export function resolveServerOptions(options: ServerOptions): ResolvedServerOpti
     'maxTrainingDataBytes',
     options.maxTrainingDataBytes ?? 256 * 1024 * 1024,
   );
+  const maxPageBytes = positiveInteger('maxPageBytes', options.maxPageBytes ?? DEFAULT_MAX_PAGE_BYTES);
   const entity = options.entity ?? 'local';
   if (entity === '') throw new TypeError('Expected `entity` to be a non-empty string');
   const idempotencyKeyRetentionMs = options.idempotencyKeyRetentionMs ?? 24 * 60 * 60 * 1000;
@@ -119,6 +132,7 @@ export function resolveServerOptions(options: ServerOptions): ResolvedServerOpti
     requestTimeoutMs,
     jobTimeoutMs,
     maxTrainingDataBytes,
+    maxPageBytes,
     entity,
     idempotencyKeyRetentionMs,
     logger: options.logger ?? SILENT_LOGGER,

@@ -411,7 +411,13 @@ export class Store {
    */
   listMergedStepMetrics(
     modelId: string,
-    query: { split?: string | undefined; after?: { step: number; split: string } | undefined; limit: number },
+    query: {
+      split?: string | undefined;
+      after?: { step: number; split: string } | undefined;
+      limit: number;
+      /** Stored JSON a page reads at most (its first step and split always counts): it stops before the one that would pass it. */
+      maxBytes?: number | undefined;
+    },
   ): StorePage<StepMetricsRecord> | undefined {
     const splitFilter = query.split === undefined ? '' : ' AND split = @split';
     let cursorFilter = '';
@@ -432,18 +438,46 @@ export class Store {
         ...(query.split === undefined ? {} : { split: query.split }),
         ...(query.after === undefined ? {} : { afterStep: query.after.step, afterSplit: query.after.split }),
       }) as { step: number; split: string }[];
-    const pageKeys = keys.slice(0, query.limit);
-    const first = pageKeys[0];
-    const last = pageKeys[pageKeys.length - 1];
-    if (first === undefined || last === undefined) return { items: [], hasMore: false };
+    const candidates = keys.slice(0, query.limit);
+    const firstCandidate = candidates[0];
+    const lastCandidate = candidates[candidates.length - 1];
+    if (firstCandidate === undefined || lastCandidate === undefined) return { items: [], hasMore: false };
+    // The stored size of each step and split first (`octet_length` reads no data): a page stops
+    // before the one that would take it past `maxBytes`, as the logged-groups list does.
+    const sizes = new Map<string, number>();
+    const sizeRows = this.db
+      .prepare(
+        `SELECT step, split, SUM(octet_length(metrics)) AS size FROM step_metrics WHERE model_id = @modelId AND step BETWEEN @first AND @last${splitFilter} GROUP BY step, split`,
+      )
+      .all({
+        modelId,
+        first: firstCandidate.step,
+        last: lastCandidate.step,
+        ...(query.split === undefined ? {} : { split: query.split }),
+      }) as { step: number; split: string; size: number }[];
+    for (const row of sizeRows) sizes.set(`${row.step}:${row.split}`, row.size);
+    const maxBytes = query.maxBytes ?? Number.POSITIVE_INFINITY;
+    const pageKeys: { step: number; split: string }[] = [];
+    let bytes = 0;
+    for (const key of candidates) {
+      const size = sizes.get(`${key.step}:${key.split}`) ?? 0;
+      if (pageKeys.length > 0 && bytes + size > maxBytes) break;
+      bytes += size;
+      pageKeys.push(key);
+    }
+    const first = pageKeys[0] as { step: number; split: string };
+    const last = pageKeys[pageKeys.length - 1] as { step: number; split: string };
     const rows = this.db
       .prepare(
-        `SELECT split, step, metrics, created_at FROM step_metrics WHERE model_id = @modelId AND step BETWEEN @first AND @last${splitFilter} ORDER BY sequence`,
+        // Only the page's own steps and splits: a neighbour left out for its size is not read.
+        `SELECT split, step, metrics, created_at FROM step_metrics WHERE model_id = @modelId AND step BETWEEN @first AND @last AND (step > @first OR split >= @firstSplit) AND (step < @last OR split <= @lastSplit)${splitFilter} ORDER BY sequence`,
       )
       .all({
         modelId,
         first: first.step,
         last: last.step,
+        firstSplit: first.split,
+        lastSplit: last.split,
         ...(query.split === undefined ? {} : { split: query.split }),
       }) as { split: string; step: number; metrics: string; created_at: string }[];
     const merged = new Map<string, { metrics: Record<string, number>; updatedAt: string }>();
@@ -459,7 +493,7 @@ export class Store {
       const entry = merged.get(`${step}:${split}`);
       if (entry !== undefined) items.push({ step, split, metrics: entry.metrics, updated_at: entry.updatedAt });
     }
-    return { items, hasMore: keys.length > query.limit };
+    return { items, hasMore: keys.length > pageKeys.length };
   }
 
   /** A page of registered models, newest first; undefined when `after` is not a model id. */
@@ -518,7 +552,14 @@ export class Store {
    */
   listTrajectoryGroups(
     modelId: string,
-    query: { step?: number | undefined; split?: string | undefined; after?: string | undefined; limit: number },
+    query: {
+      step?: number | undefined;
+      split?: string | undefined;
+      after?: string | undefined;
+      limit: number;
+      /** Stored JSON a page holds at most (its first group always counts): it stops before the group that would pass it. */
+      maxBytes?: number | undefined;
+    },
   ): StorePage<TrajectoryGroupRecord> | undefined {
     const filters = ['model_id = @modelId'];
     const parameters: Record<string, string | number> = { modelId, limit: query.limit + 1 };
@@ -542,19 +583,40 @@ export class Store {
       filters.push('sequence > @after');
       parameters['after'] = sequence as number;
     }
+    // Sizes first (`octet_length` reads no data), then each group's data while the page has room:
+    // a page of groups each near the body limit would be gigabytes of JSON, more than one answer
+    // (or one string) can hold.
     const rows = this.db
       .prepare(
-        `SELECT sequence, step, split, data, created_at FROM trajectory_groups WHERE ${filters.join(' AND ')} ORDER BY sequence LIMIT @limit`,
+        `SELECT sequence, step, split, octet_length(data) AS size, created_at FROM trajectory_groups WHERE ${filters.join(' AND ')} ORDER BY sequence LIMIT @limit`,
       )
-      .all(parameters) as { sequence: number; step: number; split: string; data: string; created_at: string }[];
-    const items = rows.slice(0, query.limit).map((row) => ({
-      id: String(row.sequence),
-      step: row.step,
-      split: row.split,
-      created_at: row.created_at,
-      group: storedGroup(row.data),
-    }));
-    return { items, hasMore: rows.length > query.limit };
+      .all(parameters) as {
+      sequence: number;
+      step: number;
+      split: string;
+      size: number;
+      created_at: string;
+    }[];
+    const selectData = this.db.prepare('SELECT data FROM trajectory_groups WHERE sequence = ?').pluck();
+    const maxBytes = query.maxBytes ?? Number.POSITIVE_INFINITY;
+    const items: TrajectoryGroupRecord[] = [];
+    let bytes = 0;
+    let hasMore = false;
+    for (const row of rows) {
+      if (items.length === query.limit || (items.length > 0 && bytes + row.size > maxBytes)) {
+        hasMore = true;
+        break;
+      }
+      bytes += row.size;
+      items.push({
+        id: String(row.sequence),
+        step: row.step,
+        split: row.split,
+        created_at: row.created_at,
+        group: storedGroup(selectData.get(row.sequence) as string),
+      });
+    }
+    return { items, hasMore };
   }
 
   /** How many trajectory groups were logged for a model. */

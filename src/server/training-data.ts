@@ -5,6 +5,7 @@
 import { constants } from 'node:fs';
 import { open, stat } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
+import { boundedSafeParse } from '../schema/bounded-parse.js';
 import { SFTRow } from '../schema/index.js';
 import { validationFailure } from './http-error.js';
 
@@ -90,9 +91,10 @@ export async function loadTrainingData(url: string, options: LoadTrainingDataOpt
         `Training data line ${lineNumber} is not valid JSON${position === undefined ? '' : ` (at character ${Number(position) + 1})`}`,
       );
     }
-    const parsed = SFTRow.safeParse(value);
+    // Only the first issue is reported: validation stops there (a line may hold millions of bad values).
+    const parsed = boundedSafeParse(SFTRow, value, { maxIssues: 1 });
     if (!parsed.success) {
-      const issue = parsed.error.issues[0];
+      const issue = parsed.issues[0];
       const where = issue === undefined || issue.path.length === 0 ? '' : ` at ${issue.path.map(String).join('.')}`;
       throw new Error(
         `Training data line ${lineNumber} is not a {"messages": [...], "tools"?: [...]} row${where}: ${issue?.message ?? 'invalid'}`,

@@ -4,6 +4,7 @@
  * that is wrong rather than at the whole item.
  */
 import type { z } from 'zod';
+import { boundedSafeParse } from '../schema/bounded-parse.js';
 import type { ValidationError } from '../schema/index.js';
 import { RequestValidationError } from './http-error.js';
 
@@ -14,27 +15,79 @@ type PathKey = string | number;
 export type ValidationSource = 'body' | 'query' | 'path';
 
 /**
+ * Issues a 422 lists at most; past them one last entry (type `too_many_errors`) says how many
+ * more there were, or that validation stopped there.
+ */
+export const MAX_REPORTED_ISSUES = 100;
+
+/**
  * Parses `value` with `schema`; throws a {@link RequestValidationError} whose issues are
- * located under `source` when it does not fit.
+ * located under `source` when it does not fit. The work is bounded: a value with more than
+ * {@link MAX_REPORTED_ISSUES} issues is not checked to its end (see `boundedSafeParse`).
  */
 export function parseOrThrow<Schema extends z.ZodType>(
   schema: Schema,
   value: unknown,
   source: ValidationSource,
 ): z.output<Schema> {
-  const result = schema.safeParse(value, { reportInput: true });
+  const result = boundedSafeParse(schema, value, { maxIssues: MAX_REPORTED_ISSUES });
   if (result.success) return result.data;
-  throw new RequestValidationError(toValidationErrors(result.error.issues, [source]));
+  throw new RequestValidationError(toValidationErrors(result.issues, [source], { stopped: result.stopped }));
 }
 
-/** Converts zod issues into FastAPI validation details, prefixing every `loc` with `prefix`. */
-export function toValidationErrors(issues: readonly Issue[], prefix: readonly PathKey[]): ValidationError[] {
-  const details: ValidationError[] = [];
-  for (const issue of issues) collect(issue, prefix, details);
+/** Options of {@link toValidationErrors}. */
+export interface ValidationErrorsOptions {
+  /** Details listed at most; the rest are counted in one last entry. @default MAX_REPORTED_ISSUES */
+  limit?: number;
+  /** The issues are a prefix: validation stopped before the end of the value. @default false */
+  stopped?: boolean;
+}
+
+/**
+ * Converts zod issues into FastAPI validation details, prefixing every `loc` with `prefix`: at
+ * most `limit` of them, then one `too_many_errors` entry with the number left out (or saying
+ * that validation stopped when `stopped`).
+ */
+export function toValidationErrors(
+  issues: readonly Issue[],
+  prefix: readonly PathKey[],
+  options: ValidationErrorsOptions = {},
+): ValidationError[] {
+  const sink: Sink = { details: [], limit: options.limit ?? MAX_REPORTED_ISSUES, unlisted: 0 };
+  for (const issue of issues) collect(issue, prefix, sink);
+  const { details, limit, unlisted } = sink;
+  const where = String(prefix[0] ?? 'value');
+  if (options.stopped === true) {
+    details.push({
+      loc: [...prefix],
+      msg: `Validation stopped after ${limit} issues; the rest of the ${where} was not checked`,
+      type: 'too_many_errors',
+      ctx: { limit },
+    });
+  } else if (unlisted > 0) {
+    details.push({
+      loc: [...prefix],
+      msg: `${unlisted} more issue${unlisted === 1 ? '' : 's'} not listed (at most ${limit} are)`,
+      type: 'too_many_errors',
+      ctx: { limit, unlisted },
+    });
+  }
   return details;
 }
 
-function collect(issue: Issue, prefix: readonly PathKey[], into: ValidationError[]): void {
+/** Details collected so far; past `limit` they are only counted. */
+interface Sink {
+  details: ValidationError[];
+  limit: number;
+  unlisted: number;
+}
+
+function add(sink: Sink, detail: ValidationError): void {
+  if (sink.details.length < sink.limit) sink.details.push(detail);
+  else sink.unlisted += 1;
+}
+
+function collect(issue: Issue, prefix: readonly PathKey[], into: Sink): void {
   const path = issue.path.filter((key): key is PathKey => typeof key !== 'symbol');
   const loc = [...prefix, ...path];
   switch (issue.code) {
@@ -44,28 +97,38 @@ function collect(issue: Issue, prefix: readonly PathKey[], into: ValidationError
         const discriminator = (issue as { discriminator?: string }).discriminator;
         const tagLoc =
           discriminator !== undefined && path[path.length - 1] !== discriminator ? [...loc, discriminator] : loc;
-        into.push({ loc: tagLoc, msg: issue.message, type: 'union_tag_invalid' });
+        add(into, { loc: tagLoc, msg: issue.message, type: 'union_tag_invalid' });
         return;
       }
       const branch = bestBranch(issue.errors, 'input' in issue ? issue.input : undefined);
       if (branch === undefined) {
-        if (issue.errors.flat().every(isMissing)) into.push({ loc, msg: 'Field required', type: 'missing' });
-        else into.push({ loc, msg: unionMessage(issue.errors), type: 'union_type' });
+        if (issue.errors.flat().every(isMissing)) add(into, { loc, msg: 'Field required', type: 'missing' });
+        else add(into, { loc, msg: unionMessage(issue.errors), type: 'union_type' });
         return;
       }
       for (const inner of branch) collect(inner, loc, into);
       return;
     }
     case 'unrecognized_keys':
-      for (const key of issue.keys)
-        into.push({ loc: [...loc, key], msg: 'Extra inputs are not permitted', type: 'extra_forbidden' });
+      for (let index = 0; index < issue.keys.length; index += 1) {
+        if (into.details.length >= into.limit) {
+          // Counted without building a detail each: a strict object may carry a million extra keys.
+          into.unlisted += issue.keys.length - index;
+          return;
+        }
+        add(into, {
+          loc: [...loc, issue.keys[index] as string],
+          msg: 'Extra inputs are not permitted',
+          type: 'extra_forbidden',
+        });
+      }
       return;
     case 'invalid_type':
-      if (isMissing(issue)) into.push({ loc, msg: 'Field required', type: 'missing' });
-      else into.push({ loc, msg: issue.message, type: typeName(issue.expected) });
+      if (isMissing(issue)) add(into, { loc, msg: 'Field required', type: 'missing' });
+      else add(into, { loc, msg: issue.message, type: typeName(issue.expected) });
       return;
     case 'too_small':
-      into.push({
+      add(into, {
         loc,
         msg: issue.message,
         type:
@@ -77,7 +140,7 @@ function collect(issue: Issue, prefix: readonly PathKey[], into: ValidationError
       });
       return;
     case 'too_big':
-      into.push({
+      add(into, {
         loc,
         msg: issue.message,
         type:
@@ -89,17 +152,17 @@ function collect(issue: Issue, prefix: readonly PathKey[], into: ValidationError
       });
       return;
     case 'invalid_value':
-      into.push({ loc, msg: issue.message, type: issue.values.length === 1 ? 'literal_error' : 'enum' });
+      add(into, { loc, msg: issue.message, type: issue.values.length === 1 ? 'literal_error' : 'enum' });
       return;
     case 'invalid_format':
-      into.push({
+      add(into, {
         loc,
         msg: issue.message,
         type: issue.format === 'guid' || issue.format === 'uuid' ? 'uuid_parsing' : `${issue.format}_parsing`,
       });
       return;
     default:
-      into.push({ loc, msg: issue.message, type: 'value_error' });
+      add(into, { loc, msg: issue.message, type: 'value_error' });
   }
 }
 
@@ -114,7 +177,8 @@ function bestBranch(branches: readonly (readonly Issue[])[], input: unknown): re
   let best: readonly Issue[] | undefined;
   let bestDepth = 0;
   for (const branch of branches) {
-    const depth = Math.max(0, ...branch.map((issue) => issueDepth(issue, input)));
+    let depth = 0;
+    for (const issue of branch) depth = Math.max(depth, issueDepth(issue, input));
     if (depth > bestDepth || (depth === bestDepth && depth > 0 && best !== undefined && branch.length < best.length)) {
       best = branch;
       bestDepth = depth;
@@ -138,7 +202,11 @@ function issueDepth(issue: Issue, input: unknown): number {
     const value = valueAt(input, holder);
     return value !== null && typeof value === 'object' && Object.hasOwn(value, discriminator) ? TAG_PRESENT_DEPTH : 0;
   }
-  return own + Math.max(0, ...issue.errors.flat().map((inner) => issueDepth(inner, valueAt(input, issue.path))));
+  // A loop, not `Math.max(...spread)`: a branch may hold more issues than a call has room for arguments.
+  const at = valueAt(input, issue.path);
+  let deepest = 0;
+  for (const branch of issue.errors) for (const inner of branch) deepest = Math.max(deepest, issueDepth(inner, at));
+  return own + deepest;
 }
 
 function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {

@@ -10,6 +10,7 @@ import { InvalidArgumentError } from '../client/errors.js';
 import { preview } from '../internal/format-issues.js';
 import { isChoice, Trajectory, TrajectoryGroup } from '../schema/index.js';
 import type { MessageOrChoice } from '../schema/index.js';
+import { pushAll } from '../internal/arrays.js';
 
 const TRAJECTORY_KEYS: readonly string[] = Object.keys(Trajectory.shape);
 const GROUP_KEYS: readonly string[] = Object.keys(TrajectoryGroup.shape);
@@ -114,7 +115,7 @@ export function assertTrainingGroupsShape(groups: unknown): void {
   }
   const issues: Issue[] = [];
   groups.forEach((group: unknown, groupIndex) => {
-    issues.push(...unknownKeyIssues(group, GROUP_KEYS, ['groups', groupIndex], `group ${groupIndex}`));
+    pushAll(issues, unknownKeyIssues(group, GROUP_KEYS, ['groups', groupIndex], `group ${groupIndex}`));
     const trajectories = (group as { trajectories?: unknown } | null)?.trajectories;
     if (!Array.isArray(trajectories)) return; // the schema says what is wrong with it
     trajectories.forEach((trajectory: unknown, trajectoryIndex) => {

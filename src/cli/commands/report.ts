@@ -40,12 +40,12 @@ export async function report(client: TrainingClient, reference: string, options:
       progress(`reading ${split} trajectories`);
       const steps = rows.filter((row) => typeof row[`${split}/reward`] === 'number').map((row) => row.training_step);
       for (const step of steps.reverse()) {
-        const trajectories: Trajectory[] = [];
+        // Only the best `perSplit` are kept while the pages stream in: a step may hold gigabytes.
+        let best: Trajectory[] = [];
         for await (const logged of client.local.trajectoryGroups.list(model.id, { step, split, limit: 100 }))
-          trajectories.push(...logged.group.trajectories);
-        if (trajectories.length === 0) continue;
-        trajectories.sort((a, b) => b.reward - a.reward);
-        samples.push({ split, step, trajectories: trajectories.slice(0, perSplit) });
+          best = bestByReward(best, logged.group.trajectories, perSplit);
+        if (best.length === 0) continue;
+        samples.push({ split, step, trajectories: best });
         break;
       }
     }
@@ -74,4 +74,12 @@ export async function report(client: TrainingClient, reference: string, options:
       `wrote ${file} (${rows.length} step(s), samples from ${samples.map((sample) => `${sample.split} step ${sample.step}`).join(', ') || 'no split'})`,
     );
   return 0;
+}
+
+/** The `count` trajectories of highest reward among `kept` (sorted, best first) and `more`; ties keep the earlier. */
+function bestByReward(kept: readonly Trajectory[], more: readonly Trajectory[], count: number): Trajectory[] {
+  const merged = [...kept];
+  for (const trajectory of more) merged.push(trajectory);
+  merged.sort((a, b) => b.reward - a.reward);
+  return merged.slice(0, count);
 }

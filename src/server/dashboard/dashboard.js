@@ -5,10 +5,33 @@
   const KEY_STORAGE = 'policyloop.apiKey';
   const POLL_MS = 3000;
   const GROUPS_PER_PAGE = 10;
+  // Longest text and token run shown of one message: the rest is summarized in a note, so that a
+  // logged message of megabytes does not freeze the page.
+  const MAX_SHOWN_CHARACTERS = 20_000;
+  const MAX_SHOWN_TOKENS = 2_000;
   const SPLIT_COLORS = { train: '#2458c6', val: '#d1570f' };
   const OTHER_COLORS = ['#17784a', '#8f3fb0', '#a07800', '#0f7f99', '#b3261e'];
 
   const $ = (id) => document.getElementById(id);
+
+  /** `text`, cut after MAX_SHOWN_CHARACTERS with a note of how much was left out. */
+  function clip(text) {
+    if (typeof text !== 'string' || text.length <= MAX_SHOWN_CHARACTERS) return text;
+    return `${text.slice(0, MAX_SHOWN_CHARACTERS)} … (${text.length - MAX_SHOWN_CHARACTERS} more characters not shown)`;
+  }
+
+  /** Replaces the children of `element` (a loop: a spread of thousands of children overflows the stack). */
+  function setChildren(element, children) {
+    element.replaceChildren();
+    for (const child of children) element.append(child);
+  }
+
+  /** The largest number of `values` (a loop, unlike `Math.max(...values)`, for any count). */
+  function largest(values) {
+    let result = Number.NEGATIVE_INFINITY;
+    for (const value of values) if (value > result) result = value;
+    return result;
+  }
 
   /** Creates an element: `h('p', { class: 'note' }, 'text', child)`. Text is never parsed as HTML. */
   function h(tag, attributes, ...children) {
@@ -41,6 +64,7 @@
     groupsCursor: null,
     groupsKey: '',
     groupsStamp: '',
+    groupsClipped: false,
     chart: null,
     chartShape: '',
     refreshing: false,
@@ -107,7 +131,7 @@
     let after;
     for (;;) {
       const page = await api(path, { ...query, limit: 100, after });
-      items.push(...page.data);
+      for (const item of page.data) items.push(item);
       if (!page.has_more || !page.last_id || page.last_id === after) return items;
       after = page.last_id;
     }
@@ -149,8 +173,9 @@
 
   function renderModels() {
     const list = $('model-list');
-    list.replaceChildren(
-      ...state.models.map((model) =>
+    setChildren(
+      list,
+      state.models.map((model) =>
         h(
           'li',
           null,
@@ -211,7 +236,10 @@
     if (names.length > 0 && !names.includes(state.metric)) state.metric = names[0];
     const current = [...select.options].map((option) => option.value).join('\n');
     if (current !== names.join('\n')) {
-      select.replaceChildren(...names.map((name) => h('option', { value: name }, name)));
+      setChildren(
+        select,
+        names.map((name) => h('option', { value: name }, name)),
+      );
     }
     select.value = state.metric;
   }
@@ -240,7 +268,7 @@
     figure.dataset.series = splits.join(',');
     const latest = splits.map((split) => {
       const values = bySplit.get(split);
-      const last = Math.max(...values.keys());
+      const last = largest(values.keys());
       return `${split} ${formatNumber(values.get(last))} at step ${last}`;
     });
     const summary = points === 0 ? `No ${state.metric} recorded yet` : `${state.metric}: ${latest.join('; ')}`;
@@ -337,8 +365,9 @@
       return;
     }
     if (state.jobId === null || !state.jobs.some((job) => job.id === state.jobId)) state.jobId = state.jobs[0].id;
-    list.replaceChildren(
-      ...state.jobs.map((job) =>
+    setChildren(
+      list,
+      state.jobs.map((job) =>
         h(
           'li',
           null,
@@ -465,11 +494,15 @@
     const rows = state.split === null ? [] : steps.get(state.split);
     if (state.followLatestStep || !rows.some((row) => row.step === state.step)) state.step = rows[0]?.step ?? null;
     const splitSelect = $('split-select');
-    splitSelect.replaceChildren(...splits.map((split) => h('option', { value: split }, split)));
+    setChildren(
+      splitSelect,
+      splits.map((split) => h('option', { value: split }, split)),
+    );
     splitSelect.value = state.split ?? '';
     const stepSelect = $('step-select');
-    stepSelect.replaceChildren(
-      ...rows.map((row) =>
+    setChildren(
+      stepSelect,
+      rows.map((row) =>
         h(
           'option',
           { value: row.step },
@@ -501,6 +534,7 @@
     });
     state.groups = page.data;
     state.groupsCursor = page.has_more ? page.last_id : null;
+    state.groupsClipped = page.has_more && page.data.length < GROUPS_PER_PAGE;
     state.groupsKey = key;
     state.groupsStamp = stamp;
     renderGroups();
@@ -514,8 +548,9 @@
       limit: GROUPS_PER_PAGE,
       after: state.groupsCursor,
     });
-    state.groups.push(...page.data);
+    for (const item of page.data) state.groups.push(item);
     state.groupsCursor = page.has_more ? page.last_id : null;
+    state.groupsClipped = page.has_more && page.data.length < GROUPS_PER_PAGE;
     renderGroups();
   }
 
@@ -529,10 +564,18 @@
     const direction = state.sort === 'asc' ? 1 : state.sort === 'desc' ? -1 : 0;
     const groups = state.groups.map((item, index) => ({ item, index, mean: meanReward(item.group) }));
     if (direction !== 0) groups.sort((a, b) => direction * (a.mean - b.mean) || a.index - b.index);
-    $('groups').replaceChildren(
-      ...(groups.length === 0 ? [h('p', { class: 'note' }, 'No groups at this step.')] : []),
-      ...groups.map(({ item, index, mean }) => renderGroup(item.group, index, mean, direction)),
-    );
+    const children = groups.map(({ item, index, mean }) => renderGroup(item.group, index, mean, direction));
+    if (groups.length === 0) children.unshift(h('p', { class: 'note' }, 'No groups at this step.'));
+    if (state.groupsClipped)
+      // The service ends a page early when its groups are large (its page byte limit).
+      children.push(
+        h(
+          'p',
+          { class: 'note', id: 'groups-clipped' },
+          `Showing ${state.groups.length} group${state.groups.length === 1 ? '' : 's'}: this step's groups are large, so the page ended early. Load more to see the next.`,
+        ),
+      );
+    setChildren($('groups'), children);
     $('more-groups').hidden = state.groupsCursor === null;
   }
 
@@ -560,14 +603,14 @@
         metricChips(group.metrics),
       ),
       group.logs?.length
-        ? h('details', null, h('summary', null, 'group logs'), h('pre', null, group.logs.join('\n')))
+        ? h('details', null, h('summary', null, 'group logs'), h('pre', null, clip(group.logs.join('\n'))))
         : null,
       exceptions.map((exception) =>
         h(
           'details',
           { class: 'exception' },
-          h('summary', null, `${exception.type}: ${exception.message}`),
-          h('pre', null, exception.traceback),
+          h('summary', null, clip(`${exception.type}: ${exception.message}`)),
+          h('pre', null, clip(exception.traceback)),
         ),
       ),
       h(
@@ -612,10 +655,10 @@
         ),
       ),
       trajectory.logs?.length
-        ? h('details', null, h('summary', null, 'logs'), h('pre', null, trajectory.logs.join('\n')))
+        ? h('details', null, h('summary', null, 'logs'), h('pre', null, clip(trajectory.logs.join('\n'))))
         : null,
       metadata
-        ? h('details', null, h('summary', null, 'metadata'), h('pre', null, JSON.stringify(metadata, null, 2)))
+        ? h('details', null, h('summary', null, 'metadata'), h('pre', null, clip(JSON.stringify(metadata, null, 2))))
         : null,
     );
   }
@@ -636,8 +679,8 @@
         'div',
         { class: 'tool-call' },
         call.type === 'custom'
-          ? `${call.custom?.name}(${call.custom?.input ?? ''})`
-          : `${call.function?.name}(${call.function?.arguments ?? ''})`,
+          ? clip(`${call.custom?.name}(${call.custom?.input ?? ''})`)
+          : clip(`${call.function?.name}(${call.function?.arguments ?? ''})`),
       ),
     );
   }
@@ -651,7 +694,7 @@
         'div',
         { class: `message ${item.role}` },
         h('div', { class: 'role' }, label),
-        text ? h('p', { class: 'text' }, text) : null,
+        text ? h('p', { class: 'text' }, clip(text)) : null,
         toolCalls(item.tool_calls),
       );
     }
@@ -662,10 +705,15 @@
         ? h(
             'p',
             // One tab stop for the whole turn (not one per token), described for screen readers.
-            { class: 'text tokens', tabindex: 0, 'aria-label': describeTokens(tokens) },
-            tokens.map(renderToken),
+            { class: 'text tokens', tabindex: 0, 'aria-label': clip(describeTokens(tokens)) },
+            tokens.slice(0, MAX_SHOWN_TOKENS).map(renderToken),
+            tokens.length > MAX_SHOWN_TOKENS ? ` … (${tokens.length - MAX_SHOWN_TOKENS} more tokens not shown)` : null,
           )
-        : h('p', { class: 'text' }, contentText(message.content) || (message.tool_calls?.length ? '' : '(empty)'));
+        : h(
+            'p',
+            { class: 'text' },
+            clip(contentText(message.content)) || (message.tool_calls?.length ? '' : '(empty)'),
+          );
     return h(
       'div',
       { class: 'message choice' },

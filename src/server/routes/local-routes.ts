@@ -61,7 +61,12 @@ export function registerLocalRoutes(routes: RouteTable, service: ServiceContext)
     const page =
       after !== undefined && parsed === undefined
         ? undefined
-        : store.listMergedStepMetrics(modelId, { split: query.split, after: parsed, limit: query.limit });
+        : store.listMergedStepMetrics(modelId, {
+            split: query.split,
+            after: parsed,
+            limit: query.limit,
+            maxBytes: service.options.maxPageBytes,
+          });
     if (page === undefined) throw unknownCursor('step and split', query.after);
     return context.json(toPage(page.items.map(toStepMetricsResponse), page.hasMore));
   });
@@ -98,7 +103,11 @@ export function registerLocalRoutes(routes: RouteTable, service: ServiceContext)
     const modelId = readIdParam(context, 'model_id');
     const query = readQuery(context, LoggedTrajectoryGroupListQuery);
     requireModel(service, modelId);
-    const page = store.listTrajectoryGroups(modelId, { ...query, after: cursorOf(query.after) });
+    const page = store.listTrajectoryGroups(modelId, {
+      ...query,
+      after: cursorOf(query.after),
+      maxBytes: service.options.maxPageBytes,
+    });
     if (page === undefined) throw unknownCursor('logged group', query.after, "this model's list");
     return context.json(toPage(page.items, page.hasMore));
   });
