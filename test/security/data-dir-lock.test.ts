@@ -82,7 +82,7 @@ describe('data-directory lock', () => {
   it('is held by exactly one of two processes that take it at the same instant', async () => {
     const base = temporaryDirectory('policyloop-lock-race-');
     const rounds = 150;
-    const periodMs = 40;
+    const periodMs = 20;
     for (let round = 0; round < rounds; round += 1) mkdirSync(join(base, `round-${round}`));
     const racers = [startRacer(base, rounds, periodMs), startRacer(base, rounds, periodMs)];
     await Promise.all(racers.map((racer) => racer.ready));

@@ -1,12 +1,13 @@
 /**
  * One contender of the data-directory lock race (test/security/data-dir-lock.test.ts). Prints
  * `ready`, reads the start time (epoch ms) from stdin, then for each round i waits until
- * `start + i * period`, tries to lock `<base>/round-i`, holds a lock it got for 60% of the period
- * and releases it. Prints one JSON line per round: `{ round, held, error? }`.
+ * `start + i * period` and tries to lock `<base>/round-i`. Locks it got are held until the last
+ * round is over (so that a contender running late still finds them held), then released. Prints
+ * one JSON line per round: `{ round, held, error? }`.
  */
 import { createInterface } from 'node:readline';
 import { join } from 'node:path';
-import { lockDataDir } from '../../../src/server/data-dir-lock.js';
+import { type DataDirLock, lockDataDir } from '../../../src/server/data-dir-lock.js';
 
 const [base, roundsText, periodText] = process.argv.slice(2);
 if (base === undefined || roundsText === undefined || periodText === undefined)
@@ -27,19 +28,22 @@ const lines = createInterface({ input: process.stdin });
 process.stdout.write('ready\n');
 const start = await new Promise<number>((resolve) => lines.once('line', (line) => resolve(Number(line))));
 lines.close();
+const held: DataDirLock[] = [];
+const results: string[] = [];
 for (let round = 0; round < rounds; round += 1) {
   await until(start + round * period);
   let result: { round: number; held: boolean; error?: string };
   try {
-    const lock = lockDataDir(join(base, `round-${round}`));
+    held.push(lockDataDir(join(base, `round-${round}`)));
     result = { round, held: true };
-    await until(start + round * period + period * 0.6);
-    lock.release();
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     result = /in use by process|being locked/.test(message)
       ? { round, held: false }
       : { round, held: false, error: message };
   }
-  process.stdout.write(`${JSON.stringify(result)}\n`);
+  results.push(JSON.stringify(result));
 }
+await until(start + rounds * period + 200);
+for (const lock of held) lock.release();
+process.stdout.write(`${results.join('\n')}\n`);
