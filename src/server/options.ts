@@ -61,10 +61,29 @@ export interface ServerOptions {
 
 /** Options of `serve`: the app's options plus where to listen. */
 export interface ServeOptions extends ServerOptions {
-  /** Interface to listen on. @default '127.0.0.1' */
+  /**
+   * Interface to listen on. Beyond loopback (`127.0.0.1`, `::1`, `localhost`), the public
+   * development key is refused unless `allowPublicDevKey` is set: configure `apiKeys`.
+   * @default '127.0.0.1'
+   */
   host?: string | undefined;
   /** Port to listen on; 0 picks a free port. @default 8000 */
   port?: number | undefined;
+  /**
+   * Listen beyond loopback even though the public development key ({@link DEV_API_KEY}) is
+   * accepted (the default when `apiKeys` is not set). Anyone who can reach the port can then
+   * train, sample and delete models. Without it, `serve` throws instead of listening.
+   * @default false
+   */
+  allowPublicDevKey?: boolean | undefined;
+  /**
+   * More names the `Host` header may carry (names or addresses, no port; `'*'` answers every
+   * name). The service always answers the name it listens on, on a loopback bind also `localhost`,
+   * `127.0.0.1` and `[::1]`, and on `0.0.0.0`/`::` every address of this machine and its host name;
+   * any other `Host` is answered 421, which stops DNS rebinding. Any port.
+   * @default []
+   */
+  allowedHosts?: readonly string[] | undefined;
 }
 
 /** {@link ServerOptions} with every default applied (the engine is resolved separately). */

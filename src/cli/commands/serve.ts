@@ -5,6 +5,7 @@
  * jobs get their terminal events, the store is closed).
  */
 import { parseArgs } from 'node:util';
+import { escapeControl } from '../../internal/control-characters.js';
 import { ENV, readEnv } from '../../internal/env.js';
 import type { Command } from '../command.js';
 
@@ -19,9 +20,14 @@ Options:
   --data-dir DIR     Directory of the store and weight files (default .policyloop)
   --api-key KEY      Accepted Bearer key; repeat for several (default: $POLICYLOOP_API_KEY,
                      else the development key). The variable keeps the key out of ps.
+  --allow-public-dev-key
+                     Listen beyond loopback even with the public development key (refused
+                     otherwise: anyone who can reach the port could use it)
+  --allowed-host NAME
+                     Also answer requests for this Host name (no port); repeat for several,
+                     '*' for any. Default: the --host name, plus localhost, 127.0.0.1 and
+                     [::1] on loopback (other names are answered 421)
   -h, --help         Show this help`;
-
-const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '::1']);
 
 /** The `serve` subcommand. */
 export const serveCommand: Command = {
@@ -35,6 +41,8 @@ export const serveCommand: Command = {
           port: { type: 'string', default: '8000' },
           'data-dir': { type: 'string', default: '.policyloop' },
           'api-key': { type: 'string', multiple: true },
+          'allow-public-dev-key': { type: 'boolean', default: false },
+          'allowed-host': { type: 'string', multiple: true },
           help: { type: 'boolean', short: 'h', default: false },
         },
         allowPositionals: false,
@@ -62,12 +70,23 @@ export const serveCommand: Command = {
       return 2;
     }
 
-    const { serve, DEV_API_KEY } = await import('../../server/index.js');
+    const { serve, DEV_API_KEY, isLoopbackHost } = await import('../../server/index.js');
+    const publicDevKey = (apiKeys ?? [DEV_API_KEY]).includes(DEV_API_KEY) && !isLoopbackHost(values.host);
+    if (publicDevKey && !values['allow-public-dev-key']) {
+      process.stderr.write(
+        `policyloop serve: refusing to listen on ${escapeControl(values.host)} with the public development key ${DEV_API_KEY}: ` +
+          'anyone who can reach the port could train, sample and delete models. Pass --api-key KEY ' +
+          `(or set ${ENV.apiKey}), listen on 127.0.0.1, or pass --allow-public-dev-key to do it anyway.\n`,
+      );
+      return 2;
+    }
     const server = await serve({
       host: values.host,
       port,
       dataDir: values['data-dir'],
       apiKeys,
+      allowPublicDevKey: values['allow-public-dev-key'],
+      allowedHosts: values['allowed-host'],
       logger: {
         info: (message) => process.stderr.write(`[policyloop] ${message}\n`),
         warn: (message) => process.stderr.write(`[policyloop] warning: ${message}\n`),
@@ -103,12 +122,12 @@ export const serveCommand: Command = {
       process.stdout.write(`using the API key from ${ENV.apiKey}\n`);
     } else if (apiKeys === undefined) {
       process.stdout.write(`using the development API key ${DEV_API_KEY} (pass --api-key KEY to set your own)\n`);
-      // The development key is public: reachable beyond this machine, anyone could train and read files.
-      if (!LOOPBACK_HOSTS.has(values.host))
-        process.stderr.write(
-          `policyloop: warning: listening on ${values.host} with the public development key; pass --api-key KEY\n`,
-        );
     }
+    // Opted in with --allow-public-dev-key: say it on every start.
+    if (publicDevKey)
+      process.stderr.write(
+        `policyloop: warning: listening on ${escapeControl(values.host)} with the public development key (--allow-public-dev-key): anyone who can reach the port can use the service\n`,
+      );
     // The development key is public, so the link may carry it (in the fragment, which the browser
     // never sends); a key of the user's own is typed into the page's form instead.
     process.stdout.write(
