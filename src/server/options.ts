@@ -1,5 +1,6 @@
 /** Options of the local service and their documented defaults, resolved in one place. */
 import type { Engine } from '../engine/types.js';
+import { resolveTrainingDataAccess, type TrainingDataAccess } from './training-data-access.js';
 
 /**
  * The documented development API key, used when no key is configured. Anyone can read it in the
@@ -46,6 +47,28 @@ export interface ServerOptions {
    * job with a message saying so. @default 256 MiB
    */
   maxTrainingDataBytes?: number | undefined;
+  /**
+   * Directories whose files SFT jobs may read through `file://` training data URLs, besides the
+   * data directory's own SFT files (`<dataDir>/<project>/models/<name>/sft-data/`, where the local
+   * backend writes them), which are always readable. Links are followed only when they lead
+   * inside. Every other `file://` URL is refused (422 at submission).
+   * @default []
+   */
+  trainingDataRoots?: readonly string[] | undefined;
+  /**
+   * Whether SFT jobs may download `http://` and `https://` training data URLs. Off, such a URL is
+   * refused (422). On, downloads still never reach loopback, private, link-local (cloud
+   * metadata) or reserved addresses unless `trainingDataAllowedAddresses` covers them; every
+   * address a name resolves to and every redirect (at most 5, followed by hand) are checked.
+   * @default false
+   */
+  allowTrainingDataDownloads?: boolean | undefined;
+  /**
+   * Loopback, private or link-local addresses that training data downloads may reach anyway: IP
+   * addresses or CIDR ranges (`'127.0.0.1'`, `'10.1.0.0/16'`, `'fd00::/8'`).
+   * @default []
+   */
+  trainingDataAllowedAddresses?: readonly string[] | undefined;
   /** Entity given to models registered with a null or missing entity. @default 'local' */
   entity?: string | undefined;
   /**
@@ -95,6 +118,8 @@ export interface ResolvedServerOptions {
   readonly requestTimeoutMs: number;
   readonly jobTimeoutMs: number;
   readonly maxTrainingDataBytes: number;
+  /** What SFT training data URLs may reach. */
+  readonly trainingData: TrainingDataAccess;
   readonly entity: string;
   readonly idempotencyKeyRetentionMs: number;
   readonly logger: ServerLogger;
@@ -130,14 +155,21 @@ export function resolveServerOptions(options: ServerOptions): ResolvedServerOpti
     throw new RangeError(
       `Expected \`idempotencyKeyRetentionMs\` to be a positive integer, got ${idempotencyKeyRetentionMs}`,
     );
+  const dataDir = options.dataDir ?? '.policyloop';
   return {
-    dataDir: options.dataDir ?? '.policyloop',
+    dataDir,
     apiKeys,
     maxBodyBytes,
     maxConcurrentJobs,
     requestTimeoutMs,
     jobTimeoutMs,
     maxTrainingDataBytes,
+    trainingData: resolveTrainingDataAccess({
+      dataDir,
+      trainingDataRoots: options.trainingDataRoots,
+      allowTrainingDataDownloads: options.allowTrainingDataDownloads,
+      trainingDataAllowedAddresses: options.trainingDataAllowedAddresses,
+    }),
     entity,
     idempotencyKeyRetentionMs,
     logger: options.logger ?? SILENT_LOGGER,
