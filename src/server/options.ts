@@ -1,5 +1,6 @@
 /** Options of the local service and their documented defaults, resolved in one place. */
 import type { Engine } from '../engine/types.js';
+import { escapeControl } from '../internal/control-characters.js';
 import { resolveTrainingDataAccess, type TrainingDataAccess } from './training-data-access.js';
 
 /**
@@ -78,7 +79,11 @@ export interface ServerOptions {
    * new request, so keep it longer than your clients retry. @default 86_400_000 (24 hours)
    */
   idempotencyKeyRetentionMs?: number | undefined;
-  /** Receives the service's notes (job starts and failures, unexpected errors). @default none */
+  /**
+   * Receives the service's notes (job starts and failures, unexpected errors). Control characters
+   * in them are escaped (`\x1b`) and further lines indented, so a note is safe to print.
+   * @default none
+   */
   logger?: ServerLogger | undefined;
 }
 
@@ -172,7 +177,20 @@ export function resolveServerOptions(options: ServerOptions): ResolvedServerOpti
     }),
     entity,
     idempotencyKeyRetentionMs,
-    logger: options.logger ?? SILENT_LOGGER,
+    logger: options.logger === undefined ? SILENT_LOGGER : escapingLogger(options.logger),
+  };
+}
+
+/**
+ * The logger with control characters in every message escaped (names, paths and messages come
+ * from clients), and each further line indented, so that no message can pass for a line of its own.
+ */
+function escapingLogger(logger: ServerLogger): ServerLogger {
+  const clean = (message: string): string => escapeControl(message, { keepLines: true }).replaceAll('\n', '\n    ');
+  return {
+    info: (message) => logger.info(clean(message)),
+    warn: (message) => logger.warn(clean(message)),
+    error: (message) => logger.error(clean(message)),
   };
 }
 
