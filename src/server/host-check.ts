@@ -63,7 +63,7 @@ export function checkAllowedHosts(allowedHosts: readonly string[]): void {
   for (const entry of allowedHosts) {
     if (typeof entry !== 'string' || (entry !== '*' && hostName(entry) !== entry.toLowerCase().replace(/\.$/, '')))
       throw new TypeError(
-        `Expected every entry of \`allowedHosts\` to be a host name or address without port (e.g. 'mybox.lan', '192.168.1.5', '[fd00::1]') or '*', got ${JSON.stringify(entry)}`,
+        `Expected every entry of \`allowedHosts\` (--allowed-host) to be a host name or address without port (e.g. 'mybox.lan', '192.168.1.5', '[fd00::1]') or '*', got ${JSON.stringify(entry)}`,
       );
   }
 }

@@ -88,7 +88,7 @@ export function resolveTrainingDataAccess(options: TrainingDataAccessOptions): T
     const parsed = parseAddressRange(entry);
     if (parsed === undefined)
       throw new TypeError(
-        `Expected every entry of \`trainingDataAllowedAddresses\` to be an IP address or a CIDR range (e.g. '127.0.0.1', '10.0.0.0/8', 'fd00::/8'), got ${JSON.stringify(entry)}`,
+        `Expected every entry of \`trainingDataAllowedAddresses\` (--allow-training-data-address) to be an IP address or a CIDR range (e.g. '127.0.0.1', '10.0.0.0/8', 'fd00::/8'), got ${JSON.stringify(entry)}`,
       );
     allowedAddresses.addSubnet(parsed.address, parsed.prefix, parsed.family);
   }

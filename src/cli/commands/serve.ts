@@ -1,5 +1,7 @@
 /**
  * `policyloop serve [--host 127.0.0.1] [--port 8000] [--data-dir .policyloop] [--api-key KEY ...]`
+ * plus the security options (`--allow-public-dev-key`, `--allowed-host`, `--training-data-root`,
+ * `--allow-training-data-downloads`, `--allow-training-data-address`; see docs/server.md)
  * (keys default to `POLICYLOOP_API_KEY`, then the development key):
  * runs the local service until SIGINT/SIGTERM, then stops cleanly (in-flight requests finish,
  * jobs get their terminal events, the store is closed).
@@ -27,6 +29,14 @@ Options:
                      Also answer requests for this Host name (no port); repeat for several,
                      '*' for any. Default: the --host name, plus localhost, 127.0.0.1 and
                      [::1] on loopback (other names are answered 421)
+  --training-data-root DIR
+                     A directory whose files SFT jobs may read through file:// URLs; repeat
+                     for several (the data directory's own SFT files are always readable)
+  --allow-training-data-downloads
+                     Let SFT jobs download http(s):// training data (public addresses only)
+  --allow-training-data-address ADDR
+                     An address or CIDR range (127.0.0.1, 10.0.0.0/8) downloads may reach
+                     although it is loopback, private or link-local; repeat for several
   -h, --help         Show this help`;
 
 /** The `serve` subcommand. */
@@ -43,6 +53,9 @@ export const serveCommand: Command = {
           'api-key': { type: 'string', multiple: true },
           'allow-public-dev-key': { type: 'boolean', default: false },
           'allowed-host': { type: 'string', multiple: true },
+          'training-data-root': { type: 'string', multiple: true },
+          'allow-training-data-downloads': { type: 'boolean', default: false },
+          'allow-training-data-address': { type: 'string', multiple: true },
           help: { type: 'boolean', short: 'h', default: false },
         },
         allowPositionals: false,
@@ -87,6 +100,9 @@ export const serveCommand: Command = {
       apiKeys,
       allowPublicDevKey: values['allow-public-dev-key'],
       allowedHosts: values['allowed-host'],
+      trainingDataRoots: values['training-data-root'],
+      allowTrainingDataDownloads: values['allow-training-data-downloads'],
+      trainingDataAllowedAddresses: values['allow-training-data-address'],
       logger: {
         info: (message) => process.stderr.write(`[policyloop] ${message}\n`),
         warn: (message) => process.stderr.write(`[policyloop] warning: ${message}\n`),
