@@ -37,7 +37,8 @@ export function checkTrainingDataUrl(url: string, access: TrainingDataAccess): v
   } catch {
     throw validationFailure(
       loc,
-      `Expected an absolute URL (file://, data:, http:// or https://), got ${JSON.stringify(redactUrl(url).slice(0, 200))}`,
+      // Not repeated: a string that is not a URL cannot be redacted, and may hold credentials.
+      'Expected an absolute URL (file://, data:, http:// or https://), got a string that does not parse as one',
       'url_parsing',
     );
   }

@@ -147,13 +147,22 @@ describe('http(s):// training data', () => {
     const model = await registerModel(server, 'allowed');
     expect((await runJob(server, model.id, `${rows.url}/rows.jsonl`)).status).toBe('COMPLETED');
     expect(rows.requests).toHaveLength(1);
+    // A name is resolved and connected to when all of its addresses are allowed.
+    const byName = await start({
+      allowTrainingDataDownloads: true,
+      trainingDataAllowedAddresses: ['127.0.0.0/8', '::1'],
+    });
+    const byNameModel = await registerModel(byName, 'by-name');
+    const named = await runJob(byName, byNameModel.id, `http://localhost:${new URL(rows.url).port}/rows.jsonl`);
+    expect(named.status, named.error_message).toBe('COMPLETED');
+    expect(rows.requests).toHaveLength(2);
 
     // A redirect to another allowed URL is followed.
     const hop = await listen((_request, response) => {
       response.writeHead(302, { location: `${rows.url}/rows.jsonl` }).end();
     });
     expect((await runJob(server, model.id, `${hop.url}/start`)).status).toBe('COMPLETED');
-    expect(rows.requests).toHaveLength(2);
+    expect(rows.requests).toHaveLength(3);
 
     // Redirects to cloud metadata, to a loopback address not allowed, and to a file are refused unsent.
     for (const [location, reason] of [
@@ -168,7 +177,7 @@ describe('http(s):// training data', () => {
       expect(job.error_message).toMatch(reason);
       expect(job.error_message.length).toBeLessThan(1000);
     }
-    expect(rows.requests).toHaveLength(2);
+    expect(rows.requests).toHaveLength(3);
 
     // An endless chain of redirects is cut after 5.
     const loop = await listen((_request, response) => response.writeHead(301, { location: '/again' }).end());
