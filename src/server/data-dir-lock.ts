@@ -8,7 +8,7 @@
  * contender can win.
  */
 import { randomBytes } from 'node:crypto';
-import { linkSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { linkSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 /** Name of the lock file inside the data directory. */
@@ -47,7 +47,7 @@ export function lockDataDir(dataDir: string): DataDirLock {
     );
   const token = randomBytes(16).toString('hex');
   const content = `${process.pid} ${processStartTime(process.pid) ?? '-'} ${token}\n`;
-  const draft = `${path}.${token}.tmp`;
+  const draft = `${path}.${process.pid}.${token}.tmp`;
   writeFileSync(draft, content, { flag: 'wx', mode: 0o644 });
   try {
     // A few rounds: each lost takeover race reads the lock again.
@@ -56,6 +56,7 @@ export function lockDataDir(dataDir: string): DataDirLock {
         linkSync(draft, path);
         heldByThisProcess.add(dataDir);
         tokensOfThisProcess.add(token);
+        removeLeftovers(dataDir);
         return ownLock(dataDir, path, token);
       } catch (error) {
         if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
@@ -105,7 +106,7 @@ function ownLock(dataDir: string, path: string, token: string): DataDirLock {
  * puts it back.
  */
 function takeOver(path: string, staleText: string, token: string): void {
-  const aside = `${path}.${token}.stale`;
+  const aside = `${path}.${process.pid}.${token}.stale`;
   try {
     renameSync(path, aside);
   } catch (error) {
@@ -123,6 +124,22 @@ function takeOver(path: string, staleText: string, token: string): void {
     }
   } finally {
     rmSync(aside, { force: true });
+  }
+}
+
+/** Drafts and set-aside locks of processes that died between writing and removing them. */
+function removeLeftovers(dataDir: string): void {
+  let names: string[];
+  try {
+    names = readdirSync(dataDir);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const match = /^policyloop\.lock\.(\d+)\.[0-9a-f]{32}\.(tmp|stale)$/.exec(name);
+    if (match === null) continue;
+    const pid = Number(match[1]);
+    if (pid !== process.pid && !isRunning({ pid, start: '-', token: '' })) rmSync(join(dataDir, name), { force: true });
   }
 }
 

@@ -4,7 +4,7 @@
  * released only by its owner, and not kept by a process that is dead or a zombie.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -140,11 +140,14 @@ describe('data-directory lock', () => {
     expect(existsSync(join(dataDir, LOCK))).toBe(false);
   });
 
-  it('takes over the lock of an older version whose process is gone', async () => {
+  it('takes over the lock of an older version whose process is gone, and removes drafts dead processes left', async () => {
     const dataDir = temporaryDirectory();
     const gone = spawn('true', { stdio: 'ignore' });
     await new Promise((resolve) => gone.once('exit', resolve));
     writeFileSync(join(dataDir, LOCK), `${gone.pid}\n`);
+    const leftover = `${LOCK}.${gone.pid}.${'ef'.repeat(16)}.tmp`;
+    writeFileSync(join(dataDir, leftover), `${gone.pid} - ${'ef'.repeat(16)}\n`);
     await expectServiceAnswers(dataDir);
+    expect(readdirSync(dataDir).filter((name) => name.startsWith(LOCK))).toEqual([]);
   });
 });
