@@ -281,7 +281,8 @@ function get(
       },
       resolveResponse,
     );
-    outgoing.once('error', rejectResponse);
+    // `on`, not `once`: a socket error after the answer began must not go unhandled (it ends the body read).
+    outgoing.on('error', rejectResponse);
     outgoing.end();
   });
 }

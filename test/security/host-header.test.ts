@@ -6,12 +6,14 @@
 import { request } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createApp, serve, type ServeHandle } from '../../src/server/index.js';
+import { killChildren, runCli, startServeCli } from '../cli/support/run-cli.js';
 import { temporaryDirectory } from '../server/support/harness.js';
 import { createStandInEngine } from '../server/support/stand-in-engine.js';
 
 const handles: ServeHandle[] = [];
 
 afterEach(async () => {
+  killChildren();
   await Promise.all(handles.splice(0).map((handle) => handle.close()));
 });
 
@@ -108,6 +110,30 @@ describe('Host header', () => {
     await expect(start({ allowedHosts: ['http://mybox.lan/'] })).rejects.toThrow(/allowedHosts/);
     await expect(start({ allowedHosts: ['mybox.lan:8000'] })).rejects.toThrow(/without port/);
   });
+
+  it('`policyloop serve --allowed-host` answers that name too, and refuses a malformed one with exit 2', async () => {
+    const served = await startServeCli(temporaryDirectory(), ['--allowed-host', 'mybox.lan']);
+    const port = Number(new URL(served.url).port);
+    expect((await get(port, '/v1/health', 'mybox.lan:8000')).status).toBe(200);
+    const refused = await get(port, '/v1/health', 'attacker.example');
+    expect(refused.status).toBe(421);
+    expect(refused.text.length).toBeLessThan(2000);
+    expect((await get(port, '/v1/health', 'localhost')).status).toBe(200);
+    await served.stop();
+
+    const malformed = await runCli([
+      'serve',
+      '--port',
+      '0',
+      '--data-dir',
+      temporaryDirectory(),
+      '--allowed-host',
+      'http://mybox.lan/',
+    ]);
+    expect(malformed.code).toBe(2);
+    expect(malformed.stderr).toContain('--allowed-host');
+    expect(malformed.stderr.length).toBeLessThan(2000);
+  }, 60_000);
 
   it('leaves the in-process fetch handler alone (tests and embedders call it with any URL)', async () => {
     const app = await createApp({ dataDir: temporaryDirectory(), engine: createStandInEngine() });

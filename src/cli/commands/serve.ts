@@ -93,22 +93,30 @@ export const serveCommand: Command = {
       );
       return 2;
     }
-    const server = await serve({
-      host: values.host,
-      port,
-      dataDir: values['data-dir'],
-      apiKeys,
-      allowPublicDevKey: values['allow-public-dev-key'],
-      allowedHosts: values['allowed-host'],
-      trainingDataRoots: values['training-data-root'],
-      allowTrainingDataDownloads: values['allow-training-data-downloads'],
-      trainingDataAllowedAddresses: values['allow-training-data-address'],
-      logger: {
-        info: (message) => process.stderr.write(`[policyloop] ${message}\n`),
-        warn: (message) => process.stderr.write(`[policyloop] warning: ${message}\n`),
-        error: (message) => process.stderr.write(`[policyloop] error: ${message}\n`),
-      },
-    });
+    let server: Awaited<ReturnType<typeof serve>>;
+    try {
+      server = await serve({
+        host: values.host,
+        port,
+        dataDir: values['data-dir'],
+        apiKeys,
+        allowPublicDevKey: values['allow-public-dev-key'],
+        allowedHosts: values['allowed-host'],
+        trainingDataRoots: values['training-data-root'],
+        allowTrainingDataDownloads: values['allow-training-data-downloads'],
+        trainingDataAllowedAddresses: values['allow-training-data-address'],
+        logger: {
+          info: (message) => process.stderr.write(`[policyloop] ${message}\n`),
+          warn: (message) => process.stderr.write(`[policyloop] warning: ${message}\n`),
+          error: (message) => process.stderr.write(`[policyloop] error: ${message}\n`),
+        },
+      });
+    } catch (error) {
+      // A malformed --allowed-host or --allow-training-data-address is a usage error; the rest (a port in use) is not.
+      if (!(error instanceof TypeError && error.message.startsWith('Expected '))) throw error;
+      process.stderr.write(`policyloop serve: ${escapeControl(error.message)}\n`);
+      return 2;
+    }
     // Signal handlers first: a supervisor may send SIGTERM as soon as it reads the ready line.
     const exited = new Promise<number>((resolveExit) => {
       let stopping = false;
