@@ -181,8 +181,11 @@ export function redactUrl(url: string): string {
   } catch {
     return '(not a URL)';
   }
-  if (parsed.protocol === 'data:')
-    return `data:${url.slice(5, url.indexOf(',') < 0 ? 5 : url.indexOf(',')).slice(0, 100)},...`;
+  if (parsed.protocol === 'data:') {
+    // The media type only: the data may be anything.
+    const comma = url.indexOf(',');
+    return `data:${url.slice(5, comma < 0 ? 5 : Math.min(comma, 105))},...`;
+  }
   const hadUser = parsed.username !== '' || parsed.password !== '';
   parsed.username = '';
   parsed.password = '';
