@@ -7,6 +7,7 @@
 import { MissingApiKeyError, TrainingClient } from '../client/index.js';
 import { APIConnectionError, APIError, NotFoundError, UnprocessableEntityError } from '../client/errors.js';
 import { DEFAULT_BASE_URL, DEFAULT_INFERENCE_BASE_URL } from '../client/training-client.js';
+import { escapeControl } from '../internal/control-characters.js';
 import { ENV, readEnv, readFirstEnv } from '../internal/env.js';
 import { formatPath } from '../internal/format-issues.js';
 import type { LocalModelResponse } from '../schema/index.js';
@@ -47,14 +48,27 @@ export function makeClient(options: CommonOptions): TrainingClient {
   return new TrainingClient({ apiKey, baseURL, inferenceBaseURL, maxRetries: 1 });
 }
 
-/** Writes one line to stdout. */
+/**
+ * Writes one line to stdout. Control characters from the service (a name, a message) are escaped
+ * (`\x1b`), so that printing cannot move the cursor or hide text; tabs and newlines stay.
+ */
 export function out(line = ''): void {
-  process.stdout.write(`${line}\n`);
+  process.stdout.write(`${escapeControl(line, { keepLines: true })}\n`);
 }
 
-/** Writes `value` as one line of JSON (an item of a JSON-lines stream, or a whole answer). */
+/**
+ * Writes `value` as one line of JSON (an item of a JSON-lines stream, or a whole answer). JSON
+ * escapes C0 controls itself; DEL, C1 controls and bidirectional overrides are written as `\u`
+ * escapes too (the same JSON value).
+ */
 export function outJson(value: unknown): void {
-  process.stdout.write(`${JSON.stringify(value)}\n`);
+  process.stdout.write(`${JSON.stringify(value).replace(JSON_UNESCAPED_CONTROL, jsonEscape)}\n`);
+}
+
+const JSON_UNESCAPED_CONTROL = /[\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
+
+function jsonEscape(character: string): string {
+  return `\\u${character.charCodeAt(0).toString(16).padStart(4, '0')}`;
 }
 
 /** Whether progress may be shown: stderr is a terminal (quiet when piped or redirected). */
@@ -64,7 +78,7 @@ export function showsProgress(): boolean {
 
 /** Shows `message` as the one progress line on stderr (terminal only). */
 export function progress(message: string): void {
-  if (showsProgress()) process.stderr.write(`\r\u001b[K${message}`);
+  if (showsProgress()) process.stderr.write(`\r\u001b[K${escapeControl(message)}`);
 }
 
 /** Clears the progress line (terminal only). */
@@ -78,7 +92,8 @@ export function progressDone(): void {
  * table(['step', 'reward'], [[0, '0.25']]);
  */
 export function table(header: readonly string[], rows: readonly (readonly (string | number)[])[]): string {
-  const cells = [header, ...rows.map((row) => row.map((cell) => String(cell)))];
+  // Escaped before measuring: a cell shows as its escaped text.
+  const cells = [header, ...rows.map((row) => row.map((cell) => escapeControl(String(cell))))];
   const widths = header.map((_, column) => maxOf(cells.map((row) => (row[column] ?? '').length)));
   const numeric = header.map((_, column) => rows.length > 0 && rows.every((row) => typeof row[column] === 'number'));
   return cells
@@ -99,8 +114,15 @@ export function formatNumber(value: number): string {
   return Number(value.toPrecision(4)).toString();
 }
 
-/** The one line an error prints as (without the `policyloop:` prefix). */
+/**
+ * The one line an error prints as (without the `policyloop:` prefix), control characters escaped
+ * (the message may quote names and paths from the service).
+ */
 export function errorLine(error: unknown): string {
+  return escapeControl(rawErrorLine(error));
+}
+
+function rawErrorLine(error: unknown): string {
   if (error instanceof MissingApiKeyError) {
     return 'no API key: pass --api-key KEY or set POLICYLOOP_API_KEY (or WANDB_API_KEY); `policyloop serve` prints the key of a local service';
   }

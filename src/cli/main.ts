@@ -241,8 +241,9 @@ if (isEntryScript()) {
     (code) => {
       process.exitCode = code;
     },
-    (error: unknown) => {
-      process.stderr.write(`policyloop: ${error instanceof Error ? error.message : String(error)}\n`);
+    async (error: unknown) => {
+      const { errorLine } = await import('./context.js');
+      process.stderr.write(`policyloop: ${errorLine(error)}\n`);
       process.exitCode = 1;
     },
   );

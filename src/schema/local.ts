@@ -10,13 +10,22 @@ import { TrajectoryGroup } from './trajectory.js';
 
 const dateTime = z.iso.datetime({ offset: true, local: true });
 
-/** A split name as the local routes take it: non-empty, at most 100 characters, no `/`. */
+/**
+ * Control characters (C0, DEL, C1) and the bidirectional overrides: names holding them would
+ * rewrite what a terminal shows when they are printed.
+ */
+const CONTROL_CHARACTER = /[\p{Cc}\u202a-\u202e\u2066-\u2069]/u;
+
+/** A split name as the local routes take it: non-empty, at most 100 characters, no `/`, no control characters. */
 export const SplitName = z
   .string()
   .min(1, 'Expected a non-empty split name')
   .max(100, 'Expected a split name of at most 100 characters')
   .refine((value) => !value.includes('/'), {
     error: (issue) => `Expected a split name without '/', got ${JSON.stringify(issue.input)}`,
+  })
+  .refine((value) => !CONTROL_CHARACTER.test(value), {
+    error: 'Expected a split name without control characters (such as ESC, BEL or backspace)',
   });
 export type SplitName = z.infer<typeof SplitName>;
 
@@ -71,11 +80,14 @@ export type StepMetricsPage = z.output<typeof StepMetricsPage>;
 export const StepMetricsListQuery = PageQuery.extend({ split: SplitName.optional() });
 export type StepMetricsListQuery = z.output<typeof StepMetricsListQuery>;
 
-/** A metric name: non-empty, at most 200 characters. */
+/** A metric name: non-empty, at most 200 characters, no control characters. */
 const MetricName = z
   .string()
   .min(1, 'Expected a non-empty metric name')
-  .max(200, 'Expected a metric name of at most 200 characters');
+  .max(200, 'Expected a metric name of at most 200 characters')
+  .refine((value) => !CONTROL_CHARACTER.test(value), {
+    error: 'Expected a metric name without control characters (such as ESC, BEL or backspace)',
+  });
 
 /**
  * Body of `POST /v1/local/models/{model_id}/metrics`: numbers a client computed itself (training

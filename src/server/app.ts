@@ -74,6 +74,7 @@ export async function createApp(options: ServerOptions = {}): Promise<App> {
       logger: settings.logger,
       jobTimeoutMs: settings.jobTimeoutMs,
       maxTrainingDataBytes: settings.maxTrainingDataBytes,
+      trainingDataAccess: settings.trainingData,
     });
     const failed = await runner.failInterruptedJobs();
     if (failed > 0) settings.logger.warn(`failed ${failed} job(s) left unfinished by a previous process`);

@@ -1,4 +1,5 @@
 /** Errors that route handlers throw to answer with a given status; the app's error handler renders them. */
+import { escapeControl, hasControlCharacter } from '../internal/control-characters.js';
 import type { ValidationError } from '../schema/index.js';
 
 /** An error answered as `{"detail": message}` with its status (401, 404, 409, 413, 503, ...). */
@@ -29,6 +30,20 @@ export class RequestValidationError extends Error {
 /** Validation issues as one line: `body.temperature: Too big; query.limit: ...`. */
 function describeIssues(issues: readonly ValidationError[]): string {
   return issues.map((issue) => `${issue.loc.join('.')}: ${issue.msg}`).join('; ');
+}
+
+/**
+ * Throws a 422 naming `loc` when `value` holds a control character (ESC, BEL, backspace, ...):
+ * names are printed by terminals and logs, where such characters rewrite what an operator sees.
+ */
+export function refuseControlCharacters(loc: readonly (string | number)[], value: string): void {
+  if (!hasControlCharacter(value)) return;
+  const field = String(loc[loc.length - 1] ?? 'value');
+  throw validationFailure(
+    loc,
+    `Expected a ${field} without control characters (such as ESC, BEL or backspace), got "${escapeControl(value.length > 200 ? `${value.slice(0, 200)}...` : value)}"`,
+    'string_pattern_mismatch',
+  );
 }
 
 /** Builds a single-issue 422 error. */

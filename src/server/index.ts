@@ -10,3 +10,4 @@ export { serve, type ServeHandle } from './listen.js';
 export { DEV_API_KEY, type ServeOptions, type ServerLogger, type ServerOptions } from './options.js';
 export { INTERRUPTED_MESSAGE } from './job-runner.js';
 export { DATABASE_FILE } from './store.js';
+export { isLoopbackHost } from './host-check.js';

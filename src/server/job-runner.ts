@@ -14,6 +14,7 @@ import { raceSignal } from '../internal/delay.js';
 import { policyRef } from './policy-refs.js';
 import type { Store } from './store.js';
 import { loadTrainingData } from './training-data.js';
+import { resolveTrainingDataAccess, type TrainingDataAccess } from './training-data-access.js';
 import type { ServerLogger } from './options.js';
 
 /** Counts shown by the system check. */
@@ -32,6 +33,8 @@ export interface JobRunnerOptions {
   readonly logger: ServerLogger;
   /** Longest a job may run before it is stopped and failed. @default 21_600_000 (6 hours) */
   readonly jobTimeoutMs?: number;
+  /** What SFT training data URLs may reach. @default the data directory's SFT files only */
+  readonly trainingDataAccess?: TrainingDataAccess;
   /** Largest SFT training data file read, in bytes. @default 256 MiB */
   readonly maxTrainingDataBytes?: number;
   /** How long an aborted engine job is given to stop before the job is failed without it. @default 30_000 */
@@ -209,6 +212,7 @@ export class JobRunner {
       } else {
         const body = CreateSFTTrainingJob.parse(request);
         const rows = await loadTrainingData(body.training_data_url, {
+          access: this.options.trainingDataAccess ?? resolveTrainingDataAccess({ dataDir }),
           signal: controller.signal,
           ...(this.options.maxTrainingDataBytes === undefined ? {} : { maxBytes: this.options.maxTrainingDataBytes }),
         });

@@ -2,7 +2,10 @@
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { createAdaptorServer } from '@hono/node-server';
+import { InvalidArgumentError } from '../internal/errors.js';
 import { createApp, type App } from './app.js';
+import { errorBody } from './http-error.js';
+import { checkAllowedHosts, HostCheck, isLoopbackHost } from './host-check.js';
 import { DEV_API_KEY, type ServeOptions } from './options.js';
 
 /** A listening service. */
@@ -26,7 +29,9 @@ export interface ServeHandle {
 
 /**
  * Starts the local service and listens on `host:port` (default `127.0.0.1:8000`; port 0 picks a
- * free port).
+ * free port). Refuses to listen beyond loopback with the public development key unless
+ * `allowPublicDevKey` is set, and answers only requests whose `Host` is one of its names
+ * (see `allowedHosts`).
  * @example
  * const server = await serve({ port: 0, dataDir: '/tmp/policyloop' });
  * const client = new OpenAI({ baseURL: server.baseURL, apiKey: server.apiKey });
@@ -37,10 +42,27 @@ export async function serve(options: ServeOptions = {}): Promise<ServeHandle> {
   const port = options.port ?? 8000;
   if (!Number.isInteger(port) || port < 0 || port > 65_535)
     throw new RangeError(`Expected \`port\` between 0 and 65535, got ${port}`);
+  const allowedHosts = options.allowedHosts ?? [];
+  checkAllowedHosts(allowedHosts);
+  // The development key is in the docs: beyond loopback anyone could train, sample and delete.
+  if (
+    (options.apiKeys ?? [DEV_API_KEY]).includes(DEV_API_KEY) &&
+    !isLoopbackHost(host) &&
+    options.allowPublicDevKey !== true
+  )
+    throw new InvalidArgumentError(
+      'host',
+      `Refusing to listen on ${host} with the public development key (${DEV_API_KEY}): anyone who can reach the port could use it. ` +
+        'Configure your own key (`apiKeys`, `--api-key` or POLICYLOOP_API_KEY), listen on 127.0.0.1, ' +
+        'or opt in with `allowPublicDevKey: true` (`--allow-public-dev-key`).',
+    );
+  const hosts = new HostCheck(host, allowedHosts);
   const app = await createApp(options);
   let stopping = false;
   const answer = async (request: Request): Promise<Response> => {
-    const response = await app.fetch(request);
+    // A request without Host (HTTP/1.0) is for the address it reached.
+    const hostHeader = request.headers.get('host') ?? new URL(request.url).host;
+    const response = hosts.allows(hostHeader) ? await app.fetch(request) : misdirected(hostHeader, hosts);
     // While closing, tell the client not to reuse the connection (it is about to be closed).
     if (stopping) {
       try {
@@ -98,4 +120,17 @@ export async function serve(options: ServeOptions = {}): Promise<ServeHandle> {
       return closing;
     },
   };
+}
+
+/** The answer to a request whose `Host` is not one of the service's names (421 Misdirected Request). */
+function misdirected(hostHeader: string, hosts: HostCheck): Response {
+  const shown = JSON.stringify(hostHeader.length > 100 ? `${hostHeader.slice(0, 100)}...` : hostHeader);
+  return Response.json(
+    errorBody(
+      421,
+      `This service does not answer the host name ${shown}: it answers ${hosts.describe()} (any port). ` +
+        'To serve another name, add it with --allowed-host NAME (the `allowedHosts` option).',
+    ),
+    { status: 421 },
+  );
 }

@@ -1,5 +1,7 @@
 /** Options of the local service and their documented defaults, resolved in one place. */
 import type { Engine } from '../engine/types.js';
+import { escapeControl } from '../internal/control-characters.js';
+import { resolveTrainingDataAccess, type TrainingDataAccess } from './training-data-access.js';
 
 /**
  * The documented development API key, used when no key is configured. Anyone can read it in the
@@ -54,6 +56,27 @@ export interface ServerOptions {
    * @default 16 MiB
    */
   maxPageBytes?: number | undefined;
+   * Directories whose files SFT jobs may read through `file://` training data URLs, besides the
+   * data directory's own SFT files (`<dataDir>/<project>/models/<name>/sft-data/`, where the local
+   * backend writes them), which are always readable. Links are followed only when they lead
+   * inside. Every other `file://` URL is refused (422 at submission).
+   * @default []
+   */
+  trainingDataRoots?: readonly string[] | undefined;
+  /**
+   * Whether SFT jobs may download `http://` and `https://` training data URLs. Off, such a URL is
+   * refused (422). On, downloads still never reach loopback, private, link-local (cloud
+   * metadata) or reserved addresses unless `trainingDataAllowedAddresses` covers them; every
+   * address a name resolves to and every redirect (at most 5, followed by hand) are checked.
+   * @default false
+   */
+  allowTrainingDataDownloads?: boolean | undefined;
+  /**
+   * Loopback, private or link-local addresses that training data downloads may reach anyway: IP
+   * addresses or CIDR ranges (`'127.0.0.1'`, `'10.1.0.0/16'`, `'fd00::/8'`).
+   * @default []
+   */
+  trainingDataAllowedAddresses?: readonly string[] | undefined;
   /** Entity given to models registered with a null or missing entity. @default 'local' */
   entity?: string | undefined;
   /**
@@ -63,16 +86,39 @@ export interface ServerOptions {
    * new request, so keep it longer than your clients retry. @default 86_400_000 (24 hours)
    */
   idempotencyKeyRetentionMs?: number | undefined;
-  /** Receives the service's notes (job starts and failures, unexpected errors). @default none */
+  /**
+   * Receives the service's notes (job starts and failures, unexpected errors). Control characters
+   * in them are escaped (`\x1b`) and further lines indented, so a note is safe to print.
+   * @default none
+   */
   logger?: ServerLogger | undefined;
 }
 
 /** Options of `serve`: the app's options plus where to listen. */
 export interface ServeOptions extends ServerOptions {
-  /** Interface to listen on. @default '127.0.0.1' */
+  /**
+   * Interface to listen on. Beyond loopback (`127.0.0.1`, `::1`, `localhost`), the public
+   * development key is refused unless `allowPublicDevKey` is set: configure `apiKeys`.
+   * @default '127.0.0.1'
+   */
   host?: string | undefined;
   /** Port to listen on; 0 picks a free port. @default 8000 */
   port?: number | undefined;
+  /**
+   * Listen beyond loopback even though the public development key ({@link DEV_API_KEY}) is
+   * accepted (the default when `apiKeys` is not set). Anyone who can reach the port can then
+   * train, sample and delete models. Without it, `serve` throws instead of listening.
+   * @default false
+   */
+  allowPublicDevKey?: boolean | undefined;
+  /**
+   * More names the `Host` header may carry (names or addresses, no port; `'*'` answers every
+   * name). The service always answers the name it listens on, on a loopback bind also `localhost`,
+   * `127.0.0.1` and `[::1]`, and on `0.0.0.0`/`::` every address of this machine and its host name;
+   * any other `Host` is answered 421, which stops DNS rebinding. Any port.
+   * @default []
+   */
+  allowedHosts?: readonly string[] | undefined;
 }
 
 /** {@link ServerOptions} with every default applied (the engine is resolved separately). */
@@ -85,6 +131,8 @@ export interface ResolvedServerOptions {
   readonly jobTimeoutMs: number;
   readonly maxTrainingDataBytes: number;
   readonly maxPageBytes: number;
+  /** What SFT training data URLs may reach. */
+  readonly trainingData: TrainingDataAccess;
   readonly entity: string;
   readonly idempotencyKeyRetentionMs: number;
   readonly logger: ServerLogger;
@@ -124,8 +172,9 @@ export function resolveServerOptions(options: ServerOptions): ResolvedServerOpti
     throw new RangeError(
       `Expected \`idempotencyKeyRetentionMs\` to be a positive integer, got ${idempotencyKeyRetentionMs}`,
     );
+  const dataDir = options.dataDir ?? '.policyloop';
   return {
-    dataDir: options.dataDir ?? '.policyloop',
+    dataDir,
     apiKeys,
     maxBodyBytes,
     maxConcurrentJobs,
@@ -133,9 +182,28 @@ export function resolveServerOptions(options: ServerOptions): ResolvedServerOpti
     jobTimeoutMs,
     maxTrainingDataBytes,
     maxPageBytes,
+    trainingData: resolveTrainingDataAccess({
+      dataDir,
+      trainingDataRoots: options.trainingDataRoots,
+      allowTrainingDataDownloads: options.allowTrainingDataDownloads,
+      trainingDataAllowedAddresses: options.trainingDataAllowedAddresses,
+    }),
     entity,
     idempotencyKeyRetentionMs,
-    logger: options.logger ?? SILENT_LOGGER,
+    logger: options.logger === undefined ? SILENT_LOGGER : escapingLogger(options.logger),
+  };
+}
+
+/**
+ * The logger with control characters in every message escaped (names, paths and messages come
+ * from clients), and each further line indented, so that no message can pass for a line of its own.
+ */
+function escapingLogger(logger: ServerLogger): ServerLogger {
+  const clean = (message: string): string => escapeControl(message, { keepLines: true }).replaceAll('\n', '\n    ');
+  return {
+    info: (message) => logger.info(clean(message)),
+    warn: (message) => logger.warn(clean(message)),
+    error: (message) => logger.error(clean(message)),
   };
 }
 

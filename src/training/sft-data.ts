@@ -1,5 +1,5 @@
 /** SFT data: trajectories as `{messages, tools?}` JSONL rows, and writing them to a file. */
-import { mkdir, writeFile } from 'node:fs/promises';
+import { copyFile, link, mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { InvalidArgumentError } from '../internal/errors.js';
 import { isChoice, SFTRow, Trajectory } from '../schema/index.js';
@@ -75,4 +75,27 @@ export async function writeSFTFile(directory: string, rows: readonly SFTRow[]): 
   const file = path.join(directory, `sft-${new Date().toISOString().replace(/[:.]/g, '-')}-${process.pid}.jsonl`);
   await writeFile(file, rows.map((row) => `${JSON.stringify(row)}\n`).join(''), 'utf8');
   return file;
+}
+
+/**
+ * Puts the JSONL file `file` into `directory` (the model's `sft-data` folder, which the local
+ * service always reads) and returns its path there: a hard link when the file system allows it
+ * (no copy), a copy otherwise. A file already in `directory` is returned as it is.
+ */
+export async function stageSFTFile(directory: string, file: string): Promise<string> {
+  const source = path.resolve(file);
+  const rest = path.relative(path.resolve(directory), source);
+  if (rest !== '' && !rest.startsWith('..') && !path.isAbsolute(rest)) return source;
+  await mkdir(directory, { recursive: true });
+  const extension = path.extname(source);
+  const target = path.join(
+    directory,
+    `${path.basename(source, extension)}-${new Date().toISOString().replace(/[:.]/g, '-')}-${process.pid}${extension || '.jsonl'}`,
+  );
+  try {
+    await link(source, target);
+  } catch {
+    await copyFile(source, target);
+  }
+  return target;
 }

@@ -57,7 +57,7 @@ import { assertPathSegment, modelFiles } from './model-files.js';
 import type { ModelFiles } from './model-files.js';
 import { clearPendingJob, pendingJobPath, readPendingJob, writePendingJob } from './pending-job.js';
 import type { PendingJob } from './pending-job.js';
-import { toSFTRows, writeSFTFile } from './sft-data.js';
+import { stageSFTFile, toSFTRows, writeSFTFile } from './sft-data.js';
 import { pinnableClient, pinnableFetch } from './step-pin.js';
 import { assertSomethingToTrain, assertTrainingGroupsShape, hasZeroRewardVariance } from './training-input.js';
 
@@ -951,7 +951,10 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
           cause: error,
         });
       }
-      return { url, rows: null };
+      // The local service reads file:// data only from the models' sft-data folders (and the
+      // roots it is given): the file goes there, linked when it can be (docs/training.md).
+      const staged = backend.localFileUrl(await stageSFTFile(files.sftData, file));
+      return { url: staged ?? url, rows: null };
     }
     if (source === undefined) {
       throw new InvalidArgumentError(

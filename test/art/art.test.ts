@@ -30,11 +30,11 @@ const REQUIRED = process.env['POLICYLOOP_REQUIRE_ART'] === '1';
 const API_KEY = 'art-conformance-key';
 /**
  * Extra `policyloop serve` options the file:// SFT step needs: it writes its JSONL under
- * `<dataDir>/sft/`. None while the service may read any local path; where file:// is limited to
- * configured folders, allow that one here.
+ * `<dataDir>/sft/`, outside the models' own `sft-data` folders, so that folder is made a training
+ * data root (file:// reads nothing else).
  */
-function sftServeOptions(_dataDir: string): string[] {
-  return [];
+function sftServeOptions(dataDir: string): string[] {
+  return ['--training-data-root', path.join(dataDir, 'sft')];
 }
 const MINUTE = 60_000;
 

@@ -178,7 +178,9 @@ describe('commands', () => {
 
   it('jobs get, and jobs events --follow streams a running job to its end: exit 0 ended, 1 failed', async () => {
     const target = await new TrainableModel({ project: 'cli', name: 'jobs', baseModel: BASE_MODEL }).register(backend);
-    const sftFile = path.join(dataDir, 'rows.jsonl');
+    // In the model's sft-data folder: the local service reads file:// data from there (and its roots).
+    const sftFile = path.join(dataDir, 'cli', 'models', 'jobs', 'sft-data', 'rows.jsonl');
+    await import('node:fs/promises').then(({ mkdir }) => mkdir(path.dirname(sftFile), { recursive: true }));
     await import('node:fs/promises').then(({ writeFile }) =>
       writeFile(sftFile, `${Array.from({ length: 8 }, () => JSON.stringify(SFT_ROWS[0])).join('\n')}\n`),
     );

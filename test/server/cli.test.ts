@@ -87,8 +87,17 @@ describe('policyloop serve', () => {
     expect(cli.lines).toEqual([]);
   });
 
-  it('warns when it listens beyond loopback with the public development key', async () => {
-    const cli = run(['serve', '--host', '0.0.0.0', '--port', '0', '--data-dir', temporaryDirectory()]);
+  it('warns when it listens beyond loopback with the public development key it was allowed to use', async () => {
+    const cli = run([
+      'serve',
+      '--host',
+      '0.0.0.0',
+      '--port',
+      '0',
+      '--data-dir',
+      temporaryDirectory(),
+      '--allow-public-dev-key',
+    ]);
     expect(await cli.nextLine()).toMatch(/^policyloop listening on http:\/\/0\.0\.0\.0:\d+$/);
     expect(await cli.nextLine()).toContain(DEV_API_KEY);
     cli.child.kill('SIGTERM');

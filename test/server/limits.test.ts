@@ -7,6 +7,7 @@ import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -57,7 +58,8 @@ async function sftJob(
 
 describe('SFT training data limits', () => {
   it('fails a job whose file is a device or a FIFO (reading them would never end) without hanging', async () => {
-    const server = await start({ engine: createStandInEngine() });
+    // Devices and FIFOs are refused even where the service may read.
+    const server = await start({ engine: createStandInEngine(), trainingDataRoots: ['/dev', tmpdir()] });
     const model = await registerModel(server, 'devices');
     const fifo = join(temporaryDirectory(), 'rows.fifo');
     execFileSync('mkfifo', [fifo]);
@@ -70,7 +72,13 @@ describe('SFT training data limits', () => {
   });
 
   it('fails a job whose file, data: URL or download is over maxTrainingDataBytes', async () => {
-    const server = await start({ engine: createStandInEngine(), maxTrainingDataBytes: 1000 });
+    const server = await start({
+      engine: createStandInEngine(),
+      maxTrainingDataBytes: 1000,
+      trainingDataRoots: [tmpdir()],
+      allowTrainingDataDownloads: true,
+      trainingDataAllowedAddresses: ['127.0.0.1'],
+    });
     const model = await registerModel(server, 'too-big');
     const rows = sftJsonl(
       Array.from({ length: 40 }, (_, index) => ({ question: `question ${index}`, answer: `answer ${index}` })),
@@ -113,15 +121,20 @@ describe('SFT training data limits', () => {
     expect(fits.job.status).toBe('COMPLETED');
   });
 
-  it('says which HTTP status a download got', async () => {
-    const server = await start({ engine: createStandInEngine() });
+  it('does not say what a download got: no HTTP status, no connection error', async () => {
+    const server = await start({
+      engine: createStandInEngine(),
+      allowTrainingDataDownloads: true,
+      trainingDataAllowedAddresses: ['127.0.0.1'],
+    });
     const model = await registerModel(server, 'missing-download');
     const url = await listen((_request, response) => {
       response.statusCode = 404;
       response.end('no such file');
     });
     const { job } = await sftJob(server, model.id, url);
-    expect(job.error_message).toBe(`Cannot download training data from ${url}: HTTP 404`);
+    expect(job.error_message).toMatch(new RegExp(`^Cannot download training data from ${url}: no usable answer`));
+    expect(job.error_message).not.toContain('404');
   });
 });
 

@@ -17,9 +17,16 @@ import { startServer, temporaryDirectory, type TestServer } from './support/harn
 import { dataUrl, followEvents, registerModel, sampledGroup, sftJsonl, waitForJobEnd } from './support/jobs.js';
 
 let server: TestServer;
+/** A directory the service may read SFT files from (`trainingDataRoots`). */
+const dataRoot = temporaryDirectory();
 
 beforeAll(async () => {
-  server = await startServer();
+  // SFT data from a root, and downloads from this machine (the test's HTTP server), allowed by name.
+  server = await startServer({
+    trainingDataRoots: [dataRoot],
+    allowTrainingDataDownloads: true,
+    trainingDataAllowedAddresses: ['127.0.0.1'],
+  });
 });
 afterAll(async () => {
   await server.close();
@@ -295,7 +302,7 @@ describe('training jobs', () => {
       { question: 'hi', answer: 'hello' },
       { question: 'bye', answer: 'ciao' },
     ]);
-    const file = join(temporaryDirectory(), 'rows.jsonl');
+    const file = join(dataRoot, 'rows.jsonl');
     writeFileSync(file, jsonl);
     const http: Server = createServer((_request, response) => response.end(jsonl));
     await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
@@ -347,8 +354,14 @@ describe('training jobs', () => {
     expect(notJsonJob.error_message).toMatch(/line 3 is not valid JSON/);
     expect(notJsonJob.error_message).not.toContain('secret');
 
-    const missing = await server.call('POST', '/v1/preview/sft-training-jobs', {
+    // Outside the data directory's SFT files and the roots: refused before a job is made.
+    const outside = await server.call('POST', '/v1/preview/sft-training-jobs', {
       body: { model_id: model.id, training_data_url: 'file:///nonexistent/rows.jsonl' },
+    });
+    expect(outside.status).toBe(422);
+    expect(outside.body.detail[0]).toMatchObject({ loc: ['body', 'training_data_url'], type: 'url_refused' });
+    const missing = await server.call('POST', '/v1/preview/sft-training-jobs', {
+      body: { model_id: model.id, training_data_url: pathToFileURL(join(dataRoot, 'nonexistent.jsonl')).href },
     });
     expect((await waitForJobEnd(server, missing.body.id)).error_message).toMatch(/no such file/);
 

@@ -184,8 +184,10 @@ describe('training jobs', () => {
     const model = await registered(backend);
     const { client } = await backend.connect();
     faults.lose('/sft-training-jobs', 1);
-    const file = path.join(dataDir, 'sft-rows.jsonl');
-    const { writeFile } = await import('node:fs/promises');
+    // The local service reads file:// data from the models' sft-data folders (and its roots).
+    const file = path.join(dataDir, 'p', 'models', 'n', 'sft-data', 'sft-rows.jsonl');
+    const { mkdir, writeFile } = await import('node:fs/promises');
+    await mkdir(path.dirname(file), { recursive: true });
     await writeFile(file, `${JSON.stringify(rows[0])}\n`);
     const error = await model
       .trainSFT(undefined, { trainingDataUrl: `file://${file}`, batchSize: 1 })

@@ -37,7 +37,7 @@ export function registerJobRoutes(routes: RouteTable, service: ServiceContext): 
 
   const createSftJob = (context: Context, request: WriteRequest): Response => {
     const body = parseBody(CreateSFTTrainingJob, request.body);
-    checkTrainingDataUrl(body.training_data_url);
+    checkTrainingDataUrl(body.training_data_url, service.options.trainingData);
     const model = requireModel(service, body.model_id);
     const { result: job, answer } = request.commit(
       () => store.createJob({ modelId: model.id, kind: 'sft', request: body }),

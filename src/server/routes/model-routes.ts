@@ -15,7 +15,7 @@ import {
   type ModelResponse,
 } from '../../schema/index.js';
 import { fastParseLogRequest } from '../../schema/fast-parse.js';
-import { HttpError, validationFailure } from '../http-error.js';
+import { HttpError, refuseControlCharacters, validationFailure } from '../http-error.js';
 import { idempotentWrite, type WriteRequest } from '../idempotency.js';
 import { topLevelArrayElements } from '../json-slices.js';
 import type { RouteTable } from '../route-table.js';
@@ -48,6 +48,7 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
       ['name', body.name],
     ] as const) {
       if (value === '') throw validationFailure(['body', field], `Expected a non-empty ${field}`, 'string_too_short');
+      refuseControlCharacters(['body', field], value);
       if (NAME_FORBIDDEN.test(value))
         throw validationFailure(
           ['body', field],
@@ -132,6 +133,7 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
     // The fast path accepts the common shapes; anything else (and every 422) goes through zod.
     const fast = fastParseLogRequest(request.body);
     const body = fast ?? parseBody(LogRequest, request.body);
+    refuseControlCharacters(['body', 'split'], body.split);
     // Each group is stored as the client sent it when the fast path accepted the body (reading
     // normalizes it the same way): serializing the groups again cost about as much as parsing them.
     const groupTexts = fast === undefined ? undefined : groupTextsOf(request.text, body.trajectory_groups.length);
