@@ -56,6 +56,7 @@ export interface ServerOptions {
    * @default 16 MiB
    */
   maxPageBytes?: number | undefined;
+  /**
    * Directories whose files SFT jobs may read through `file://` training data URLs, besides the
    * data directory's own SFT files (`<dataDir>/<project>/models/<name>/sft-data/`, where the local
    * backend writes them), which are always readable. Links are followed only when they lead
