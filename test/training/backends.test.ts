@@ -191,6 +191,37 @@ describe('HostedBackend', () => {
     expect(service.requests.at(-1)).toMatchObject({ host: 'chat.test', path: '/v1/chat/completions' });
   });
 
+  it('refuses object metadata before anything is sent, and sends a naive start_time as UTC', async () => {
+    const service = hostedStandIn();
+    const backend = new HostedBackend({
+      apiKey: 'wandb-key',
+      baseURL: 'https://hosted.test/v1',
+      fetch: service.fetch,
+      dataDir,
+    });
+    const model = await new TrainableModel({
+      project: 'p',
+      name: 'm',
+      baseModel: 'OpenPipe/Qwen3-14B-Instruct',
+    }).register(backend);
+    const nested = { trajectories: [{ reward: 1, metadata: { source: { name: 'x' } } as never }] };
+    await expect(model.log([nested], { split: 'val' })).rejects.toThrow(
+      /trajectories\[0\]\.metadata\.source: Expected a string, number, boolean or null .*JSON\.stringify/,
+    );
+    expect(service.requests.some((request) => request.path.endsWith('/log'))).toBe(false);
+
+    const naive = { trajectories: [{ reward: 1, start_time: '2025-06-01T12:00:00.5', metadata: { task: 't-1' } }] };
+    await model.log([naive], { split: 'val' });
+    await model.flushLogs();
+    const sent = service.requests.find((request) => request.path.endsWith('/log'))?.body as {
+      trajectory_groups: Array<{ trajectories: Array<{ start_time: string; metadata: unknown }> }>;
+    };
+    expect(sent.trajectory_groups[0]?.trajectories[0]).toMatchObject({
+      start_time: '2025-06-01T12:00:00.5Z',
+      metadata: { task: 't-1' },
+    });
+  });
+
   it('sends the key, leaves the learning rate to the service, and needs a URL for SFT data', async () => {
     const service = hostedStandIn();
     const backend = new HostedBackend({
