@@ -1,9 +1,11 @@
 /**
- * The store's one seam onto SQLite. Runtimes that have Node's built-in `node:sqlite` (Node 22.13+
- * and 23.4+, so every Node 24) use it: no native build, and none of `better-sqlite3`'s
- * garbage-collection hazards on Node 24 (its statements derive from `node::ObjectWrap`, whose
- * destructor aborts the process when a statement is collected outside a JavaScript context, as
- * during a worker's or the process's shutdown). Node 20 uses the optional `better-sqlite3`.
+ * The store's one seam onto SQLite. Node 24 and later use Node's built-in `node:sqlite`: no native
+ * build, and none of `better-sqlite3`'s garbage-collection hazard there (built against Node 24.19+
+ * headers, its statements derive from a `node::ObjectWrap` whose destructor aborts the process when
+ * the collector finalizes a statement outside a JavaScript context, as when a worker or the process
+ * shuts down). Node 20 and 22 use the optional `better-sqlite3`; Node 22.13+ falls back to
+ * `node:sqlite` when it is not installed (Node 22 still prints an ExperimentalWarning for it, which
+ * is why it is not the first choice there).
  *
  * Prepared statements are cached per SQL text for the life of the connection: the store runs the
  * same few dozen statements over and over, and no statement is left for the collector to finalize
@@ -80,11 +82,23 @@ function builtinSqlite(): NodeSqliteModule | undefined {
   }
 }
 
-const builtin = builtinSqlite();
-// Loaded only where there is no built-in, so that a missing optional package fails the import of
-// the local service with Node's "Cannot find package 'better-sqlite3'" (LocalBackend names it).
-const BetterSqlite: typeof BetterSqlite3 | undefined =
-  builtin === undefined ? (await import('better-sqlite3')).default : undefined;
+const NODE_MAJOR = Number(process.versions.node.split('.')[0]);
+
+/** better-sqlite3, or undefined when it is not installed and `fallback` exists; else Node's error. */
+async function betterSqlite(fallback: NodeSqliteModule | undefined): Promise<typeof BetterSqlite3 | undefined> {
+  try {
+    return (await import('better-sqlite3')).default;
+  } catch (error) {
+    // Without a fallback, Node's "Cannot find package 'better-sqlite3'" fails the local service's
+    // import, and LocalBackend names the package to install.
+    if (fallback === undefined) throw error;
+    return undefined;
+  }
+}
+
+const available = builtinSqlite();
+const BetterSqlite = NODE_MAJOR >= 24 ? undefined : await betterSqlite(available);
+const builtin = BetterSqlite === undefined ? available : undefined;
 
 /** The binding {@link openDatabase} uses on this runtime. */
 export const SQLITE_DRIVER: SqliteDriver = builtin === undefined ? 'better-sqlite3' : 'node:sqlite';

@@ -1,6 +1,6 @@
 /**
- * The store's SQLite seam (`src/server/sqlite.ts`) on this runtime's driver: `node:sqlite` where
- * Node has it (22.13+, every 24), better-sqlite3 on Node 20. CI runs the suite on both runtimes,
+ * The store's SQLite seam (`src/server/sqlite.ts`) on this runtime's driver: `node:sqlite` on
+ * Node 24 and later, better-sqlite3 on Node 20 and 22. CI runs the suite on both runtimes,
  * so both drivers pass these tests.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -9,13 +9,8 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openDatabase, SQLITE_DRIVER, type SqliteDatabase } from '../../src/server/sqlite.js';
 
-const hasBuiltin = (() => {
-  try {
-    return process.getBuiltinModule?.('node:sqlite') !== undefined;
-  } catch {
-    return false;
-  }
-})();
+// better-sqlite3 is installed here, so Node 20 and 22 use it; Node 24 and later the built-in.
+const expectedDriver = Number(process.versions.node.split('.')[0]) >= 24 ? 'node:sqlite' : 'better-sqlite3';
 
 const opened: SqliteDatabase[] = [];
 const directories: string[] = [];
@@ -37,9 +32,9 @@ function open(readonly = false, file?: string): { database: SqliteDatabase; file
 }
 
 describe('SQLite seam', () => {
-  it(`runs on node:sqlite where the runtime has it, else better-sqlite3 (here: ${process.version})`, () => {
+  it(`runs on node:sqlite from Node 24, else better-sqlite3 (here: ${process.version})`, () => {
     const { database } = open();
-    expect(SQLITE_DRIVER).toBe(hasBuiltin ? 'node:sqlite' : 'better-sqlite3');
+    expect(SQLITE_DRIVER).toBe(expectedDriver);
     expect(database.driver).toBe(SQLITE_DRIVER);
   });
 
