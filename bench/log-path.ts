@@ -14,11 +14,11 @@ import { randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import Database from 'better-sqlite3';
 import { LogBatcher, type TrajectoryGroupInput } from 'policyloop';
 import { TrainingClient } from 'policyloop/client';
 import { LogRequest } from 'policyloop/schema';
 import { serve } from 'policyloop/server';
+import { openDatabase } from '../src/server/sqlite.js';
 import { fastParseLogRequest } from '../src/schema/fast-parse.js';
 
 const GROUPS = 2_000;
@@ -120,9 +120,9 @@ function measureStages(round: number): { serializeSeconds: number; storeSeconds:
   const serializeSeconds = seconds(() => {
     texts = groups.map((group) => JSON.stringify(group));
   });
-  const database = new Database(path.join(dataDir, `stages-${round}.db`));
-  database.pragma('journal_mode = WAL');
-  database.pragma('synchronous = FULL');
+  const database = openDatabase(path.join(dataDir, `stages-${round}.db`));
+  database.exec('PRAGMA journal_mode = WAL');
+  database.exec('PRAGMA synchronous = FULL');
   database.exec('CREATE TABLE rows (sequence INTEGER PRIMARY KEY, model_id TEXT, data TEXT)');
   const insert = database.prepare('INSERT INTO rows (model_id, data) VALUES (?, ?)');
   const storeBatch = database.transaction((batch: string[]) => {
@@ -155,7 +155,7 @@ try {
     const { serializeSeconds, storeSeconds } = measureStages(round);
     if (stats.sentGroups !== GROUPS || stats.spooledGroups !== 0)
       throw new Error(`not all sent: ${JSON.stringify(stats)}`);
-    const database = new Database(path.join(dataDir, 'policyloop.db'), { readonly: true });
+    const database = openDatabase(path.join(dataDir, 'policyloop.db'), { readonly: true });
     const stored = database
       .prepare('SELECT count(*) AS count FROM trajectory_groups WHERE model_id = ?')
       .get(model.id) as { count: number };

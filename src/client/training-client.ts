@@ -1,6 +1,6 @@
 /** The client of the training API. */
 import { z } from 'zod';
-import { SystemCheckResponse } from '../schema/index.js';
+import { SystemCheckReport } from '../schema/index.js';
 import { ENV, readEnv, readFirstEnv } from '../internal/env.js';
 import { MissingApiKeyError } from './errors.js';
 import type { ClientOptions, RequestOptions } from './options.js';
@@ -134,8 +134,10 @@ export class TrainingClient {
   }
 
   /**
-   * Readiness of the service's parts (`GET /v1/system-check`). When a check fails the service
-   * answers 503, which rejects with an `InternalServerError` whose `body` holds the checks.
+   * Readiness of the service's parts (`GET /v1/system-check`). Any JSON is accepted (the contract
+   * gives the 200 an empty schema); the checks the service description names (`api`, `database`,
+   * `cpu_queue`, `gpu_queue`) are typed, each optional. When a check fails the service answers
+   * 503, which rejects with an `InternalServerError` whose `body` holds the checks.
    * Like every GET it is retried on 5xx; pass `{ maxRetries: 0 }` for a quick answer.
    * @example
    * try {
@@ -144,14 +146,14 @@ export class TrainingClient {
    *   if (error instanceof InternalServerError) console.log(error.body);
    * }
    */
-  async systemCheck(options?: RequestOptions): Promise<SystemCheckResponse> {
+  async systemCheck(options?: RequestOptions): Promise<SystemCheckReport> {
     return this.#transport.request(
       {
         method: 'GET',
         path: '/system-check',
         template: '/system-check',
-        response: SystemCheckResponse,
-        responseName: 'SystemCheckResponse',
+        response: SystemCheckReport,
+        responseName: 'JSON',
       },
       options,
     );

@@ -10,6 +10,7 @@ import type {
   MessageOrChoice,
   Metrics,
   TrajectoryInput,
+  TrajectoryMetadataValue,
 } from '../schema/index.js';
 import { messageOf } from '../schema/index.js';
 import { clonePlain } from '../internal/clone.js';
@@ -126,8 +127,11 @@ export class TrajectoryRecorder extends HistoryRecorder {
   readonly additionalHistories: HistoryRecorder[] = [];
   /** Metrics of this trajectory (numbers or booleans). */
   readonly metrics: Metrics = {};
-  /** Free-form metadata of this trajectory. */
-  readonly metadata: Record<string, unknown> = {};
+  /**
+   * Metadata of this trajectory: string, number, boolean or null values (the hosted service
+   * refuses objects and arrays; store `JSON.stringify(value)` instead).
+   */
+  readonly metadata: Record<string, TrajectoryMetadataValue> = {};
   /** Log lines kept with the trajectory. */
   readonly logs: string[] = [];
   /** The reward, when the rollout sets one itself (a gather's reward function overrides it). */

@@ -279,7 +279,12 @@ export const SystemCheckResult = z.looseObject({
 });
 export type SystemCheckResult = z.infer<typeof SystemCheckResult>;
 
-/** Response of `GET /v1/system-check` (503 when a check fails). The contract leaves it open. */
+/**
+ * Response of `GET /v1/system-check` as this project's local service answers it (503 when a check
+ * fails): the shape the service description's prose gives. The published contract leaves the 200
+ * open (an empty schema), so the client accepts any JSON ({@link SystemCheckReport}); this strict
+ * shape is for checking our own service.
+ */
 export const SystemCheckResponse = z.looseObject({
   api: z.boolean(),
   database: z.union([z.boolean(), SystemCheckResult]),
@@ -287,3 +292,32 @@ export const SystemCheckResponse = z.looseObject({
   gpu_queue: SystemCheckResult,
 });
 export type SystemCheckResponse = z.infer<typeof SystemCheckResponse>;
+
+/**
+ * What `client.systemCheck()` resolves to: any JSON, since the contract gives the 200 an empty
+ * schema. When it is an object whose known checks have the described types, they are typed (each
+ * optional, other keys kept); anything else comes as it was sent.
+ * @example
+ * const report = await client.systemCheck();
+ * if (isSystemCheckObject(report)) console.log(report.api, report.gpu_queue?.success);
+ */
+export const SystemCheckReport = z.union([
+  /** The object form: the checks the service description names, each optional; other keys kept. */
+  z.looseObject({
+    api: z.boolean().optional(),
+    database: z.union([z.boolean(), SystemCheckResult]).optional(),
+    cpu_queue: SystemCheckResult.optional(),
+    gpu_queue: SystemCheckResult.optional(),
+  }),
+  z.json(),
+]);
+export type SystemCheckReport = z.infer<typeof SystemCheckReport>;
+
+const SystemCheckObjectSchema = SystemCheckReport.options[0];
+/** A {@link SystemCheckReport} that is an object whose known checks have the described types. */
+export type SystemCheckObject = z.infer<typeof SystemCheckObjectSchema>;
+
+/** True when `report` is an object whose known checks (each optional) have the described types. */
+export function isSystemCheckObject(report: SystemCheckReport): report is SystemCheckObject {
+  return SystemCheckObjectSchema.safeParse(report).success;
+}

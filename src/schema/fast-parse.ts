@@ -14,7 +14,14 @@ import type { z } from 'zod';
 import { boundedSafeParse } from './bounded-parse.js';
 import { Choice } from './choice.js';
 import { ChatCompletionFunctionToolParam, ChatCompletionMessageParam } from './messages.js';
-import { AdditionalHistory, LogRequest, PydanticException, Trajectory, TrajectoryGroup } from './trajectory.js';
+import {
+  AdditionalHistory,
+  LogRequest,
+  PydanticException,
+  Trajectory,
+  TrajectoryGroup,
+  toRfc3339,
+} from './trajectory.js';
 
 type Json = Record<string, unknown>;
 
@@ -193,9 +200,9 @@ function fillTrajectory(value: unknown): boolean {
   if (reward !== undefined && !isNumber(reward)) return false;
   if (!isNullishInt(value['initial_policy_version']) || !isNullishInt(value['final_policy_version'])) return false;
   if (metrics !== undefined && !isMetrics(metrics)) return false;
-  if (metadata !== undefined && !isRecord(metadata)) return false;
+  if (metadata !== undefined && !isScalarRecord(metadata)) return false;
   if (logs !== undefined && !isStrings(logs)) return false;
-  if (startTime !== undefined && !accepts(START_TIME, startTime)) return false;
+  if (startTime !== undefined && (typeof startTime !== 'string' || !accepts(START_TIME, startTime))) return false;
   if (exchanges !== undefined && !isRecord(exchanges)) return false;
   if (items === undefined) value['messages_and_choices'] = [];
   if (histories === undefined) value['additional_histories'] = [];
@@ -203,6 +210,16 @@ function fillTrajectory(value: unknown): boolean {
   if (metrics === undefined) value['metrics'] = {};
   if (metadata === undefined) value['metadata'] = {};
   if (logs === undefined) value['logs'] = [];
+  if (startTime !== undefined) value['start_time'] = toRfc3339(startTime as string);
+  return true;
+}
+
+/** An object whose values are all strings, numbers, booleans or null (trajectory metadata). */
+function isScalarRecord(value: unknown): boolean {
+  if (!isRecord(value)) return false;
+  for (const entry of Object.values(value)) {
+    if (entry !== null && typeof entry !== 'string' && typeof entry !== 'boolean' && !isNumber(entry)) return false;
+  }
   return true;
 }
 

@@ -60,11 +60,41 @@ export const AdditionalHistory = z.looseObject({
 export type AdditionalHistory = z.infer<typeof AdditionalHistory>;
 
 /**
+ * A value of a trajectory's `metadata`: a string, number, boolean or null. The primary contract
+ * (the older published document) allows nothing else, so an object or an array is refused with
+ * what to do instead.
+ */
+export const TrajectoryMetadataValue = z.union([z.string(), z.number(), z.boolean(), z.null()], {
+  error: (issue) =>
+    `Expected a string, number, boolean or null (the hosted service refuses objects and arrays in trajectory metadata), got ${
+      Array.isArray(issue.input) ? 'an array' : typeof issue.input
+    }: store JSON.stringify(value) instead, or put it in the group's metadata`,
+});
+export type TrajectoryMetadataValue = z.infer<typeof TrajectoryMetadataValue>;
+
+const DATE_TIME = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2})(:\d{2}(?:\.\d+)?)?(Z|[+-]\d{2}:\d{2})?$/;
+
+/**
+ * An ISO 8601 date-time as RFC 3339, which the hosted service's `date-time` requires: a time
+ * without an offset is taken as UTC (`Z` appended), one without seconds gets `:00`. Other values
+ * are returned as they are.
+ * @example
+ * toRfc3339('2025-06-01T12:00:00.123456'); // '2025-06-01T12:00:00.123456Z'
+ */
+export function toRfc3339(value: string): string {
+  const match = DATE_TIME.exec(value);
+  if (match === null) return value;
+  return `${match[1]}${match[2] ?? ':00'}${match[3] ?? 'Z'}`;
+}
+
+/**
  * One rollout: its conversation, reward, metrics and the policy versions it sampled from.
  * `{}` is valid and parses to the defaults: `messages_and_choices: []`,
  * `additional_histories: []`, `reward: 0`, `metrics: {}`, `metadata: {}`, `logs: []`.
- * `metadata` takes any JSON value (the newer contract; the older allowed only scalars).
- * `start_time` is ISO 8601, with or without an offset (Python clients send naive times).
+ * `metadata` values are scalars (string, number, boolean, null), as the primary contract declares:
+ * a hosted service on that version answers an object or array with 422, so it is refused here, at
+ * build and log time, with the field named. `start_time` is ISO 8601; a time without a UTC offset
+ * (Python's `datetime.now().isoformat()`) is taken as UTC and sent as RFC 3339 (`...Z`).
  * Unknown keys are kept.
  * @example
  * Trajectory.parse({ messages_and_choices: [{ role: 'user', content: 'Hi' }, choice], reward: 1 });
@@ -81,11 +111,12 @@ export const Trajectory = z.looseObject({
   final_policy_version: z.int().nullable().optional(),
   /** @default {} */
   metrics: Metrics.default({}),
-  /** Any JSON values. @default {} */
-  metadata: z.record(z.string(), z.unknown()).default({}),
+  /** Scalar values only (string, number, boolean, null). @default {} */
+  metadata: z.record(z.string(), TrajectoryMetadataValue).default({}),
   /** @default [] */
   logs: z.array(z.string()).default([]),
-  start_time: z.iso.datetime({ offset: true, local: true }).optional(),
+  /** ISO 8601; without an offset it is taken as UTC (parsed to RFC 3339, `...Z`). */
+  start_time: z.iso.datetime({ offset: true, local: true }).transform(toRfc3339).optional(),
   exchanges: z.record(z.string(), z.unknown()).optional(),
 });
 /** A parsed trajectory (defaults applied). */

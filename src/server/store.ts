@@ -6,12 +6,12 @@
 import { randomUUID } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
 import type { TrainingJobEventType, TrainingJobStatus } from '../schema/index.js';
 import { fastParseTrajectoryGroup } from '../schema/fast-parse.js';
 import { mergeStepStatistics, type StepStatistics } from '../schema/metrics.js';
 import { TrajectoryGroup } from '../schema/index.js';
 import { MIGRATIONS } from './migrations.js';
+import { openDatabase, type SqliteDatabase } from './sqlite.js';
 
 /** A registered model row. */
 export interface ModelRecord {
@@ -119,26 +119,29 @@ function now(): string {
   return new Date().toISOString();
 }
 
-/** The SQLite store. All calls are synchronous (better-sqlite3) and therefore never interleave. */
+/**
+ * The SQLite store (through `./sqlite.ts`: `node:sqlite` where the runtime has it, else
+ * better-sqlite3). All calls are synchronous and therefore never interleave.
+ */
 export class Store {
-  private readonly db: Database.Database;
+  private readonly db: SqliteDatabase;
   private open = true;
   private readonly eventListeners = new Map<string, Set<() => void>>();
 
-  private constructor(db: Database.Database) {
+  private constructor(db: SqliteDatabase) {
     this.db = db;
   }
 
   /** Opens (creating when needed) the store in `dataDir` and brings its schema up to date. */
   static openIn(dataDir: string): Store {
     mkdirSync(dataDir, { recursive: true });
-    const db = new Database(join(dataDir, DATABASE_FILE));
+    const db = openDatabase(join(dataDir, DATABASE_FILE));
     try {
-      db.pragma('journal_mode = WAL');
+      db.exec('PRAGMA journal_mode = WAL');
       // FULL: every commit is fsynced, so a 200 answer means the write is on disk.
-      db.pragma('synchronous = FULL');
-      db.pragma('foreign_keys = ON');
-      db.pragma('busy_timeout = 5000');
+      db.exec('PRAGMA synchronous = FULL');
+      db.exec('PRAGMA foreign_keys = ON');
+      db.exec('PRAGMA busy_timeout = 5000');
       migrate(db);
     } catch (error) {
       db.close();
@@ -804,8 +807,8 @@ function toCheckpoint(row: CheckpointRow): CheckpointRecord {
   return { ...row, metrics: JSON.parse(row.metrics) as Record<string, number> };
 }
 
-function migrate(db: Database.Database): void {
-  const version = db.pragma('user_version', { simple: true }) as number;
+function migrate(db: SqliteDatabase): void {
+  const version = Number(db.pragmaValue('user_version'));
   if (version > MIGRATIONS.length) {
     throw new Error(
       `The store's schema version is ${version}, newer than this policyloop knows (${MIGRATIONS.length}); upgrade policyloop or use another data directory.`,
@@ -815,7 +818,7 @@ function migrate(db: Database.Database): void {
     const migration = MIGRATIONS[index] as string;
     db.transaction(() => {
       db.exec(migration);
-      db.pragma(`user_version = ${index + 1}`);
+      db.exec(`PRAGMA user_version = ${index + 1}`);
     })();
   }
 }

@@ -2,7 +2,7 @@
  * The hosted backend: the W&B / CoreWeave Serverless Training service (or any service speaking
  * the contract), reached by base URL and API key.
  */
-import { TrainingClient } from '../client/index.js';
+import { DEFAULT_INFERENCE_BASE_URL, TrainingClient } from '../client/index.js';
 import { ENV, readEnv, readFirstEnv } from '../internal/env.js';
 import { PolicyloopError } from '../internal/errors.js';
 import path from 'node:path';
@@ -28,10 +28,18 @@ export interface HostedBackendOptions {
    */
   baseURL?: string | undefined;
   /**
-   * Base URL for chat completions of the trained models.
+   * Base URL for chat completions of the trained models (`model.openai()`, `model.fetch()`). The
+   * hosted service serves them on the training host.
    * @default the training API's base URL
    */
   inferenceBaseURL?: string | undefined;
+  /**
+   * Base URL of the W&B Inference API, where `client.inference.models.list()` goes
+   * (`GET /models`, with the optional `OpenAI-Project` header). The training API has no model list.
+   * @default process.env.POLICYLOOP_INFERENCE_BASE_URL, else 'https://api.inference.wandb.ai/v1'
+   * for the hosted training URL, else `baseURL` (a service speaking the contract answers both)
+   */
+  inferenceApiBaseURL?: string | undefined;
   /**
    * Directory for the models' local files (history, spool).
    * @default '.policyloop'
@@ -80,10 +88,15 @@ export class HostedBackend implements Backend {
       );
     }
     const baseURL = options.baseURL ?? readEnv(ENV.baseURL) ?? HOSTED_BASE_URL;
+    // Two hosts: the model list is on the inference API, trained models answer on the training host.
+    const inferenceApiBaseURL =
+      options.inferenceApiBaseURL ??
+      readEnv(ENV.inferenceBaseURL) ??
+      (baseURL === HOSTED_BASE_URL ? DEFAULT_INFERENCE_BASE_URL : baseURL);
     const client = new TrainingClient({
       apiKey,
       baseURL,
-      inferenceBaseURL: options.inferenceBaseURL ?? baseURL,
+      inferenceBaseURL: inferenceApiBaseURL,
       fetch: options.fetch,
       timeout: options.timeout,
       maxRetries: options.maxRetries,

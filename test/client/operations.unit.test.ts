@@ -7,6 +7,7 @@ import {
   type RequestOptions,
 } from '../../src/client/index.js';
 import { fakeFetch, json, type Reply } from './fake-fetch.js';
+import { isSystemCheckObject } from '../../src/schema/index.js';
 import { fullJob, group, JOB_ID, MODEL_ID, modelResponse, uuid } from './fixtures.js';
 
 const BASE = 'http://127.0.0.1:8000/v1';
@@ -41,6 +42,19 @@ describe('every operation sends the contract request and returns the parsed resp
     const { client, requests } = setup(json(checks));
     await expect(client.systemCheck()).resolves.toEqual(checks);
     expect(only(requests).url.pathname).toBe('/v1/system-check');
+  });
+
+  it('systemCheck accepts any JSON from a hosted service: the contract gives the 200 an empty schema', async () => {
+    for (const body of [{}, { status: 'ok' }, { api: 'up', queues: [] }, 'ok', [1], null]) {
+      const { client, requests } = setup(json(body));
+      await expect(client.systemCheck()).resolves.toEqual(body);
+      expect(only(requests).url.pathname).toBe('/v1/system-check');
+    }
+    const { client } = setup(json({ api: true, gpu_queue: { success: false, error: 'no workers' }, region: 'us' }));
+    const report = await client.systemCheck();
+    expect(isSystemCheckObject(report) && report.gpu_queue?.success).toBe(false);
+    expect(isSystemCheckObject('ok')).toBe(false);
+    expect(isSystemCheckObject({ api: 'up' })).toBe(false);
   });
 
   it('baseModels.list: GET /v1/preview/base-models', async () => {

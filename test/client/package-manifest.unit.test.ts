@@ -69,11 +69,12 @@ function satisfies(version: string, range: string): boolean {
 }
 
 describe('package.json', () => {
-  it('is an ESM package for Node >= 20.3', () => {
+  it('is an ESM package for Node 20.3+, 22 and 24', () => {
     expect(manifest.type).toBe('module');
     const engine = manifest.engines?.['node'] ?? '';
     expect(satisfies('20.3.0', engine), engine).toBe(true);
     expect(satisfies('22.11.0', engine), engine).toBe(true);
+    expect(satisfies('24.21.0', engine), engine).toBe(true);
     expect(satisfies('20.2.9', engine), engine).toBe(false);
   });
 

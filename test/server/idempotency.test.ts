@@ -6,10 +6,10 @@
  */
 import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { TrainingClient } from '../../src/client/index.js';
 import { createApp, DATABASE_FILE, DEV_API_KEY, INTERRUPTED_MESSAGE } from '../../src/server/index.js';
+import { openDatabase } from '../../src/server/sqlite.js';
 import { type CallResult, startServer, temporaryDirectory, waitFor, type TestServer } from './support/harness.js';
 import { registerModel, sftJsonl } from './support/jobs.js';
 import { startChild } from './support/child-service.js';
@@ -51,7 +51,7 @@ const jobBody = (modelId: string) => ({ model_id: modelId, trajectory_groups: [g
 
 /** Row counts of a table, per model when `modelId` is given, read from the service's database. */
 function countRows(dataDir: string, table: string, modelId?: string): number {
-  const database = new Database(join(dataDir, DATABASE_FILE));
+  const database = openDatabase(join(dataDir, DATABASE_FILE));
   try {
     const sql = `SELECT COUNT(*) AS count FROM ${table}${modelId === undefined ? '' : ' WHERE model_id = ?'}`;
     const row = database.prepare(sql).get(...(modelId === undefined ? [] : [modelId])) as { count: number };
@@ -62,7 +62,7 @@ function countRows(dataDir: string, table: string, modelId?: string): number {
 }
 
 function storedKeys(dataDir: string): string[] {
-  const database = new Database(join(dataDir, DATABASE_FILE));
+  const database = openDatabase(join(dataDir, DATABASE_FILE));
   try {
     return (database.prepare('SELECT key FROM idempotency_keys ORDER BY key').all() as { key: string }[]).map(
       (row) => row.key,
@@ -297,7 +297,7 @@ describe('atomicity', () => {
     const path = `/v1/preview/models/${model.id}/log`;
     const body = { split: 'train', trajectory_groups: [group([0, 1]), group([1, 0])] };
     // Stands in for a crash between the two: storing any key fails.
-    const database = new Database(join(server.dataDir, DATABASE_FILE));
+    const database = openDatabase(join(server.dataDir, DATABASE_FILE));
     try {
       database.exec(
         "CREATE TRIGGER refuse_keys BEFORE INSERT ON idempotency_keys BEGIN SELECT RAISE(ABORT, 'disk gone'); END",

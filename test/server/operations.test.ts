@@ -8,10 +8,10 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import Database from 'better-sqlite3';
 import { InferenceModelList, TrainingJobDetails } from '../../src/schema/index.js';
 import { TrainingClient } from '../../src/client/index.js';
 import { DATABASE_FILE } from '../../src/server/index.js';
+import { openDatabase } from '../../src/server/sqlite.js';
 import { checkResponse, declaredResponses } from './support/openapi-responses.js';
 import { startServer, temporaryDirectory, type TestServer } from './support/harness.js';
 import { dataUrl, followEvents, registerModel, sampledGroup, sftJsonl, waitForJobEnd } from './support/jobs.js';
@@ -465,7 +465,7 @@ describe('checkpoints', () => {
       expect(logged.status).toBe(200);
     }
     const rowsOf = (modelId: string, jobId: string) => {
-      const database = new Database(join(server.dataDir, DATABASE_FILE), { readonly: true });
+      const database = openDatabase(join(server.dataDir, DATABASE_FILE), { readonly: true });
       try {
         const count = (sql: string, id: string) => (database.prepare(sql).get(id) as { count: number }).count;
         return {

@@ -5,9 +5,9 @@
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DATABASE_FILE, DEV_API_KEY, INTERRUPTED_MESSAGE } from '../../src/server/index.js';
+import { openDatabase } from '../../src/server/sqlite.js';
 import { startServer, temporaryDirectory, waitFor, type TestServer } from './support/harness.js';
 import { followEvents } from './support/jobs.js';
 import { startChild } from './support/child-service.js';
@@ -90,10 +90,10 @@ describe('restart', () => {
     // The dead job's half-written checkpoint was removed.
     expect(existsSync(halfWritten)).toBe(false);
 
-    const database = new Database(join(dataDir, DATABASE_FILE), { readonly: true });
+    const database = openDatabase(join(dataDir, DATABASE_FILE), { readonly: true });
     try {
       // WAL is a property of the file: a reader sees the mode the service set.
-      expect(database.pragma('journal_mode', { simple: true })).toBe('wal');
+      expect(database.pragmaValue('journal_mode')).toBe('wal');
       expect(
         database.prepare('SELECT COUNT(*) AS count FROM trajectory_groups WHERE model_id = ?').get(model.id),
       ).toEqual({ count: 2 });
@@ -123,17 +123,17 @@ describe('store schema', () => {
     const dataDir = temporaryDirectory();
     const first = await startServer({ dataDir, engine: createStandInEngine() });
     await first.close(false);
-    const database = new Database(join(dataDir, DATABASE_FILE));
-    const current = database.pragma('user_version', { simple: true }) as number;
+    const database = openDatabase(join(dataDir, DATABASE_FILE));
+    const current = Number(database.pragmaValue('user_version'));
     expect(current).toBeGreaterThan(0);
-    database.pragma(`user_version = ${current + 1}`);
+    database.exec(`PRAGMA user_version = ${current + 1}`);
     database.close();
     await expect(startServer({ dataDir, engine: createStandInEngine() })).rejects.toThrow(
       /newer than this policyloop knows/,
     );
     // The refused start left the directory usable: put the version back and it opens.
-    const restored = new Database(join(dataDir, DATABASE_FILE));
-    restored.pragma(`user_version = ${current}`);
+    const restored = openDatabase(join(dataDir, DATABASE_FILE));
+    restored.exec(`PRAGMA user_version = ${current}`);
     restored.close();
     const reopened = await startServer({ dataDir, engine: createStandInEngine() });
     servers.push(reopened);

@@ -117,6 +117,14 @@ describe('422 in the FastAPI shape', () => {
       type: 'float_type',
     },
     {
+      // The primary contract takes scalar metadata values only: what passes here passes on the hosted service.
+      name: 'an object in a trajectory metadata value',
+      method: 'POST',
+      path: () => `/v1/preview/models/${modelId}/log`,
+      body: { split: 'train', trajectory_groups: [{ trajectories: [{ reward: 1, metadata: { tags: ['a'] } }] }] },
+      loc: ['body', 'trajectory_groups', 0, 'trajectories', 0, 'metadata', 'tags'],
+    },
+    {
       name: 'a missing split',
       method: 'POST',
       path: () => `/v1/preview/models/${modelId}/log`,

@@ -18,8 +18,14 @@ const CHECKPOINT_ID = '00000000-0000-4000-8000-0000000000c4';
 
 /** A hosted service stand-in: answers what the model handle calls, recording every request body. */
 function hostedStandIn() {
-  const requests: Array<{ method: string; host: string; path: string; body: unknown; authorization: string | null }> =
-    [];
+  const requests: Array<{
+    method: string;
+    host: string;
+    path: string;
+    body: unknown;
+    authorization: string | null;
+    project: string | null;
+  }> = [];
   let trained = false;
   const json = (body: unknown) =>
     new Response(JSON.stringify(body), { headers: { 'content-type': 'application/json' } });
@@ -32,7 +38,14 @@ function hostedStandIn() {
       path: url.pathname,
       body: typeof init?.body === 'string' ? JSON.parse(init.body) : undefined,
       authorization: new Headers(init?.headers).get('authorization'),
+      project: new Headers(init?.headers).get('openai-project'),
     });
+    if (url.pathname === '/v1/models' && method === 'GET') {
+      return json({
+        object: 'list',
+        data: [{ id: 'OpenPipe/Qwen3-14B-Instruct', object: 'model', created: 0, owned_by: 'w' }],
+      });
+    }
     if (url.pathname.endsWith('/preview/models')) {
       return json({
         id: MODEL_ID,
@@ -115,6 +128,98 @@ describe('HostedBackend', () => {
       if (saved.policyloop !== undefined) process.env['POLICYLOOP_API_KEY'] = saved.policyloop;
       if (saved.wandb !== undefined) process.env['WANDB_API_KEY'] = saved.wandb;
     }
+  });
+
+  it('lists models on the inference API and samples trained models on the training host', async () => {
+    const saved = process.env['POLICYLOOP_INFERENCE_BASE_URL'];
+    delete process.env['POLICYLOOP_INFERENCE_BASE_URL'];
+    try {
+      const service = hostedStandIn();
+      const backend = new HostedBackend({ apiKey: 'wandb-key', fetch: service.fetch, dataDir });
+      const { client } = await backend.connect();
+      const list = await client.inference.models.list({ project: 'my-team/p' });
+      expect(list.data.map((entry) => entry.id)).toEqual(['OpenPipe/Qwen3-14B-Instruct']);
+      expect(service.requests.at(-1)).toMatchObject({
+        method: 'GET',
+        host: 'api.inference.wandb.ai',
+        path: '/v1/models',
+        authorization: 'Bearer wandb-key',
+        project: 'my-team/p',
+      });
+
+      const model = await new TrainableModel({
+        project: 'p',
+        name: 'm',
+        baseModel: 'OpenPipe/Qwen3-14B-Instruct',
+      }).register(backend);
+      await model
+        .openai()
+        .chat.completions.create({ model: model.inferenceName(), messages: [{ role: 'user', content: 'q' }] });
+      expect(service.requests.at(-1)).toMatchObject({
+        method: 'POST',
+        host: 'api.training.wandb.ai',
+        path: '/v1/chat/completions',
+      });
+      expect(model.inferenceBaseURL).toBe('https://api.training.wandb.ai/v1');
+    } finally {
+      if (saved !== undefined) process.env['POLICYLOOP_INFERENCE_BASE_URL'] = saved;
+    }
+  });
+
+  it('takes the inference API and the chat URL as separate options', async () => {
+    const service = hostedStandIn();
+    const backend = new HostedBackend({
+      apiKey: 'wandb-key',
+      baseURL: 'https://training.test/v1',
+      inferenceApiBaseURL: 'https://inference.test/v1',
+      inferenceBaseURL: 'https://chat.test/v1',
+      fetch: service.fetch,
+      dataDir,
+    });
+    const { client } = await backend.connect();
+    await client.inference.models.list();
+    expect(service.requests.at(-1)).toMatchObject({ host: 'inference.test', path: '/v1/models', project: null });
+    const model = await new TrainableModel({
+      project: 'p',
+      name: 'm',
+      baseModel: 'OpenPipe/Qwen3-14B-Instruct',
+    }).register(backend);
+    expect(service.requests.at(-1)).toMatchObject({ host: 'training.test', path: '/v1/preview/models' });
+    await model
+      .openai()
+      .chat.completions.create({ model: model.inferenceName(), messages: [{ role: 'user', content: 'q' }] });
+    expect(service.requests.at(-1)).toMatchObject({ host: 'chat.test', path: '/v1/chat/completions' });
+  });
+
+  it('refuses object metadata before anything is sent, and sends a naive start_time as UTC', async () => {
+    const service = hostedStandIn();
+    const backend = new HostedBackend({
+      apiKey: 'wandb-key',
+      baseURL: 'https://hosted.test/v1',
+      fetch: service.fetch,
+      dataDir,
+    });
+    const model = await new TrainableModel({
+      project: 'p',
+      name: 'm',
+      baseModel: 'OpenPipe/Qwen3-14B-Instruct',
+    }).register(backend);
+    const nested = { trajectories: [{ reward: 1, metadata: { source: { name: 'x' } } as never }] };
+    await expect(model.log([nested], { split: 'val' })).rejects.toThrow(
+      /trajectories\[0\]\.metadata\.source: Expected a string, number, boolean or null .*JSON\.stringify/,
+    );
+    expect(service.requests.some((request) => request.path.endsWith('/log'))).toBe(false);
+
+    const naive = { trajectories: [{ reward: 1, start_time: '2025-06-01T12:00:00.5', metadata: { task: 't-1' } }] };
+    await model.log([naive], { split: 'val' });
+    await model.flushLogs();
+    const sent = service.requests.find((request) => request.path.endsWith('/log'))?.body as {
+      trajectory_groups: Array<{ trajectories: Array<{ start_time: string; metadata: unknown }> }>;
+    };
+    expect(sent.trajectory_groups[0]?.trajectories[0]).toMatchObject({
+      start_time: '2025-06-01T12:00:00.5Z',
+      metadata: { task: 't-1' },
+    });
   });
 
   it('sends the key, leaves the learning rate to the service, and needs a URL for SFT data', async () => {

@@ -295,4 +295,16 @@ export const apiCases: CorpusCase[] = [
     ['database-boolean', { api: true, database: true, cpu_queue: { success: true }, gpu_queue: { success: false, error: 'no workers' } }],
   ]),
   ...cases('SystemCheckResponse', false, [['missing-queues', { api: true, database: true }]]),
+  // The client's view of a system check: the contract's 200 schema is empty, so any JSON passes.
+  ...cases('SystemCheckReport', true, [
+    ['described', { api: true, database: true, cpu_queue: { success: true }, gpu_queue: { success: true } }],
+    ['other-object', { status: 'ok' }],
+    ['known-key-other-type', { api: 'up' }],
+    ['string', 'ok'],
+    ['null', null],
+  ]),
+  ...cases('SystemCheckReport', false, [
+    ['not-json-number', Number.NaN],
+    ['not-json-function', () => 'ok'],
+  ]),
 ];

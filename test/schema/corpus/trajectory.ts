@@ -43,6 +43,16 @@ export const trajectoryCases: CorpusCase[] = [
     ['bad-item', { messages_and_choices: [{ content: 'no role, no choice' }] }],
     ['messages-object', { messages_and_choices: {} }],
   ]),
+  ...cases('TrajectoryMetadataValue', true, [
+    ['string', 'paris-1'],
+    ['number', 1.5],
+    ['boolean', false],
+    ['null', null],
+  ]),
+  ...cases('TrajectoryMetadataValue', false, [
+    ['object', { name: 'x' }],
+    ['array', ['a']],
+  ]),
   ...cases('Trajectory', true, [
     ['empty', {}],
     ['art-dump', artTrajectory],
@@ -54,8 +64,6 @@ export const trajectoryCases: CorpusCase[] = [
     ['start-time-naive', { start_time: '2025-06-01T12:00:00.123456' }],
     ['exchanges', { exchanges: { turn_1: { request: {}, response: {} } } }],
     ['metadata-flat', { metadata: { a: 1, b: 'x', c: true, d: null, e: 1.5 } }],
-    // The newer document opens `metadata` to any JSON value.
-    ['metadata-nested', { metadata: { tags: ['a', 'b'], source: { name: 'x' } } }],
     ['extra-key', { reward: 1, judge_explanation: 'good' }],
     ['tools-null', { tools: null }],
     ['integer-metric', { metrics: { steps: 12 } }],
@@ -73,6 +81,9 @@ export const trajectoryCases: CorpusCase[] = [
     ['start-time-not-a-date', { start_time: 'yesterday' }],
     ['tools-custom', { tools: [{ type: 'custom', custom: { name: 'python' } }] }],
     ['exchanges-not-object', { exchanges: 'none' }],
+    // The newer document opens `metadata` to any JSON value; the primary one (and so we) takes scalars.
+    ['metadata-nested', { metadata: { tags: ['a', 'b'], source: { name: 'x' } } }],
+    ['metadata-array', { metadata: { tags: ['a', 'b'] } }],
     ['not-an-object', []],
   ]),
   ...cases('PydanticException', true, [
