@@ -600,7 +600,7 @@ export class Store {
       size: number;
       created_at: string;
     }[];
-    const selectData = this.db.prepare('SELECT data FROM trajectory_groups WHERE sequence = ?').pluck();
+    const selectData = this.db.prepare('SELECT data FROM trajectory_groups WHERE sequence = ?');
     const maxBytes = query.maxBytes ?? Number.POSITIVE_INFINITY;
     const items: TrajectoryGroupRecord[] = [];
     let bytes = 0;
@@ -616,7 +616,7 @@ export class Store {
         step: row.step,
         split: row.split,
         created_at: row.created_at,
-        group: storedGroup(selectData.get(row.sequence) as string),
+        group: storedGroup((selectData.get(row.sequence) as { data: string }).data),
       });
     }
     return { items, hasMore };
