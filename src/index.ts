@@ -133,6 +133,7 @@ export {
   completionTokenCount,
   finalAssistantText,
   toolCallsOf,
+  type AssistantTextsOptions,
   type HasMessagesAndChoices,
   type ModelToolCall,
 } from './rewards/trajectory-text.js';
@@ -142,6 +143,9 @@ export {
   Trajectory,
   TrajectoryGroup,
   isChoice,
+  runItems,
+  type RunItem,
+  type RunReadOptions,
   type TrajectoryInput,
   type TrajectoryGroupInput,
   type Choice,

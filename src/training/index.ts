@@ -84,7 +84,7 @@ export {
 } from './follow-job.js';
 export { assertChoicesHaveLogprobs, findChoicesWithoutLogprobs } from './missing-logprobs.js';
 export { planRetention, type RetentionOptions, type RetentionPlan } from './checkpoint-retention.js';
-export { trajectoryToSFTRow, toSFTRows, writeSFTFile } from './sft-data.js';
+export { trajectoryToSFTRow, trajectoryToSFTRows, toSFTRows, writeSFTFile } from './sft-data.js';
 export {
   TrainingJobFailedError,
   MissingLogprobsError,
