@@ -49,8 +49,18 @@ export {
   type StepStartEvent,
   type StepEndEvent,
   type RLGroupsDroppedEvent,
+  type RLRolloutFailedEvent,
   type ValidationEndEvent,
 } from './training/rl-trainer.js';
+export {
+  constantLearningRate,
+  cosineDecay,
+  linearDecay,
+  withWarmup,
+  type DecayOptions,
+  type LearningRateSchedule,
+  type ScheduleContext,
+} from './training/schedules.js';
 export { PromptedModel, type PromptedModelOptions, type PromptedLogOptions } from './training/prompted-model.js';
 export type { Backend, BackendConnection } from './training/backend.js';
 export { LocalBackend, type LocalBackendOptions } from './training/local-backend.js';

@@ -18,7 +18,18 @@ export {
   type StepEndEvent,
   type RLGroupsDroppedEvent,
   type ValidationEndEvent,
+  type RLRolloutFailedEvent,
 } from './rl-trainer.js';
+export {
+  constantLearningRate,
+  cosineDecay,
+  learningRateAt,
+  linearDecay,
+  withWarmup,
+  type DecayOptions,
+  type LearningRateSchedule,
+  type ScheduleContext,
+} from './schedules.js';
 export { PromptedModel, type PromptedModelOptions, type PromptedLogOptions } from './prompted-model.js';
 export type { Backend, BackendConnection } from './backend.js';
 export { LocalBackend, type LocalBackendOptions } from './local-backend.js';
