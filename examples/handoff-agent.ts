@@ -14,8 +14,8 @@
  *    that rollout only. Each step prints the mean success of its rollouts.
  *
  * Measured curve: docs/recipes.md ("A handoff agent").
- * Run: npx tsx examples/handoff-agent.ts (POLICYLOOP_EXAMPLE_STEPS=<n> for n RL steps, default 30;
- * POLICYLOOP_WARM_EPOCHS=<n> for the warm start's passes, default 40).
+ * Run: npx tsx examples/handoff-agent.ts (POLICYLOOP_EXAMPLE_STEPS=<n> for n RL steps, default 15;
+ * POLICYLOOP_WARM_EPOCHS=<n> for the warm start's passes, default 60).
  */
 import { rm } from 'node:fs/promises';
 import OpenAI from 'openai';
@@ -35,8 +35,8 @@ function wholeNumber(name: string, fallback: number): number {
     throw new Error(`Expected ${name} to be a whole number, got ${process.env[name]}`);
   return value;
 }
-const steps = wholeNumber('POLICYLOOP_EXAMPLE_STEPS', 30);
-const epochs = wholeNumber('POLICYLOOP_WARM_EPOCHS', 40);
+const steps = wholeNumber('POLICYLOOP_EXAMPLE_STEPS', 15);
+const epochs = wholeNumber('POLICYLOOP_WARM_EPOCHS', 60);
 const started = performance.now();
 const elapsed = (): string => `${((performance.now() - started) / 1000).toFixed(0)} s`;
 

@@ -75,8 +75,8 @@ describe('examples', () => {
   }, 300_000);
   it('handoff-agent warms up on recorded handoff runs, then RLTrainer trains the Agents SDK agents (a short run)', async () => {
     // The full run is the curve of docs/recipes.md; 2 steps after a short warm start show the loop runs.
-    const output = await runExample('handoff-agent', { POLICYLOOP_EXAMPLE_STEPS: '2', POLICYLOOP_WARM_EPOCHS: '4' });
-    expect(output).toMatch(/^warm start: SFT on 8 handoff runs x 4 \(step 1\), \d+ s$/m);
+    const output = await runExample('handoff-agent', { POLICYLOOP_EXAMPLE_STEPS: '2', POLICYLOOP_WARM_EPOCHS: '20' });
+    expect(output).toMatch(/^warm start: SFT on 8 handoff runs x 20 \(step 1\), \d+ s$/m);
     expect(output).toMatch(/^trained to step 3 \(\d RL steps, \d+ failed rollouts, \d skipped batches\), \d+ s$/m);
   }, 300_000);
   for (const name of ['ai-sdk', 'openai-agents', 'langchain', 'mastra']) {
