@@ -8,6 +8,7 @@ import {
   choicesOf,
   exactMatch,
   finalAssistantText,
+  gatherTrajectoryGroups,
   recordTrajectory,
   relativeJudge,
   runItems,
@@ -20,8 +21,7 @@ import {
 import { makeChoice, scriptedChatClient } from '../../src/testing/index.js';
 
 /** An agent that asks a sub-agent (agent as a tool) and answers after it: main, sub, main. */
-function agentAsTool(): TrajectoryRecorder {
-  const recorder = new TrajectoryRecorder();
+function agentAsTool(recorder = new TrajectoryRecorder()): TrajectoryRecorder {
   recorder.addMessage({ role: 'system', content: 'Main.' }, { role: 'user', content: 'What is 3+4?' });
   recorder.addChoice(makeChoice(null, { toolCalls: [{ name: 'ask_expert', arguments: { q: '3+4' } }] }));
   const expert = recorder.addHistory();
@@ -67,6 +67,19 @@ describe('the trajectory readers read the whole run', () => {
     expect(assistantTexts(trajectory)).toEqual(['', '', 'expert: 7', 'The answer is 7.']);
     expect(toolCallsOf(trajectory).map((call) => call.name)).toEqual(['ask_expert', 'calculator']);
     expect(runItems(trajectory).map(({ history }) => history)).toEqual([0, 0, 0, 1, 1, 1, 1, 1, 0, 0]);
+  });
+
+  it('keep the order through a gather, so a reward reads the main agent’s answer after its sub-agent', async () => {
+    const groups = await gatherTrajectoryGroups(
+      ['q'],
+      async (_scenario, { trajectory }) => {
+        agentAsTool(trajectory);
+      },
+      { reward: exactMatch('The answer is 7.') },
+    );
+    const trajectory = groups[0]?.trajectories[0] as Trajectory;
+    expect(trajectory.reward).toBe(1);
+    expect(finalAssistantText(trajectory)).toBe('The answer is 7.');
   });
 
   it('read the main conversation, then each history, when no usable order was recorded', () => {
