@@ -15,7 +15,8 @@
  *
  * Measured curve: docs/recipes.md ("A handoff agent").
  * Run: npx tsx examples/handoff-agent.ts (POLICYLOOP_EXAMPLE_STEPS=<n> for n RL steps, default 15;
- * POLICYLOOP_WARM_EPOCHS=<n> for the warm start's passes, default 60).
+ * POLICYLOOP_WARM_EPOCHS=<n> for the warm start's passes, default 60; POLICYLOOP_EXAMPLE_SCENARIOS=<n>
+ * for the number of scenarios, default 8).
  */
 import { rm } from 'node:fs/promises';
 import OpenAI from 'openai';
@@ -37,6 +38,7 @@ function wholeNumber(name: string, fallback: number): number {
 }
 const steps = wholeNumber('POLICYLOOP_EXAMPLE_STEPS', 15);
 const epochs = wholeNumber('POLICYLOOP_WARM_EPOCHS', 60);
+const scenarioCount = wholeNumber('POLICYLOOP_EXAMPLE_SCENARIOS', 8);
 const started = performance.now();
 const elapsed = (): string => `${((performance.now() - started) / 1000).toFixed(0)} s`;
 
@@ -45,7 +47,7 @@ await rm(dataDir, { recursive: true, force: true }); // a fresh model every run
 const backend = await LocalBackend.start({ dataDir });
 const model = new TrainableModel({ project: 'examples', name: 'handoff', baseModel: 'policyloop/agent-chat' });
 await model.register(backend);
-const scenarios = bookingScenarios(8);
+const scenarios = bookingScenarios(scenarioCount);
 
 // 1. Warm start: the demonstrations are recorded runs; trainSFT makes a row of each conversation.
 const demonstrations = await Promise.all(scenarios.map(demonstration));
