@@ -458,7 +458,12 @@ const seconds = (from: number, to: number = performance.now()): number => (to - 
  * `gatherTrajectoryGroups` works unchanged. Groups sampled more than k steps before the step they
  * would train are dropped (`groups:dropped`), batches train stalest first and each group at most
  * once. Groups with equal rewards are not uploaded (counted in `train/frac_reward_zero_std`);
- * after `collapseAfter` of them in a row the run stops with `NoLearningSignalError`.
+ * after `collapseAfter` of them in a row the run stops with `NoLearningSignalError`. A rollout
+ * that throws costs that rollout: retried once, then kept in its group's `exceptions` (the group
+ * trains on the rest when `minGroupSize` remain); a step fails only when more than a quarter of
+ * its batch fails (`gather.maxExceptions`). `learningRate` takes a number or a schedule of the step.
+ * Every event, row and group of a batch carries the step it trains; `sampledStep` the step it
+ * was sampled at.
  *
  * Resuming: `run()` starts from the model's step, after finishing the bookkeeping of a step a
  * killed run left under way (`model.finishPendingJob()`), so a crash at any point followed by a
