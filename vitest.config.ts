@@ -1,3 +1,4 @@
+import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
 /**
@@ -5,6 +6,10 @@ import { defineConfig } from 'vitest/config';
  * (vitest.unit.config.ts): no service, no network training, no demo or examples.
  */
 export default defineConfig({
+  // The example tasks that tests share import `policyloop` as users do (tsconfig maps it the same way).
+  resolve: {
+    alias: [{ find: /^policyloop$/, replacement: fileURLToPath(new URL('./src/index.ts', import.meta.url)) }],
+  },
   test: {
     include: ['test/**/*.test.ts', 'src/**/*.test.ts'],
     // Integration tests start real local services and train small networks: 2 cores are shared.

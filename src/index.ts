@@ -49,8 +49,18 @@ export {
   type StepStartEvent,
   type StepEndEvent,
   type RLGroupsDroppedEvent,
+  type RLRolloutFailedEvent,
   type ValidationEndEvent,
 } from './training/rl-trainer.js';
+export {
+  constantLearningRate,
+  cosineDecay,
+  linearDecay,
+  withWarmup,
+  type DecayOptions,
+  type LearningRateSchedule,
+  type ScheduleContext,
+} from './training/schedules.js';
 export { PromptedModel, type PromptedModelOptions, type PromptedLogOptions } from './training/prompted-model.js';
 export type { Backend, BackendConnection } from './training/backend.js';
 export { LocalBackend, type LocalBackendOptions } from './training/local-backend.js';
@@ -133,6 +143,7 @@ export {
   completionTokenCount,
   finalAssistantText,
   toolCallsOf,
+  type AssistantTextsOptions,
   type HasMessagesAndChoices,
   type ModelToolCall,
 } from './rewards/trajectory-text.js';
@@ -142,6 +153,9 @@ export {
   Trajectory,
   TrajectoryGroup,
   isChoice,
+  runItems,
+  type RunItem,
+  type RunReadOptions,
   type TrajectoryInput,
   type TrajectoryGroupInput,
   type Choice,

@@ -73,6 +73,19 @@ describe('examples', () => {
     ).toHaveLength(2);
     expect(output).toMatch(/^after 2 RL steps: success [01]\.\d{3}, \d+ s$/m);
   }, 300_000);
+  it('handoff-agent warms up on recorded handoff runs, then RLTrainer trains the Agents SDK agents (a short run)', async () => {
+    // The full run is the curve of docs/recipes.md. Here 2 scenarios and 40 warm-start passes
+    // (40 optimizer steps, as in the 40-pass run there, where 0.59 of the rollouts handed off),
+    // then 2 RL steps: the loop runs on rollouts whose rewards differ (20 passes over 8 scenarios
+    // left every reward 0, and the run stopped with NoLearningSignalError).
+    const output = await runExample('handoff-agent', {
+      POLICYLOOP_EXAMPLE_STEPS: '2',
+      POLICYLOOP_WARM_EPOCHS: '40',
+      POLICYLOOP_EXAMPLE_SCENARIOS: '2',
+    });
+    expect(output).toMatch(/^warm start: SFT on 2 handoff runs x 40 \(step 1\), \d+ s$/m);
+    expect(output).toMatch(/^trained to step 3 \(\d RL steps, \d+ failed rollouts, \d skipped batches\), \d+ s$/m);
+  }, 300_000);
   for (const name of ['ai-sdk', 'openai-agents', 'langchain', 'mastra']) {
     it(`${name} records an agent framework's completions through model.fetch() and trains on them`, async () => {
       const output = await runExample(name);

@@ -3,7 +3,7 @@
  * the reward and loss curves as inline SVG and a few sample trajectories per split.
  */
 import type { Trajectory } from '../schema/index.js';
-import { messageOf } from '../schema/index.js';
+import { messageOf, runItems } from '../schema/index.js';
 import type { HistoryRow } from '../training/history.js';
 import { maxOf, minOf } from '../internal/arrays.js';
 
@@ -137,19 +137,88 @@ function content(value: unknown): string {
   return value === null || value === undefined ? '' : JSON.stringify(value);
 }
 
-function trajectoryHtml(trajectory: Trajectory): string {
-  const messages = trajectory.messages_and_choices.map((item) => {
+/**
+ * A tool call as a reader writes it: `update_seat(seat: "12A")` for JSON object arguments,
+ * `name(raw)` otherwise.
+ * @example
+ * toolCallText({ type: 'function', function: { name: 'lookup', arguments: '{"city":"Oslo"}' } }); // 'lookup(city: "Oslo")'
+ */
+export function toolCallText(call: unknown): string {
+  const record = (call ?? {}) as {
+    function?: { name?: unknown; arguments?: unknown };
+    custom?: { name?: unknown; input?: unknown };
+  };
+  const name = String(record.function?.name ?? record.custom?.name ?? '?');
+  const raw = String(record.function?.arguments ?? record.custom?.input ?? '');
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw);
+  } catch {
+    return `${name}(${raw})`;
+  }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return `${name}(${raw})`;
+  const args = Object.entries(parsed as Record<string, unknown>).map(
+    ([key, value]) => `${key}: ${JSON.stringify(value)}`,
+  );
+  return `${name}(${args.join(', ')})`;
+}
+
+/** System prompts that appear more than once among `trajectories` (any conversation), numbered from 1. */
+function repeatedSystemPrompts(trajectories: readonly Trajectory[]): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const trajectory of trajectories)
+    for (const { item } of runItems(trajectory)) {
+      const message = messageOf(item) as { role: string; content?: unknown };
+      if (message.role !== 'system' && message.role !== 'developer') continue;
+      const text = content(message.content);
+      counts.set(text, (counts.get(text) ?? 0) + 1);
+    }
+  const shared = new Map<string, number>();
+  for (const [text, count] of counts) if (count > 1) shared.set(text, shared.size + 1);
+  return shared;
+}
+
+function trajectoryHtml(trajectory: Trajectory, shared: ReadonlyMap<string, number>, step: number): string {
+  // The whole run in the order it happened; a heading wherever the conversation changes.
+  let current = 0;
+  const messages = runItems(trajectory).map(({ item, history }) => {
+    const heading =
+      history === current
+        ? ''
+        : `<div class="conversation">${history === 0 ? 'main conversation' : `sub-agent conversation ${history}`}</div>`;
+    current = history;
     const message = messageOf(item) as { role: string; content?: unknown; tool_calls?: unknown };
-    const calls =
-      Array.isArray(message.tool_calls) && message.tool_calls.length > 0
-        ? `<pre class="tool">${escapeHtml(clip(JSON.stringify(message.tool_calls, null, 2)))}</pre>`
-        : '';
-    return `<div class="message ${escapeHtml(message.role)}"><span class="role">${escapeHtml(message.role)}</span><pre>${escapeHtml(clip(content(message.content)))}</pre>${calls}</div>`;
+    const text = content(message.content);
+    const prompt = message.role === 'system' || message.role === 'developer' ? shared.get(text) : undefined;
+    if (prompt !== undefined)
+      return `${heading}<div class="message ${escapeHtml(message.role)}"><span class="role">${escapeHtml(message.role)} · prompt ${prompt} (above)</span></div>`;
+    const calls = Array.isArray(message.tool_calls)
+      ? message.tool_calls.map((call) => `<pre class="tool">→ ${escapeHtml(clip(toolCallText(call)))}</pre>`).join('')
+      : '';
+    const body = text === '' && calls !== '' ? '' : `<pre>${escapeHtml(clip(text))}</pre>`;
+    return `${heading}<div class="message ${escapeHtml(message.role)}"><span class="role">${escapeHtml(message.role)}</span>${body}${calls}</div>`;
   });
   const metrics = Object.entries(trajectory.metrics ?? {})
     .map(([name, value]) => `${escapeHtml(name)}=${escapeHtml(String(value))}`)
     .join(' ');
-  return `<article class="trajectory"><header>reward <b>${escapeHtml(String(trajectory.reward))}</b>${metrics === '' ? '' : ` · ${metrics}`}</header>${messages.join('')}</article>`;
+  const sampled =
+    typeof trajectory.initial_policy_version === 'number' && trajectory.initial_policy_version !== step
+      ? ` · sampled at step ${trajectory.initial_policy_version}`
+      : '';
+  return `<article class="trajectory"><header>reward <b>${escapeHtml(String(trajectory.reward))}</b>${metrics === '' ? '' : ` · ${metrics}`}${sampled}</header>${messages.join('')}</article>`;
+}
+
+/** A split's samples: the system prompts they share shown once, then each trajectory. */
+function sampleHtml(sample: ReportData['samples'][number]): string {
+  const shared = repeatedSystemPrompts(sample.trajectories);
+  const prompts = [...shared]
+    .map(
+      ([text, number]) =>
+        `<div class="message system shared"><span class="role">system prompt ${number}</span><pre>${escapeHtml(text)}</pre></div>`,
+    )
+    .join('');
+  const cards = sample.trajectories.map((trajectory) => trajectoryHtml(trajectory, shared, sample.step)).join('');
+  return `<section><h3>${escapeHtml(sample.split)} · step ${sample.step}</h3>${prompts}<div class="trajectories">${cards}</div></section>`;
 }
 
 /**
@@ -163,12 +232,7 @@ export function reportHtml(data: ReportData): string {
   const samples =
     data.samples.length === 0
       ? `<p class="empty">${escapeHtml(data.samplesNote ?? 'No trajectory groups were logged.')}</p>`
-      : data.samples
-          .map(
-            (sample) =>
-              `<section><h3>${escapeHtml(sample.split)} · step ${sample.step}</h3><div class="trajectories">${sample.trajectories.map(trajectoryHtml).join('')}</div></section>`,
-          )
-          .join('');
+      : data.samples.map(sampleHtml).join('');
   const latest = data.history.at(-1);
   const summary =
     latest === undefined
@@ -195,6 +259,8 @@ h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 17px; margin: 28px 0 8p
 .message { margin: 4px 0; } .role { font-size: 11px; text-transform: uppercase; color: #71717a; }
 .message pre { margin: 2px 0; white-space: pre-wrap; word-break: break-word; font: 13px/1.4 ui-monospace, monospace; background: #f4f4f5; padding: 4px 6px; border-radius: 4px; }
 .message.assistant pre { background: #eff6ff; } .tool { background: #fefce8 !important; }
+.conversation { margin: 8px 0 2px; font-size: 12px; font-weight: 600; color: #7c3aed; border-top: 1px dashed #d4d4d8; padding-top: 4px; }
+.shared { max-width: 720px; }
 .empty { color: #71717a; font-style: italic; }
 footer { margin-top: 32px; color: #a1a1aa; font-size: 12px; }
 </style>

@@ -23,6 +23,7 @@ export {
   completionTokenCount,
   finalAssistantText,
   toolCallsOf,
+  type AssistantTextsOptions,
   type HasMessagesAndChoices,
   type ModelToolCall,
 } from './trajectory-text.js';

@@ -1,4 +1,5 @@
 /** Built-in reward: the final answer is valid JSON, optionally of a given shape. */
+import type { RunReadOptions } from '../schema/index.js';
 import type { RewardFn } from './reward-function.js';
 import { finalAssistantText } from './trajectory-text.js';
 
@@ -26,14 +27,14 @@ export function extractJson(text: string): { ok: true; value: unknown } | { ok: 
 }
 
 /**
- * 1 when the final assistant text is JSON (see {@link extractJson}) and, when `schema` is given,
+ * 1 when the run's final assistant text is JSON (see {@link extractJson}) and, when `schema` is given,
  * passes `schema.safeParse`; else 0.
  * @example
  * validJson(z.object({ city: z.string(), temperature: z.number() }))
  */
-export function validJson<S = unknown>(schema?: SafeParser): RewardFn<S> {
+export function validJson<S = unknown>(schema?: SafeParser, options: RunReadOptions = {}): RewardFn<S> {
   const reward: RewardFn<S> = (trajectory) => {
-    const parsed = extractJson(finalAssistantText(trajectory));
+    const parsed = extractJson(finalAssistantText(trajectory, options));
     if (!parsed.ok) return 0;
     if (schema !== undefined && !schema.safeParse(parsed.value).success) return 0;
     return 1;

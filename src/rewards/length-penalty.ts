@@ -1,11 +1,12 @@
 /** Built-in reward: a penalty for answers longer than a target. */
 import { PolicyloopError } from '../internal/errors.js';
 import { enumOption, numberOption } from '../internal/options.js';
+import type { RunReadOptions } from '../schema/index.js';
 import type { RewardFn } from './reward-function.js';
 import { assistantTexts, completionTokenCount, finalAssistantText } from './trajectory-text.js';
 
 /** Options of {@link lengthPenalty}. */
-export interface LengthPenaltyOptions {
+export interface LengthPenaltyOptions extends RunReadOptions {
   /** The length allowed without penalty (> 0). */
   target: number;
   /**
@@ -35,7 +36,7 @@ export function lengthPenalty<S = unknown>(options: LengthPenaltyOptions): Rewar
   const reward: RewardFn<S> = (trajectory) => {
     let length: number;
     if (unit === 'tokens') {
-      const count = completionTokenCount(trajectory);
+      const count = completionTokenCount(trajectory, options);
       if (count === undefined) {
         throw new PolicyloopError(
           'lengthPenalty counts tokens from logprobs, but a Choice has none; request `logprobs: true` or use unit "characters"',
@@ -43,7 +44,10 @@ export function lengthPenalty<S = unknown>(options: LengthPenaltyOptions): Rewar
       }
       length = count;
     } else {
-      length = scope === 'all' ? assistantTexts(trajectory).join('').length : finalAssistantText(trajectory).length;
+      length =
+        scope === 'all'
+          ? assistantTexts(trajectory, options).join('').length
+          : finalAssistantText(trajectory, options).length;
     }
     // Written so that a short answer scores exactly 0, not -0.
     return length <= target ? 0 : -Math.min(1, (length - target) / target);

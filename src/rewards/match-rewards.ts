@@ -1,5 +1,5 @@
 /** Built-in rewards that compare the final answer with an expected one. */
-import type { Trajectory } from '../schema/index.js';
+import type { RunReadOptions, Trajectory } from '../schema/index.js';
 import type { RewardFn } from './reward-function.js';
 import { finalAssistantText } from './trajectory-text.js';
 
@@ -16,18 +16,19 @@ function named<S>(name: string, fn: (trajectory: Trajectory, scenario: S) => num
 }
 
 /**
- * 1 when the final assistant text equals `expected` exactly (surrounding whitespace ignored), else 0.
+ * 1 when the run's final assistant text (see `finalAssistantText`) equals `expected` exactly
+ * (surrounding whitespace ignored), else 0.
  * @example
  * exactMatch<{ answer: string }>((scenario) => scenario.answer)
  */
-export function exactMatch<S = unknown>(expected: ExpectedValue<S, string>): RewardFn<S> {
+export function exactMatch<S = unknown>(expected: ExpectedValue<S, string>, options: RunReadOptions = {}): RewardFn<S> {
   return named('exactMatch', (trajectory, scenario) =>
-    finalAssistantText(trajectory).trim() === resolve(expected, scenario).trim() ? 1 : 0,
+    finalAssistantText(trajectory, options).trim() === resolve(expected, scenario).trim() ? 1 : 0,
   );
 }
 
 /** Options of {@link normalizedMatch} and {@link normalizeAnswer}. */
-export interface NormalizeOptions {
+export interface NormalizeOptions extends RunReadOptions {
   /**
    * Compare letter case too.
    * @default false
@@ -58,24 +59,28 @@ export function normalizedMatch<S = unknown>(
   options: NormalizeOptions = {},
 ): RewardFn<S> {
   return named('normalizedMatch', (trajectory, scenario) =>
-    normalizeAnswer(finalAssistantText(trajectory), options) === normalizeAnswer(resolve(expected, scenario), options)
+    normalizeAnswer(finalAssistantText(trajectory, options), options) ===
+    normalizeAnswer(resolve(expected, scenario), options)
       ? 1
       : 0,
   );
 }
 
 /**
- * 1 when `pattern` matches the final assistant text, else 0. A string is compiled with `new RegExp`.
+ * 1 when `pattern` matches the run's final assistant text, else 0. A string is compiled with `new RegExp`.
  * @example
  * regexMatch(/^\d+$/) // the answer is a number
  */
-export function regexMatch<S = unknown>(pattern: ExpectedValue<S, RegExp | string>): RewardFn<S> {
+export function regexMatch<S = unknown>(
+  pattern: ExpectedValue<S, RegExp | string>,
+  options: RunReadOptions = {},
+): RewardFn<S> {
   return named('regexMatch', (trajectory, scenario) => {
     const resolved = resolve(pattern, scenario);
     const regex =
       typeof resolved === 'string'
         ? new RegExp(resolved)
         : new RegExp(resolved.source, resolved.flags.replace('g', ''));
-    return regex.test(finalAssistantText(trajectory)) ? 1 : 0;
+    return regex.test(finalAssistantText(trajectory, options)) ? 1 : 0;
   });
 }

@@ -21,7 +21,7 @@ import {
   timeoutOption,
 } from '../internal/options.js';
 import type { ChatCompletionsClient } from '../schema/chat-client.js';
-import { messageOf } from '../schema/index.js';
+import { isChoice, messageOf, runItems } from '../schema/index.js';
 import type { ChatCompletionMessageParam, Trajectory, TrajectoryGroup } from '../schema/index.js';
 import { extractJson } from './json-reward.js';
 import { JudgeError } from './reward-errors.js';
@@ -332,13 +332,27 @@ export async function judgeConversations(
   return [...inOrder];
 }
 
+/**
+ * The run as the judge reads it: every conversation's turns in the order they happened, a context
+ * message that a sub-agent's conversation repeats (the user's question, an earlier turn) shown once.
+ */
 function conversationOf(trajectory: Trajectory): ChatCompletionMessageParam[] {
-  return trajectory.messages_and_choices.map(messageOf);
+  const seen = new Set<string>();
+  const conversation: ChatCompletionMessageParam[] = [];
+  for (const { item } of runItems(trajectory)) {
+    const message = messageOf(item);
+    const key = JSON.stringify(message);
+    if (!isChoice(item) && seen.has(key)) continue;
+    seen.add(key);
+    conversation.push(message);
+  }
+  return conversation;
 }
 
 /**
- * A relative judge for trajectory groups (see {@link GroupJudge}). Only each trajectory's main
- * conversation is shown to the judge (`additional_histories` are not). A failure throws
+ * A relative judge for trajectory groups (see {@link GroupJudge}). The judge reads each
+ * trajectory's whole run: the main conversation and the sub-agents' (`additional_histories`), in
+ * the order the turns happened, with context a sub-agent repeats shown once. A failure throws
  * {@link JudgeError} and leaves the group unchanged.
  * @example
  * const judge = relativeJudge({ client: new OpenAI(), model: 'gpt-4.1-mini', rubric: 'Correct answers first.' });

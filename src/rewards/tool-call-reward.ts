@@ -1,4 +1,5 @@
 /** Built-in reward: the model called a tool, optionally with given arguments. */
+import type { RunReadOptions } from '../schema/index.js';
 import type { RewardFn } from './reward-function.js';
 import { toolCallsOf } from './trajectory-text.js';
 
@@ -18,15 +19,19 @@ export function containsValue(actual: unknown, expected: unknown): boolean {
 }
 
 /**
- * 1 when some Choice of the trajectory called tool `name` (with arguments containing `args`, or
+ * 1 when some Choice of the run (a sub-agent's too; `mainOnly`: the main conversation's) called tool `name` (with arguments containing `args`, or
  * passing the `args` test, when given), else 0.
  * @example
  * toolCalledWith('get_weather', { city: 'Paris' })
  * toolCalledWith<{ city: string }>('get_weather', (args, scenario) => (args as { city?: string }).city === scenario.city)
  */
-export function toolCalledWith<S = unknown>(name: string, args?: ExpectedArguments<S>): RewardFn<S> {
+export function toolCalledWith<S = unknown>(
+  name: string,
+  args?: ExpectedArguments<S>,
+  options: RunReadOptions = {},
+): RewardFn<S> {
   const reward: RewardFn<S> = (trajectory, scenario) => {
-    const matches = toolCallsOf(trajectory).some((call) => {
+    const matches = toolCallsOf(trajectory, options).some((call) => {
       if (call.name !== name) return false;
       if (args === undefined) return true;
       return typeof args === 'function' ? args(call.arguments, scenario) : containsValue(call.arguments, args);

@@ -4,7 +4,7 @@
  * async context (AsyncLocalStorage), not with the client.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
-import type { TrajectoryInput } from '../schema/index.js';
+import { Trajectory } from '../schema/index.js';
 import { isPromiseLike } from '../internal/delay.js';
 import { PolicyloopError } from '../internal/errors.js';
 import { TrajectoryRecorder, type HistoryRecorder } from './trajectory-recorder.js';
@@ -112,20 +112,22 @@ export interface RecordTrajectoryOptions {
 
 /**
  * Runs `fn` in a fresh rollout scope and returns what it returned with the trajectory recorded
- * meanwhile: the way to capture one rollout outside `gatherTrajectoryGroups`.
+ * meanwhile: the way to capture one rollout outside `gatherTrajectoryGroups`. The trajectory is
+ * parsed (defaults applied), so a reward function takes it as it is.
  * @example
  * const { trajectory } = await recordTrajectory(async () => {
  *   await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }] });
  * });
+ * const reward = await exactMatch('4')(trajectory, undefined);
  */
 export async function recordTrajectory<T>(
   fn: (recorder: TrajectoryRecorder) => T | Promise<T>,
   options: RecordTrajectoryOptions = {},
-): Promise<{ result: T; trajectory: TrajectoryInput }> {
+): Promise<{ result: T; trajectory: Trajectory }> {
   const recorder = new TrajectoryRecorder();
   try {
     const result = await runInRolloutScope({ recorder, signal: options.signal }, () => fn(recorder));
-    return { result, trajectory: recorder.toTrajectory() };
+    return { result, trajectory: Trajectory.parse(recorder.toTrajectory()) };
   } finally {
     recorder.close();
   }

@@ -12,7 +12,7 @@ import type {
   TrajectoryInput,
   TrajectoryMetadataValue,
 } from '../schema/index.js';
-import { messageOf } from '../schema/index.js';
+import { messageOf, TURN_ORDER_KEY } from '../schema/index.js';
 import { clonePlain } from '../internal/clone.js';
 import { functionTools, messageKey, sameTools } from './message-equality.js';
 
@@ -21,6 +21,9 @@ import { functionTools, messageKey, sameTools } from './message-equality.js';
  * package: a user's recorder keeps the copying `toTrajectory()`).
  */
 export const takeTrajectory: unique symbol = Symbol('policyloop.takeTrajectory');
+
+/** Told how many items a conversation appended: how a trajectory keeps the run's order. */
+const appendListeners = new WeakMap<HistoryRecorder, (count: number) => void>();
 
 /**
  * One conversation: messages (context) and Choices (trainable turns), in order, plus the tools it
@@ -49,12 +52,14 @@ export class HistoryRecorder {
   /** Appends messages (context, not trained on). Returns `this` for chaining. */
   addMessage(...messages: ChatCompletionMessageParam[]): this {
     for (const message of messages) this.messagesAndChoices.push(clonePlain(message));
+    appendListeners.get(this)?.(messages.length);
     return this;
   }
 
   /** Appends a sampled Choice (a trainable turn, keep its `logprobs`). Returns `this`. */
   addChoice(choice: Choice): this {
     this.messagesAndChoices.push(clonePlain(choice));
+    appendListeners.get(this)?.(1);
     return this;
   }
 
@@ -137,11 +142,24 @@ export class TrajectoryRecorder extends HistoryRecorder {
   /** The reward, when the rollout sets one itself (a gather's reward function overrides it). */
   reward: number | undefined;
   #closed = false;
+  /** The conversation of each item as it was recorded (see `TURN_ORDER_KEY`). */
+  #order: number[] = [];
+
+  constructor() {
+    super();
+    appendListeners.set(this, (count) => this.#appendOrder(0, count));
+  }
+
+  #appendOrder(history: number, count: number): void {
+    for (let index = 0; index < count; index += 1) this.#order.push(history);
+  }
 
   /** A new, empty sub-agent conversation in `additional_histories`. */
   addHistory(): HistoryRecorder {
     const history = new HistoryRecorder();
     this.additionalHistories.push(history);
+    const index = this.additionalHistories.length;
+    appendListeners.set(history, (count) => this.#appendOrder(index, count));
     return history;
   }
 
@@ -194,16 +212,21 @@ export class TrajectoryRecorder extends HistoryRecorder {
    * conversations start over empty, so later changes still do not show in the trajectory.
    */
   [takeTrajectory](): TrajectoryInput {
-    return this.build(takeItemsOf);
+    const trajectory = this.build(takeItemsOf, this.#order);
+    this.#order = [];
+    return trajectory;
   }
 
   /** The trajectory recorded so far (copies; later changes to the recorder do not show in it). */
   toTrajectory(): TrajectoryInput {
-    return this.build((history) => clonePlain(history.messagesAndChoices));
+    return this.build((history) => clonePlain(history.messagesAndChoices), [...this.#order]);
   }
 
-  /** The trajectory with each conversation's items from `itemsOf`; everything else copied. */
-  private build(itemsOf: (history: HistoryRecorder) => MessageOrChoice[]): TrajectoryInput {
+  /**
+   * The trajectory with each conversation's items from `itemsOf`; everything else copied. The
+   * run's order goes with it when there are sub-agent conversations to interleave.
+   */
+  private build(itemsOf: (history: HistoryRecorder) => MessageOrChoice[], order: number[]): TrajectoryInput {
     const trajectory: TrajectoryInput = {
       messages_and_choices: itemsOf(this),
       additional_histories: this.additionalHistories.map((history) => historyEntry(history, itemsOf(history))),
@@ -213,6 +236,7 @@ export class TrajectoryRecorder extends HistoryRecorder {
     };
     if (this.tools !== null) trajectory.tools = clonePlain(this.tools);
     if (this.reward !== undefined) trajectory.reward = this.reward;
+    if (this.additionalHistories.length > 0) trajectory[TURN_ORDER_KEY] = order;
     return trajectory;
   }
 }

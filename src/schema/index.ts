@@ -14,3 +14,4 @@ export * from './api.js';
 export * from './chat.js';
 export * from './metrics.js';
 export * from './local.js';
+export * from './run-order.js';

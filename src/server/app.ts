@@ -20,6 +20,7 @@ import { registerModelRoutes } from './routes/model-routes.js';
 import { registerSystemRoutes } from './routes/system-routes.js';
 import type { ServiceContext } from './service-context.js';
 import { Store } from './store.js';
+import { unservedRouteMessage } from './unserved-routes.js';
 
 /** A running service instance (not yet listening: see `serve`). */
 export interface App {
@@ -125,7 +126,8 @@ export async function createApp(options: ServerOptions = {}): Promise<App> {
     const allowed = routes.allowedMethods(context.req.path);
     if (allowed.length > 0)
       return context.json(errorBody(405, 'Method Not Allowed'), 405, { allow: allowed.join(', ') });
-    return context.json(errorBody(404, 'Not Found'), 404);
+    const unserved = unservedRouteMessage(context.req.method, context.req.path);
+    return context.json(errorBody(404, unserved ?? 'Not Found'), 404);
   });
   hono.onError((error, context) => {
     if (error instanceof RequestValidationError) return context.json(errorBody(422, error.issues), 422);

@@ -18,7 +18,18 @@ export {
   type StepEndEvent,
   type RLGroupsDroppedEvent,
   type ValidationEndEvent,
+  type RLRolloutFailedEvent,
 } from './rl-trainer.js';
+export {
+  constantLearningRate,
+  cosineDecay,
+  learningRateAt,
+  linearDecay,
+  withWarmup,
+  type DecayOptions,
+  type LearningRateSchedule,
+  type ScheduleContext,
+} from './schedules.js';
 export { PromptedModel, type PromptedModelOptions, type PromptedLogOptions } from './prompted-model.js';
 export type { Backend, BackendConnection } from './backend.js';
 export { LocalBackend, type LocalBackendOptions } from './local-backend.js';
@@ -84,7 +95,7 @@ export {
 } from './follow-job.js';
 export { assertChoicesHaveLogprobs, findChoicesWithoutLogprobs } from './missing-logprobs.js';
 export { planRetention, type RetentionOptions, type RetentionPlan } from './checkpoint-retention.js';
-export { trajectoryToSFTRow, toSFTRows, writeSFTFile } from './sft-data.js';
+export { trajectoryToSFTRow, trajectoryToSFTRows, toSFTRows, writeSFTFile } from './sft-data.js';
 export {
   TrainingJobFailedError,
   MissingLogprobsError,

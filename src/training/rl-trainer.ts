@@ -21,6 +21,7 @@ import {
 } from '../internal/options.js';
 import type { RewardSpec } from '../rewards/combine-rewards.js';
 import { dropStaleGroups } from '../rollout/drop-stale-groups.js';
+import { GatherEmitter } from '../rollout/gather-events.js';
 import { gatherTrajectoryGroups } from '../rollout/gather-trajectory-groups.js';
 import type { GatherOptions, GroupScorer } from '../rollout/gather-trajectory-groups.js';
 import type { ProgressStream } from '../rollout/progress-bar.js';
@@ -29,6 +30,7 @@ import type { TrajectoryGroup } from '../schema/index.js';
 import { NoLearningSignalError } from './errors.js';
 import { metricByStep } from './history.js';
 import { baselineRoute, PromptedModel } from './prompted-model.js';
+import { learningRateAt, type LearningRateSchedule } from './schedules.js';
 import { runWithPinnedSteps } from './step-pin.js';
 import type { StepRoute } from './step-pin.js';
 import { TrainableModel } from './trainable-model.js';
@@ -134,10 +136,30 @@ export interface RLTrainerOptions<S> {
   keep?: RLKeepOptions | undefined;
   /** Limits on steps, wall time and tokens of this run. */
   budget?: RLBudget | undefined;
-  /** Options of each gather (rollouts at once, timeouts, retries, exception budget). */
+  /**
+   * Options of each gather (rollouts at once, timeouts, retries, exception budget). The trainer's
+   * defaults tolerate rollouts that throw (an agent framework's error costs a rollout, not a
+   * step): `maxRetries` 1 (a retryable failure is tried once more) and `maxExceptions` 0.25 (a
+   * batch, and so its step, fails only when more than a quarter of its rollouts fail for good).
+   * `{ maxRetries: 0, maxExceptions: 0 }` is the strict gather, where one failure fails the step.
+   */
   gather?:
     | Pick<GatherOptions<S>, 'concurrency' | 'timeout' | 'maxRetries' | 'retryDelay' | 'maxExceptions'>
     | undefined;
+  /**
+   * A group whose rollouts failed trains on the ones that finished when at least this many
+   * remain (Tinker's minimum viable group); with fewer it is left out of the step
+   * (`groups:dropped`, `reason: 'failed_rollouts'`).
+   * @default min(2, groupSize)
+   */
+  minGroupSize?: number | undefined;
+  /**
+   * The learning rate of each step: a number, or a function of the step being trained
+   * (`constantLearningRate`, `withWarmup`, `linearDecay`, `cosineDecay`, or your own). Sent in
+   * each training job's `experimental_config.learning_rate`; wins over `train.learningRate`.
+   * @default `train.learningRate`, else the backend's default
+   */
+  learningRate?: number | LearningRateSchedule | undefined;
   /** Options of each `model.train` (learning rate, loss, job timeout...). */
   train?: Omit<TrainOptions, 'signal' | 'maxStaleness' | 'log'> | undefined;
   /**
@@ -186,6 +208,10 @@ export interface RLTrainerSummary {
     readonly droppedStale: number;
     /** Groups with equal rewards (not uploaded; a batch of only these is skipped). */
     readonly droppedZeroVariance: number;
+    /** Training rollouts that failed for good (after retries), each costing that rollout only. */
+    readonly failedRollouts: number;
+    /** Groups left out because fewer than `minGroupSize` of their rollouts finished. */
+    readonly droppedFailed: number;
     /** Batches skipped because no group had a learning signal. */
     readonly skippedBatches: number;
   };
@@ -193,33 +219,47 @@ export interface RLTrainerSummary {
   readonly elapsedMs: number;
 }
 
-/** A step is about to train. */
+/**
+ * A step is about to train. One step number everywhere: `step` is the step a batch trains at (the
+ * model's step before the update; its checkpoint will be `step + 1`), the number its history row,
+ * its logged groups, the service's history, `policyloop history` and the dashboard carry. With
+ * `maxStepsOffPolicy` >= 1 the batch may have been sampled earlier: that is `sampledStep`.
+ */
 export interface StepStartEvent {
   /** The step being trained (its checkpoint will be `step + 1`). */
   readonly step: number;
+  /** The step the batch was sampled at (its trajectories' `initial_policy_version`), `step` or earlier. */
+  readonly sampledStep: number;
   /** Groups in the batch. */
   readonly groups: number;
   /** The oldest policy version in the batch. */
   readonly oldestPolicyVersion: number;
 }
 
-/** A step trained. */
+/** A step trained (see {@link StepStartEvent} for the two step numbers). */
 export interface StepEndEvent {
   /** The step that trained (the new checkpoint is `step + 1`). */
   readonly step: number;
+  /** The step the batch was sampled at (its trajectories' `initial_policy_version`). */
+  readonly sampledStep: number;
   /**
    * The step's metrics: `model.train`'s (`train/reward`, `train/frac_reward_zero_std`,
    * `train/loss`, ...) and the loop's: `time/sample` (s, sampling this batch), `time/train` (s,
-   * the job), `time/step` (s, since the previous step ended) and `idle/service` (s, the service
-   * had no job before this one).
+   * the job), `time/step` (s, since the previous step ended), `idle/service` (s, the service
+   * had no job before this one), `rollouts/failed` (rollouts of the batch that failed for good,
+   * kept in their groups' `exceptions`), `rollouts/retried` (failed attempts that were retried)
+   * and `groups/dropped_failed` (groups left out for too few finished rollouts).
    */
   readonly metrics: Readonly<Record<string, number>>;
 }
 
 /** Groups were left out of training. */
 export interface RLGroupsDroppedEvent {
-  /** Stale (sampled more than `maxStepsOffPolicy` steps before), or equal rewards (no gradient). */
-  readonly reason: 'stale' | 'zero_variance';
+  /**
+   * Stale (sampled more than `maxStepsOffPolicy` steps before), equal rewards (no gradient), or
+   * too few rollouts finished (fewer than `minGroupSize`).
+   */
+  readonly reason: 'stale' | 'zero_variance' | 'failed_rollouts';
   /** How many. */
   readonly count: number;
   /** The step they were to train. */
@@ -236,8 +276,26 @@ export interface ValidationEndEvent {
   readonly metrics: Readonly<Record<string, number>>;
 }
 
+/** A training rollout failed (threw, timed out, or its reward threw). */
+export interface RLRolloutFailedEvent {
+  /** The step the rollout sampled from (its `initial_policy_version`). */
+  readonly sampledStep: number;
+  /** Which group of the batch. */
+  readonly groupIndex: number;
+  /** Which rollout of its group. */
+  readonly index: number;
+  /** Which attempt (0 for the first). */
+  readonly attempt: number;
+  /** What it threw. */
+  readonly error: unknown;
+  /** Whether it is tried again; when not, it is kept in its group's `exceptions`. */
+  readonly willRetry: boolean;
+}
+
 /** Events of an {@link RLTrainer}. */
 export interface RLTrainerEvents {
+  /** A training rollout failed: retried, or kept in its group's `exceptions`. */
+  'rollout:failed': [event: RLRolloutFailedEvent];
   /** A step is about to train. */
   'step:start': [event: StepStartEvent];
   /** A step trained, with its metrics. */
@@ -252,6 +310,9 @@ interface SampledBatch {
   readonly groups: TrajectoryGroup[];
   readonly version: number;
   readonly seconds: number;
+  /** Rollouts that failed for good, and failed attempts retried. */
+  readonly failed: number;
+  readonly retried: number;
 }
 
 interface PendingBatch {
@@ -284,6 +345,15 @@ function checkOptions<S>(options: RLTrainerOptions<S>) {
   const maxSteps = integerOption('maxSteps', options.maxSteps, { min: 0 });
   const maxStepsOffPolicy = integerOption('maxStepsOffPolicy', options.maxStepsOffPolicy ?? 1, { min: 0 });
   const collapseAfter = integerOption('collapseAfter', options.collapseAfter ?? 4 * groupsPerStep, { min: 1 });
+  const minGroupSize = integerOption('minGroupSize', options.minGroupSize ?? Math.min(2, groupSize), {
+    min: 1,
+    max: groupSize,
+  });
+  const learningRate = optional(options.learningRate, (rate) =>
+    typeof rate === 'function'
+      ? (rate as LearningRateSchedule)
+      : numberOption('learningRate', rate, { min: 0, exclusiveMin: true }),
+  );
   const validation = optional(options.validation, (value) => {
     const given = optionsObject('validation', value as RLValidationOptions<S>);
     if (!Array.isArray(given.scenarios) || given.scenarios.length === 0) {
@@ -330,7 +400,18 @@ function checkOptions<S>(options: RLTrainerOptions<S>) {
       throw invalidOption('progress', progress, 'a boolean or a stream with `write`');
     }
   }
-  return { groupSize, groupsPerStep, maxSteps, maxStepsOffPolicy, collapseAfter, validation, keep, budget };
+  return {
+    groupSize,
+    groupsPerStep,
+    maxSteps,
+    maxStepsOffPolicy,
+    collapseAfter,
+    minGroupSize,
+    learningRate,
+    validation,
+    keep,
+    budget,
+  };
 }
 
 /** Reads scenarios in order: an array cycled from an offset, or an (async) iterable once. */
@@ -377,7 +458,12 @@ const seconds = (from: number, to: number = performance.now()): number => (to - 
  * `gatherTrajectoryGroups` works unchanged. Groups sampled more than k steps before the step they
  * would train are dropped (`groups:dropped`), batches train stalest first and each group at most
  * once. Groups with equal rewards are not uploaded (counted in `train/frac_reward_zero_std`);
- * after `collapseAfter` of them in a row the run stops with `NoLearningSignalError`.
+ * after `collapseAfter` of them in a row the run stops with `NoLearningSignalError`. A rollout
+ * that throws costs that rollout: retried once, then kept in its group's `exceptions` (the group
+ * trains on the rest when `minGroupSize` remain); a step fails only when more than a quarter of
+ * its batch fails (`gather.maxExceptions`). `learningRate` takes a number or a schedule of the step.
+ * Every event, row and group of a batch carries the step it trains; `sampledStep` the step it
+ * was sampled at.
  *
  * Resuming: `run()` starts from the model's step, after finishing the bookkeeping of a step a
  * killed run left under way (`model.finishPendingJob()`), so a crash at any point followed by a
@@ -420,7 +506,7 @@ export class RLTrainer<S> extends EventEmitter<RLTrainerEvents> {
     if (signal?.aborted) throw userAbortError(signal, 'The run');
     this.running = true;
     const { model } = this;
-    const { groupSize, groupsPerStep, maxSteps, maxStepsOffPolicy: k, collapseAfter } = this.config;
+    const { groupSize, groupsPerStep, maxSteps, maxStepsOffPolicy: k, collapseAfter, minGroupSize } = this.config;
     const { validation, keep, budget } = this.config;
     const started = performance.now();
     const stream = this.progressStream();
@@ -435,7 +521,16 @@ export class RLTrainer<S> extends EventEmitter<RLTrainerEvents> {
     stopper.signal.addEventListener('abort', () => sampling.abort(stopper.signal.reason), { once: true });
     signal?.addEventListener('abort', onAbort, { once: true });
 
-    const totals = { steps: 0, rollouts: 0, tokens: 0, droppedStale: 0, droppedZeroVariance: 0, skippedBatches: 0 };
+    const totals = {
+      steps: 0,
+      rollouts: 0,
+      tokens: 0,
+      droppedStale: 0,
+      droppedZeroVariance: 0,
+      failedRollouts: 0,
+      droppedFailed: 0,
+      skippedBatches: 0,
+    };
     const onTokens = (tokens: number): void => {
       totals.tokens += tokens;
     };
@@ -478,10 +573,15 @@ export class RLTrainer<S> extends EventEmitter<RLTrainerEvents> {
         version: number,
         route: StepRoute,
         gatherSignal: AbortSignal,
+        events?: GatherEmitter<S>,
       ): Promise<TrajectoryGroup[]> =>
         runWithPinnedSteps({ routes: new Map([[inferenceName, route]]), onTokens }, () =>
           gatherTrajectoryGroups(scenarios, this.options.rollout, {
+            // A rollout that throws costs that rollout: retried once, then kept in its group.
+            maxRetries: 1,
+            maxExceptions: 0.25,
             ...this.options.gather,
+            ...(events === undefined ? {} : { events }),
             groupSize: size,
             ...(this.options.reward === undefined ? {} : { reward: this.options.reward }),
             ...(this.options.scoreGroup === undefined ? {} : { scoreGroup: this.options.scoreGroup }),
@@ -544,11 +644,16 @@ export class RLTrainer<S> extends EventEmitter<RLTrainerEvents> {
           }
           const version = latest;
           const startedAt = performance.now();
-          const promise = gather(scenarios, groupSize, version, { step: version }, sampling.signal).then((groups) => ({
-            groups,
-            version,
-            seconds: seconds(startedAt),
-          }));
+          const counts = { failed: 0, retried: 0 };
+          const events = new GatherEmitter<S>();
+          events.on('rollout:error', ({ groupIndex, index, attempt, error, willRetry }) => {
+            if (willRetry) counts.retried += 1;
+            else counts.failed += 1;
+            this.emit('rollout:failed', { sampledStep: version, groupIndex, index, attempt, error, willRetry });
+          });
+          const promise = gather(scenarios, groupSize, version, { step: version }, sampling.signal, events).then(
+            (groups) => ({ groups, version, seconds: seconds(startedAt), ...counts }),
+          );
           promise.catch(() => undefined);
           queue.push({ version, promise });
         }
@@ -584,10 +689,18 @@ export class RLTrainer<S> extends EventEmitter<RLTrainerEvents> {
         const batch = await raceSignal(next.promise, stopper.signal);
         const step = latest;
         totals.rollouts += batch.groups.reduce((sum, group) => sum + group.trajectories.length, 0);
-        const { fresh, dropped } = dropStaleGroups(batch.groups, step, k);
+        totals.failedRollouts += batch.failed;
+        const { fresh: current, dropped } = dropStaleGroups(batch.groups, step, k);
         if (dropped.length > 0) {
           totals.droppedStale += dropped.length;
           this.emit('groups:dropped', { reason: 'stale', count: dropped.length, step });
+        }
+        // A group trains on the rollouts that finished, when enough of them did.
+        const fresh = current.filter((group) => group.trajectories.length >= minGroupSize);
+        const droppedFailed = current.length - fresh.length;
+        if (droppedFailed > 0) {
+          totals.droppedFailed += droppedFailed;
+          this.emit('groups:dropped', { reason: 'failed_rollouts', count: droppedFailed, step });
         }
         let flat = 0;
         for (const group of fresh) {
@@ -608,13 +721,25 @@ export class RLTrainer<S> extends EventEmitter<RLTrainerEvents> {
         }
         // Stalest first: the queue is in launch order, so versions ascend.
         void fill();
-        this.emit('step:start', { step, groups: fresh.length, oldestPolicyVersion: batch.version });
+        this.emit('step:start', {
+          step,
+          sampledStep: batch.version,
+          groups: fresh.length,
+          oldestPolicyVersion: batch.version,
+        });
         const trainStart = performance.now();
         const idle = seconds(lastTrainEnd, trainStart);
         let result: Awaited<ReturnType<TrainableModel['train']>>;
         try {
           // No signal: an abort lets the job finish, so the step's row is written.
-          result = await model.train(fresh, { ...this.options.train });
+          const learningRate =
+            this.config.learningRate === undefined
+              ? undefined
+              : learningRateAt(this.config.learningRate, step, { maxSteps });
+          result = await model.train(fresh, {
+            ...this.options.train,
+            ...(learningRate === undefined ? {} : { learningRate }),
+          });
         } finally {
           training = false;
         }
@@ -628,9 +753,12 @@ export class RLTrainer<S> extends EventEmitter<RLTrainerEvents> {
           'time/train': seconds(trainStart, lastTrainEnd),
           'time/step': seconds(lastStepEnd, lastTrainEnd),
           'idle/service': idle,
+          'rollouts/failed': batch.failed,
+          'rollouts/retried': batch.retried,
+          'groups/dropped_failed': droppedFailed,
         };
         lastStepEnd = lastTrainEnd;
-        this.emit('step:end', { step, metrics });
+        this.emit('step:end', { step, sampledStep: batch.version, metrics });
         stream?.write(`${formatStepLine(step, maxSteps, metrics)}\n`);
         if (validation !== undefined && latest % validation.every === 0 && !stopper.signal.aborted) validate(latest);
         if (keep !== undefined) await this.prune(latest, queue, validating, false);

@@ -6,20 +6,45 @@ import { isChoice, SFTRow, Trajectory } from '../schema/index.js';
 import type {
   ChatCompletionAssistantMessageParam,
   ChatCompletionMessageParam,
+  MessageOrChoice,
   TrajectoryInput,
 } from '../schema/index.js';
 
 /**
- * Turns a trajectory into an SFT row: messages stay, each `Choice` becomes the assistant message
- * it carries, and messages after the last assistant turn are dropped (the last message is the turn
- * to learn). Null when the trajectory has no assistant turn.
+ * Turns the main conversation of a trajectory into an SFT row: messages stay, each `Choice`
+ * becomes the assistant message it carries, and messages after the last assistant turn are
+ * dropped (the last message is the turn to learn). Null when it has no assistant turn. Sub-agent
+ * conversations are left out: {@link trajectoryToSFTRows} gives every conversation its row.
  * @example
  * trajectoryToSFTRow({ messages_and_choices: [{ role: 'user', content: '2+2?' }, { role: 'assistant', content: '4' }] });
  */
 export function trajectoryToSFTRow(trajectory: TrajectoryInput): SFTRow | null {
   const parsed = Trajectory.parse(trajectory);
+  return conversationRow(parsed.messages_and_choices, parsed.tools);
+}
+
+/**
+ * One SFT row per conversation of a trajectory: the main conversation first, then each sub-agent
+ * history (`additional_histories`, e.g. the specialist after a handoff), each with its own
+ * messages (its own system prompt) and its own tools. Conversations with no assistant turn give
+ * no row.
+ * @example
+ * trajectoryToSFTRows(handoffRun).length; // 2: the triage agent's and the specialist's
+ */
+export function trajectoryToSFTRows(trajectory: TrajectoryInput): SFTRow[] {
+  const parsed = Trajectory.parse(trajectory);
+  const rows: SFTRow[] = [];
+  for (const conversation of [parsed, ...parsed.additional_histories]) {
+    const row = conversationRow(conversation.messages_and_choices, conversation.tools);
+    if (row !== null) rows.push(row);
+  }
+  return rows;
+}
+
+/** The SFT row of one conversation, or null when it has no assistant turn. */
+function conversationRow(items: readonly MessageOrChoice[], tools: SFTRow['tools'] | null | undefined): SFTRow | null {
   const messages: ChatCompletionMessageParam[] = [];
-  for (const item of parsed.messages_and_choices) {
+  for (const item of items) {
     if (!isChoice(item)) {
       messages.push(item);
       continue;
@@ -35,13 +60,15 @@ export function trajectoryToSFTRow(trajectory: TrajectoryInput): SFTRow | null {
   while (end > 0 && messages[end - 1]?.role !== 'assistant') end -= 1;
   if (end === 0) return null;
   const row: SFTRow = { messages: messages.slice(0, end) };
-  if (parsed.tools !== undefined && parsed.tools !== null && parsed.tools.length > 0) row.tools = parsed.tools;
+  if (tools !== undefined && tools !== null && tools.length > 0) row.tools = tools;
   return row;
 }
 
 /**
  * Rows for an SFT job from trajectories or ready rows (`{messages}` objects pass as they are,
- * validated). Throws when nothing is left to learn.
+ * validated). A trajectory gives a row per conversation (see {@link trajectoryToSFTRows}): a
+ * handoff run's specialist is learned with its own system prompt and tools. Throws when nothing
+ * is left to learn.
  */
 export function toSFTRows(items: readonly (TrajectoryInput | SFTRow)[]): SFTRow[] {
   const rows: SFTRow[] = [];
@@ -57,8 +84,7 @@ export function toSFTRows(items: readonly (TrajectoryInput | SFTRow)[]): SFTRow[
       rows.push(parsed.data);
       continue;
     }
-    const row = trajectoryToSFTRow(item as TrajectoryInput);
-    if (row !== null) rows.push(row);
+    rows.push(...trajectoryToSFTRows(item as TrajectoryInput));
   }
   if (rows.length === 0) {
     throw new InvalidArgumentError(

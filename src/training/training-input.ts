@@ -8,11 +8,12 @@
 import type { z } from 'zod';
 import { InvalidArgumentError } from '../client/errors.js';
 import { preview } from '../internal/format-issues.js';
-import { isChoice, Trajectory, TrajectoryGroup } from '../schema/index.js';
+import { isChoice, Trajectory, TrajectoryGroup, TURN_ORDER_KEY } from '../schema/index.js';
 import type { MessageOrChoice } from '../schema/index.js';
 import { pushAll } from '../internal/arrays.js';
 
-const TRAJECTORY_KEYS: readonly string[] = Object.keys(Trajectory.shape);
+// `turn_order`: the recorder's order of a run's turns across its conversations (schema/run-order.ts).
+const TRAJECTORY_KEYS: readonly string[] = [...Object.keys(Trajectory.shape), TURN_ORDER_KEY];
 const GROUP_KEYS: readonly string[] = Object.keys(TrajectoryGroup.shape);
 
 /** Likely meanings of keys that edit distance alone would not find. */

@@ -68,7 +68,21 @@ function toolGroup(): TrajectoryGroupInput {
         logs: ['looked up "owl"'],
       },
       {
-        messages_and_choices: [{ role: 'user', content: 'What does an owl do?' }, makeChoice('it sleeps')],
+        // The same system prompt (shown once for the group) and a sub-agent's conversation.
+        messages_and_choices: [
+          { role: 'system', content: 'Answer with the help of the lookup tool.' },
+          { role: 'user', content: 'What does an owl do?' },
+          makeChoice('it sleeps'),
+        ],
+        additional_histories: [
+          {
+            messages_and_choices: [
+              { role: 'system', content: 'You are the owl expert.' },
+              { role: 'user', content: 'owl?' },
+              makeChoice('owls hunt at night'),
+            ],
+          },
+        ],
         reward: 0.1,
         metrics: { used_tool: false },
       },
@@ -201,6 +215,19 @@ describe.skipIf(executablePath === undefined)('the dashboard in headless Chromiu
     expect(await page.locator('#groups .tool-call').first().textContent()).toBe('lookup({"word":"owl"})');
     expect(await page.locator('#groups .message.tool .text').first().textContent()).toBe('{"sound": "hoot"}');
     expect(await page.locator('#groups .tok[data-logprob="-2.5"]').textContent()).toBe(' OWL');
+    // The system prompt both trajectories share is shown once, above them; the sub-agent's turns
+    // are shown (open) under its trajectory.
+    const toolCard = page.locator('#groups .group', { has: page.locator('.tool-call') });
+    expect(await toolCard.locator('.system-prompt .text').allTextContents()).toEqual([
+      'Answer with the help of the lookup tool.',
+    ]);
+    expect(await toolCard.locator('.message.system .role').allTextContents()).toEqual([
+      'system · prompt 1 (shown once above)',
+      'system · prompt 1 (shown once above)',
+      'system',
+    ]);
+    expect(await toolCard.locator('details[open] summary', { hasText: 'sub-agent conversation 1' }).count()).toBe(1);
+    expect(await toolCard.locator('.message.choice', { hasText: 'owls hunt at night' }).count()).toBe(1);
 
     await page.setViewportSize({ width: 1280, height: 800 });
     await page.selectOption('#split-select', 'train');

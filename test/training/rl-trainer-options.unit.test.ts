@@ -34,6 +34,10 @@ describe('new RLTrainer', () => {
     [{ budget: { seconds: 0 } }, 'budget.seconds'],
     [{ budget: { tokens: 0.5 } }, 'budget.tokens'],
     [{ progress: 'yes' }, 'progress'],
+    [{ minGroupSize: 0 }, 'minGroupSize'],
+    [{ groupSize: 4, minGroupSize: 5 }, 'minGroupSize'],
+    [{ learningRate: 0 }, 'learningRate'],
+    [{ learningRate: 'fast' }, 'learningRate'],
   ])('%o names `%s`', (bad, argument) => {
     let error: unknown;
     try {

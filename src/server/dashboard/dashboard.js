@@ -579,7 +579,31 @@
     $('more-groups').hidden = state.groupsCursor === null;
   }
 
+  /** System prompts that appear more than once in a group (main and sub-agent conversations), numbered. */
+  function repeatedSystemPrompts(group) {
+    const counts = new Map();
+    for (const trajectory of group.trajectories)
+      for (const conversation of [trajectory, ...(trajectory.additional_histories ?? [])])
+        for (const item of conversation.messages_and_choices ?? [])
+          if (item.role === 'system' || item.role === 'developer') {
+            const text = contentText(item.content);
+            counts.set(text, (counts.get(text) ?? 0) + 1);
+          }
+    const shared = new Map();
+    for (const [text, count] of counts) if (count > 1) shared.set(text, shared.size + 1);
+    return shared;
+  }
+
+  /** The step the group's trajectories sampled from, when they all say the same one. */
+  function sampledStep(group) {
+    const versions = new Set(group.trajectories.map((trajectory) => trajectory.initial_policy_version));
+    const [only] = versions;
+    return versions.size === 1 && typeof only === 'number' ? only : null;
+  }
+
   function renderGroup(group, index, mean, direction) {
+    const shared = repeatedSystemPrompts(group);
+    const sampled = sampledStep(group);
     const trajectories = group.trajectories.map((trajectory, position) => ({ trajectory, position }));
     if (direction !== 0)
       trajectories.sort(
@@ -598,9 +622,17 @@
           { class: 'meta' },
           `${group.trajectories.length} trajectories · mean reward ${formatNumber(mean)}${
             exceptions.length > 0 ? ` · ${exceptions.length} failed` : ''
-          }`,
+          }${sampled !== null && sampled !== state.step ? ` · sampled at step ${sampled}` : ''}`,
         ),
         metricChips(group.metrics),
+      ),
+      [...shared].map(([text, number]) =>
+        h(
+          'details',
+          { class: 'system-prompt' },
+          h('summary', null, `system prompt ${number}, shown once for the group`),
+          h('p', { class: 'text' }, text),
+        ),
       ),
       group.logs?.length
         ? h('details', null, h('summary', null, 'group logs'), h('pre', null, clip(group.logs.join('\n'))))
@@ -616,7 +648,7 @@
       h(
         'div',
         { class: 'trajectories' },
-        trajectories.map(({ trajectory, position }) => renderTrajectory(trajectory, position)),
+        trajectories.map(({ trajectory, position }) => renderTrajectory(trajectory, position, shared)),
       ),
     );
   }
@@ -633,7 +665,8 @@
     );
   }
 
-  function renderTrajectory(trajectory, position) {
+  function renderTrajectory(trajectory, position, shared) {
+    const render = (item) => renderItem(item, shared);
     const reward = trajectory.reward ?? 0;
     const badge = h('span', { class: 'reward', title: 'reward' }, `reward ${formatNumber(reward)}`);
     const colors = rewardColors(reward);
@@ -645,13 +678,13 @@
       { class: 'trajectory', 'aria-label': `Trajectory ${position + 1}, reward ${formatNumber(reward)}` },
       h('div', { class: 'trajectory-head' }, h('strong', null, `#${position + 1}`), badge),
       metricChips(trajectory.metrics),
-      (trajectory.messages_and_choices ?? []).map(renderItem),
+      (trajectory.messages_and_choices ?? []).map(render),
       (trajectory.additional_histories ?? []).map((historyItem, index) =>
         h(
           'details',
-          null,
+          { open: true },
           h('summary', null, `sub-agent conversation ${index + 1}`),
-          (historyItem.messages_and_choices ?? []).map(renderItem),
+          (historyItem.messages_and_choices ?? []).map(render),
         ),
       ),
       trajectory.logs?.length
@@ -685,9 +718,16 @@
     );
   }
 
-  function renderItem(item) {
+  function renderItem(item, shared) {
     if (item.role !== undefined) {
       const text = contentText(item.content);
+      const number = (item.role === 'system' || item.role === 'developer') && shared?.get(text);
+      if (number)
+        return h(
+          'div',
+          { class: `message ${item.role}` },
+          h('div', { class: 'role' }, `${item.role} · prompt ${number} (shown once above)`),
+        );
       const label =
         item.role === 'tool' ? `tool result${item.tool_call_id ? ` · ${item.tool_call_id}` : ''}` : item.role;
       return h(

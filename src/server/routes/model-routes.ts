@@ -139,9 +139,15 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
     const groupTexts = fast === undefined ? undefined : groupTextsOf(request.text, body.trajectory_groups.length);
     const model = requireModel(service, modelId);
     const statistics = computeStepStatistics(body.trajectory_groups);
-    // Stored under the step the groups were sampled at when their trajectories all say so (a
-    // validation run in the background may arrive after the step moved on), else the model's step.
-    const sampledAt = sampledStep(body.trajectory_groups, model.latest_step) ?? model.latest_step;
+    // One step number everywhere: `train` groups are stored under the step they train (the
+    // model's step when they are logged, before the job; they may have been sampled a step or two
+    // earlier, which each trajectory's `initial_policy_version` keeps). Other splits under the
+    // step they were sampled at when their trajectories all say so (a validation run in the
+    // background may arrive after the step moved on), else the model's step.
+    const sampledAt =
+      body.split === 'train'
+        ? model.latest_step
+        : (sampledStep(body.trajectory_groups, model.latest_step) ?? model.latest_step);
     const { answer } = request.commit(
       () =>
         store.insertLog({
