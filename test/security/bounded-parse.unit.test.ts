@@ -5,11 +5,21 @@
  * zod's value; below the issue bound its issues are zod's; and when it stops at the bound, zod
  * rejects the value too and every plain issue it reports is one zod reports at the same place.
  */
+import { isDeepStrictEqual } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import type { z } from 'zod';
 import { boundedSafeParse } from '../../src/schema/bounded-parse.js';
 import * as schemas from '../../src/schema/index.js';
-import { corpus } from '../schema/corpus/index.js';
+import { corpus as allCases } from '../schema/corpus/index.js';
+
+/**
+ * Request bodies are parsed JSON: corpus cases whose value JSON cannot carry (a function, `NaN`,
+ * there for the client's own schemas) are no body the validator can see.
+ */
+const corpus = allCases.filter((entry) => {
+  const text = JSON.stringify(entry.value);
+  return entry.value === undefined || (text !== undefined && isDeepStrictEqual(JSON.parse(text), entry.value));
+});
 
 const copy = <T>(value: T): T => (value === undefined ? value : (JSON.parse(JSON.stringify(value)) as T));
 
