@@ -54,10 +54,11 @@ describe('history follows the model', () => {
     await model.close();
     await first.close();
 
-    // Later the same model is reached through `policyloop serve --data-dir A`, from data dir B.
-    const served = await startServeCli(dataDirA);
+    // Later the same model is reached through `policyloop serve --data-dir A`, from data dir B
+    // (whose SFT files that service may read only as a training data root).
+    const dataDirB = await temporaryDirectory();
+    const served = await startServeCli(dataDirA, ['--training-data-root', dataDirB]);
     try {
-      const dataDirB = await temporaryDirectory();
       const second = new LocalBackend({ url: served.url, dataDir: dataDirB });
       const again = await new TrainableModel({ project: 'reverse', name: 'agent', baseModel: BASE_MODEL }).register(
         second,
