@@ -1,0 +1,72 @@
+/**
+ * Hugging Face base models loaded in this thread: config, weights, text layer, loaded once per
+ * folder and shared by every policy (adapter) and training step that uses them.
+ */
+import type { TensorFlow } from '../backend.js';
+import type { HfModelConfig } from './config.js';
+import { disposeBase, loadBaseTensors, readHfConfig } from './files.js';
+import type { BaseTensors } from './model.js';
+import type { TextLayer, TextLayerLoader } from './text.js';
+import { TokenStrings } from './token-strings.js';
+
+/** A loaded base model. */
+export interface HfBaseModel {
+  readonly directory: string;
+  readonly config: HfModelConfig;
+  readonly base: BaseTensors;
+  readonly text: TextLayer;
+  /** Token strings of the vocabulary (built on first use). */
+  strings(): TokenStrings;
+}
+
+/** Base models by folder, each loaded once (a training thread keeps one cache; each engine its own). */
+export class HfBaseCache {
+  private readonly loaded = new Map<string, Promise<HfBaseModel>>();
+
+  /** Loads (once) a Hugging Face base model. */
+  load(tf: TensorFlow, directory: string, loadText: TextLayerLoader): Promise<HfBaseModel> {
+    const cached = this.loaded.get(directory);
+    if (cached) return cached;
+    const loading = loadBase(tf, directory, loadText);
+    loading.catch(() => this.loaded.delete(directory));
+    this.loaded.set(directory, loading);
+    return loading;
+  }
+
+  /** Frees every base model of this cache. */
+  async unload(): Promise<void> {
+    const all = [...this.loaded.values()];
+    this.loaded.clear();
+    for (const loading of all) {
+      try {
+        disposeBase((await loading).base);
+      } catch {
+        // A failed load holds no tensors.
+      }
+    }
+  }
+}
+
+/** The base models of the training worker thread. */
+export const workerBaseCache = new HfBaseCache();
+
+async function loadBase(tf: TensorFlow, directory: string, loadText: TextLayerLoader): Promise<HfBaseModel> {
+  const config = await readHfConfig(directory);
+  const text = await loadText(directory);
+  if (text.vocabularySize > config.vocabularySize)
+    throw new Error(
+      `${directory}: the tokenizer has ${text.vocabularySize} tokens but config.json's vocab_size is ${config.vocabularySize}.`,
+    );
+  const base = await loadBaseTensors(tf, directory, config);
+  let strings: TokenStrings | null = null;
+  return {
+    directory,
+    config,
+    base,
+    text,
+    strings: () => {
+      strings ??= new TokenStrings(text);
+      return strings;
+    },
+  };
+}
