@@ -327,7 +327,7 @@ class LocalEngine implements Engine {
         const choices: Choice[] = mine.map((sequence, index) =>
           loaded.kind === 'builtin'
             ? buildChoice(sequence, index, { ...shape, customToolNames, tokenizer: tokenizerOf(loaded.config) })
-            : buildHfChoice(sequence, index, { ...shape, text: loaded.base.text, strings: loaded.base.strings() }),
+            : buildHfChoice(sequence, index, { ...shape, text: loaded.base.text, tools }),
         );
         const completionTokens = mine.reduce((sum, sequence) => sum + sequence.sampledCount, 0);
         pending.resolve({

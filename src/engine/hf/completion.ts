@@ -2,7 +2,7 @@
 import type { ChatCompletionTokenLogprob, Choice } from '../../schema/index.js';
 import type { GeneratedSequence } from '../sampler.js';
 import type { TextLayer } from './text.js';
-import type { TokenStrings } from './token-strings.js';
+import type { ParseAssistantOptions as ParseOptions } from './text-layer.js';
 
 /** How a request wants its choices shaped. */
 export interface HfChoiceOptions {
@@ -12,11 +12,12 @@ export interface HfChoiceOptions {
   readonly parseTools: boolean;
   readonly makeId: () => string;
   readonly text: TextLayer;
-  readonly strings: TokenStrings;
+  /** The request's tools (a call to one of its custom tools becomes a custom tool call). */
+  readonly tools: ParseOptions['tools'];
 }
 
 function logprobEntries(sequence: GeneratedSequence, options: HfChoiceOptions): ChatCompletionTokenLogprob[] {
-  const { strings, tokensAsIds } = options;
+  const { text: strings, tokensAsIds } = options;
   return sequence.tokens.map((id, index) => ({
     token: strings.tokenString(id, tokensAsIds),
     bytes: strings.tokenBytes(id),
@@ -34,17 +35,16 @@ function logprobEntries(sequence: GeneratedSequence, options: HfChoiceOptions): 
  * `content` into `reasoning_content`; tool calls are parsed when the request offered tools.
  */
 export function buildHfChoice(sequence: GeneratedSequence, index: number, options: HfChoiceOptions): Choice {
-  const parsed = options.text.parseAssistant(sequence.text);
+  const parsed = options.text.parseAssistant(sequence.text, {
+    makeId: () => options.makeId(),
+    tools: options.tools,
+  });
   let content: string | null = parsed.reasoning !== undefined ? parsed.content : sequence.text;
   let finishReason: Choice['finish_reason'] = sequence.finishReason;
   let toolCalls: Choice['message']['tool_calls'];
   if (options.parseTools && parsed.tool_calls && parsed.tool_calls.length > 0) {
     content = parsed.content;
-    toolCalls = parsed.tool_calls.map((call) => ({
-      id: call.id ?? options.makeId(),
-      type: 'function' as const,
-      function: { name: call.function.name, arguments: call.function.arguments },
-    }));
+    toolCalls = parsed.tool_calls as Choice['message']['tool_calls'];
     finishReason = 'tool_calls';
   }
   return {

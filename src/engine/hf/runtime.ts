@@ -7,7 +7,6 @@ import type { HfModelConfig } from './config.js';
 import { disposeBase, loadBaseTensors, readHfConfig } from './files.js';
 import type { BaseTensors } from './model.js';
 import type { TextLayer, TextLayerLoader } from './text.js';
-import { TokenStrings } from './token-strings.js';
 
 /** A loaded base model. */
 export interface HfBaseModel {
@@ -15,8 +14,6 @@ export interface HfBaseModel {
   readonly config: HfModelConfig;
   readonly base: BaseTensors;
   readonly text: TextLayer;
-  /** Token strings of the vocabulary (built on first use). */
-  strings(): TokenStrings;
 }
 
 /** Base models by folder, each loaded once (a training thread keeps one cache; each engine its own). */
@@ -58,15 +55,5 @@ async function loadBase(tf: TensorFlow, directory: string, loadText: TextLayerLo
       `${directory}: the tokenizer has ${text.vocabularySize} tokens but config.json's vocab_size is ${config.vocabularySize}.`,
     );
   const base = await loadBaseTensors(tf, directory, config);
-  let strings: TokenStrings | null = null;
-  return {
-    directory,
-    config,
-    base,
-    text,
-    strings: () => {
-      strings ??= new TokenStrings(text);
-      return strings;
-    },
-  };
+  return { directory, config, base, text };
 }

@@ -21,6 +21,9 @@ interface RowState {
   keptTokens: number;
 }
 
+/** Completion text leaves out special tokens, as vLLM's `skip_special_tokens` default does. */
+const SKIP_SPECIAL = { skipSpecialTokens: true } as const;
+
 /** Most attention scores (rows × heads × prompt length²) in one prefill pass. */
 const PREFILL_SCORE_BUDGET = 16 * 1024 * 1024;
 
@@ -31,9 +34,9 @@ function finishRow(state: RowState, text: TextLayer, stopIds: ReadonlySet<number
   const { stop } = state.row.sampling;
   if (stop.length > 0) {
     const longest = Math.max(...stop.map((sequence) => sequence.length));
-    const tail = text.decode(body.slice(Math.max(0, body.length - 4 * longest - 4)));
+    const tail = text.decode(body.slice(Math.max(0, body.length - 4 * longest - 4)), SKIP_SPECIAL);
     if (stop.some((sequence) => sequence.length > 0 && tail.includes(sequence))) {
-      const decoded = text.decode(body);
+      const decoded = text.decode(body, SKIP_SPECIAL);
       let cut = -1;
       for (const sequence of stop) {
         if (sequence.length === 0) continue;
@@ -41,7 +44,7 @@ function finishRow(state: RowState, text: TextLayer, stopIds: ReadonlySet<number
         if (at >= 0 && (cut < 0 || at < cut)) cut = at;
       }
       let kept = body.length;
-      while (kept > 0 && text.decode(body.slice(0, kept)).length > cut) kept -= 1;
+      while (kept > 0 && text.decode(body.slice(0, kept), SKIP_SPECIAL).length > cut) kept -= 1;
       state.finishReason = 'stop';
       state.text = decoded.slice(0, cut);
       state.keptTokens = kept;
@@ -51,7 +54,7 @@ function finishRow(state: RowState, text: TextLayer, stopIds: ReadonlySet<number
   state.keptTokens = state.tokens.length;
   if (ended) state.finishReason = 'stop';
   else if (state.tokens.length >= state.row.sampling.maxTokens) state.finishReason = 'length';
-  if (state.finishReason !== null) state.text = text.decode(body);
+  if (state.finishReason !== null) state.text = text.decode(body, SKIP_SPECIAL);
 }
 
 /**

@@ -92,7 +92,7 @@ export async function runHfTrainingJob(
   const trainable = trainableAdapter(tf, model, settings, weights);
   let metrics: Record<string, number> = {};
   if (job.kind === 'rl') {
-    const data = buildHfRlData(job.trajectoryGroups, job.config, model.text, model.strings());
+    const data = buildHfRlData(job.trajectoryGroups, job.config, model.text);
     const { sequences, truncated } = truncate(model.config, data.sequences);
     if (!sequences.some((sequence) => sequence.mask.includes(1)))
       throw new Error(nothingToTrain(data, truncated, model.config.contextLength));

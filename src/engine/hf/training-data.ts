@@ -7,7 +7,9 @@ import type { ExperimentalTrainingConfig, SFTRow, TrajectoryGroup } from '../../
 import { scalesRewards } from '../training-data.js';
 import type { RlData, TrainingSequence } from '../training-data.js';
 import type { TextLayer } from './text.js';
-import type { TokenStrings } from './token-strings.js';
+
+type ChatMessages = Parameters<TextLayer['renderChat']>[0];
+type Tools = Parameters<TextLayer['renderChat']>[1]['tools'];
 
 function isChoiceItem(item: unknown): boolean {
   const record = item as Record<string, unknown>;
@@ -28,7 +30,9 @@ export function promptTokens(
   messages: readonly unknown[],
   tools: readonly unknown[] | null | undefined,
 ): number[] {
-  return text.encode(text.renderChat(messages, { tools: tools ?? undefined, addGenerationPrompt: true }));
+  return text.encode(
+    text.renderChat(messages as ChatMessages, { tools: (tools ?? undefined) as Tools, addGenerationPrompt: true }),
+  );
 }
 
 function sequenceOf(prompt: number[], learned: number[], weight: number, logprobs: number[] | null): TrainingSequence {
@@ -49,7 +53,6 @@ export function buildHfRlData(
   groups: readonly TrajectoryGroup[],
   config: ExperimentalTrainingConfig | null,
   text: TextLayer,
-  strings: TokenStrings,
 ): RlData {
   const scale = scalesRewards(config);
   const allowWithoutLogprobs = config?.allow_training_without_logprobs ?? false;
@@ -111,7 +114,7 @@ export function buildHfRlData(
           let logprobs: number[] | null;
           if (entries && entries.length > 0) {
             ids = entries.map((entry, entryIndex) => {
-              const id = strings.recoverTokenId(entry);
+              const id = text.recoverTokenId(entry);
               if (id === null)
                 throw new Error(
                   `Cannot recover the token id of ${where}.logprobs.content[${entryIndex}] (token ${JSON.stringify(entry.token)}): expected a token of this model's tokenizer (its text, or "token_id:<id>"). Was this Choice sampled from another model?`,
@@ -167,11 +170,14 @@ export function buildHfSftSequences(
     const tools = row.tools as readonly unknown[] | null | undefined;
     for (const index of assistantTurns === 'last' ? learnedIndices.slice(-1) : learnedIndices) {
       const before = messages.slice(0, index);
-      const prefix = text.renderChat(before, { tools: tools ?? undefined, addGenerationPrompt: true });
-      const full = text.renderChat([...before, assistantMessage(messages[index] as Record<string, unknown>)], {
-        tools: tools ?? undefined,
-        addGenerationPrompt: false,
+      const prefix = text.renderChat(before as unknown as ChatMessages, {
+        tools: (tools ?? undefined) as Tools,
+        addGenerationPrompt: true,
       });
+      const full = text.renderChat(
+        [...before, assistantMessage(messages[index] as Record<string, unknown>)] as unknown as ChatMessages,
+        { tools: (tools ?? undefined) as Tools, addGenerationPrompt: false },
+      );
       if (!full.startsWith(prefix))
         throw new Error(
           `SFT row ${rowIndex}: the chat template renders messages[${index}] in a way that does not extend the prompt before it, so its tokens cannot be told apart.`,

@@ -145,25 +145,41 @@ export function standInTextLayer(): TextLayer {
       const index = CHARACTERS.indexOf(character);
       return index < 0 ? 2 : index + 2;
     });
+  const decode = (ids: readonly number[]): string =>
+    ids.map((id) => (id >= 2 ? (CHARACTERS[id - 2] ?? '') : '')).join('');
+  const renderChat: TextLayer['renderChat'] = (messages, { addGenerationPrompt }) =>
+    (messages as { role: string; content?: unknown }[])
+      .map(
+        (message) =>
+          `${message.role}:${typeof message.content === 'string' ? message.content : ''}${message.role === 'assistant' ? END : ''}\n`,
+      )
+      .join('') + (addGenerationPrompt ? 'assistant:' : '');
+  const tokenString = (id: number, asTokenId = false): string =>
+    asTokenId || id < 2 ? `token_id:${id}` : (CHARACTERS[id - 2] ?? `token_id:${id}`);
   return {
+    vocabularySize: CHARACTERS.length + 2,
+    stopTokenIds: [1],
+    bosTokenId: null,
+    toolCallFormat: 'hermes',
     encode,
-    decode: (ids) => ids.map((id) => (id >= 2 ? (CHARACTERS[id - 2] ?? '') : '')).join(''),
-    renderChat: (messages, { addGenerationPrompt }) =>
-      (messages as { role: string; content?: unknown }[])
-        .map(
-          (message) =>
-            `${message.role}:${typeof message.content === 'string' ? message.content : ''}${message.role === 'assistant' ? END : ''}\n`,
-        )
-        .join('') + (addGenerationPrompt ? 'assistant:' : ''),
+    decode,
+    tokenBytes: (id) => [...new TextEncoder().encode(decode([id]))],
+    tokenString,
+    recoverTokenId: (entry) => {
+      const match = /^token_id:(\d+)$/.exec(entry.token);
+      if (match) return Number(match[1]);
+      const index = CHARACTERS.indexOf(entry.token);
+      return entry.token.length === 1 && index >= 0 ? index + 2 : null;
+    },
+    renderChat,
+    encodeChat: (messages, options) => encode(renderChat(messages, options)),
     parseAssistant: (text) => {
       const match = /^\{"name":"(\w+)"\}$/.exec(text.trim());
       if (!match) return { content: text };
       return {
         content: null,
-        tool_calls: [{ type: 'function', function: { name: match[1] as string, arguments: '{}' } }],
+        tool_calls: [{ id: 'call_0', type: 'function', function: { name: match[1] as string, arguments: '{}' } }],
       };
     },
-    stopTokenIds: [1],
-    vocabularySize: CHARACTERS.length + 2,
   };
 }
