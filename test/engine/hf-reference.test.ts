@@ -173,7 +173,7 @@ describe.each(MODELS)('%s', (name) => {
           const expected = tensors.get(peftName(layer, module, matrix));
           const ours = step.gradients.get(loraName(layer, module, matrix)) as Float32Array;
           expect(expected, peftName(layer, module, matrix)).toBeDefined();
-          const [rows, columns] = (expected as { shape: number[] }).shape as [number, number];
+          const [rows, columns] = (expected as { shape: readonly number[] }).shape as [number, number];
           let max = 0;
           // Ours is the transpose: [in, rank] for A, [rank, out] for B.
           for (let row = 0; row < rows; row += 1)
