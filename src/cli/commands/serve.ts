@@ -1,5 +1,5 @@
 /**
- * `policyloop serve [--host 127.0.0.1] [--port 8000] [--data-dir .policyloop] [--api-key KEY ...]`
+ * `policyloop serve [--host 127.0.0.1] [--port 8000] [--data-dir .policyloop] [--api-key KEY ...] [--model DIR ...]`
  * (keys default to `POLICYLOOP_API_KEY`, then the development key):
  * runs the local service until SIGINT/SIGTERM, then stops cleanly (in-flight requests finish,
  * jobs get their terminal events, the store is closed).
@@ -19,6 +19,9 @@ Options:
   --data-dir DIR     Directory of the store and weight files (default .policyloop)
   --api-key KEY      Accepted Bearer key; repeat for several (default: $POLICYLOOP_API_KEY,
                      else the development key). The variable keeps the key out of ps.
+  --model DIR        A Hugging Face model folder to serve (Llama or Qwen3); repeat for several.
+                     Models in the Hugging Face cache (HF_HUB_CACHE, HF_HOME/hub,
+                     ~/.cache/huggingface/hub) are served without it.
   -h, --help         Show this help`;
 
 const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '::1']);
@@ -35,6 +38,7 @@ export const serveCommand: Command = {
           port: { type: 'string', default: '8000' },
           'data-dir': { type: 'string', default: '.policyloop' },
           'api-key': { type: 'string', multiple: true },
+          model: { type: 'string', multiple: true },
           help: { type: 'boolean', short: 'h', default: false },
         },
         allowPositionals: false,
@@ -68,6 +72,7 @@ export const serveCommand: Command = {
       port,
       dataDir: values['data-dir'],
       apiKeys,
+      models: values.model ?? [],
       logger: {
         info: (message) => process.stderr.write(`[policyloop] ${message}\n`),
         warn: (message) => process.stderr.write(`[policyloop] warning: ${message}\n`),
