@@ -6,10 +6,16 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { exportCommand } from '../../src/cli/commands/export.js';
+import { loadTensorFlow } from '../../src/engine/backend.js';
+import { disposeBase, loadBaseTensors, readHfConfig } from '../../src/engine/hf/files.js';
+import { disposeLora, readAdapter, uploadLora } from '../../src/engine/hf/lora.js';
+import { forwardLogits, runnable } from '../../src/engine/hf/model.js';
 import { writeTinyQwen3 } from '../../src/engine/hf/tiny-qwen3.js';
+import { readSafetensors } from '../../src/engine/safetensors.js';
 import { DEV_API_KEY, createApp } from '../../src/server/index.js';
 import type { App } from '../../src/server/index.js';
 import type { Choice } from '../../src/schema/index.js';
@@ -150,7 +156,6 @@ describe('a Hugging Face model through the local service', () => {
     const files = path.join(directory, 'data');
     const adapterConfigs: string[] = [];
     const walk = async (folder: string): Promise<void> => {
-      const { readdir } = await import('node:fs/promises');
       for (const entry of await readdir(folder, { withFileTypes: true })) {
         const full = path.join(folder, entry.name);
         if (entry.isDirectory()) await walk(full);
@@ -174,5 +179,61 @@ describe('a Hugging Face model through the local service', () => {
       max_tokens: 3,
     });
     expect(after.choices).toHaveLength(1);
+
+    // `policyloop export`: the adapter of step 1, and the merged model of step 2.
+    const dataDir = path.join(directory, 'data');
+    const adapterOut = path.join(directory, 'export-adapter');
+    expect(await exportCommand([`hf/tiny:1`, '--out', adapterOut, '--data-dir', dataDir])).toBe(0);
+    expect((await readdir(adapterOut)).sort()).toEqual(['adapter_config.json', 'adapter_model.safetensors']);
+    const exported = await readSafetensors(path.join(adapterOut, 'adapter_model.safetensors'));
+    expect(exported.tensors.get('base_model.model.model.layers.1.mlp.up_proj.lora_A.weight')?.shape).toEqual([2, 32]);
+    const mergedOut = path.join(directory, 'export-merged');
+    expect(await exportCommand([`${model.id}`, '--out', mergedOut, '--merged', '--data-dir', dataDir])).toBe(0);
+    expect((await readdir(mergedOut)).sort()).toEqual([
+      'config.json',
+      'generation_config.json',
+      'model.safetensors',
+      'tokenizer.json',
+      'tokenizer_config.json',
+    ]);
+    // The merged model computes what base + adapter computes.
+    const tf = await loadTensorFlow();
+    const snapshot = path.join(directory, 'hub', 'models--policyloop-test--tiny-qwen3', 'snapshots', 'abc123');
+    const config = await readHfConfig(snapshot);
+    const latest = path.join(dataDir, checkpointPathOf(adapterConfigs, 2));
+    const adapter = await readAdapter(latest, config);
+    const base = await loadBaseTensors(tf, snapshot, config);
+    const merged = await loadBaseTensors(tf, mergedOut, await readHfConfig(mergedOut));
+    const lora = uploadLora(tf, config, adapter.settings, adapter.weights);
+    const ids = Int32Array.from([151644, 872, 198, 25, 151645, 198]);
+    const withAdapter = forwardLogits(tf, runnable(config, base, lora), ids, 1, ids.length).dataSync();
+    const fromMerged = forwardLogits(tf, runnable(config, merged, null), ids, 1, ids.length).dataSync();
+    const withoutAdapter = forwardLogits(tf, runnable(config, base, null), ids, 1, ids.length).dataSync();
+    let difference = 0;
+    let adapterEffect = 0;
+    for (let index = 0; index < withAdapter.length; index += 1) {
+      difference = Math.max(difference, Math.abs((withAdapter[index] as number) - (fromMerged[index] as number)));
+      adapterEffect = Math.max(
+        adapterEffect,
+        Math.abs((withAdapter[index] as number) - (withoutAdapter[index] as number)),
+      );
+    }
+    expect(adapterEffect).toBeGreaterThan(1e-4);
+    expect(difference).toBeLessThan(1e-5);
+    disposeLora(lora);
+    disposeBase(base);
+    disposeBase(merged);
   });
 });
+
+/** The checkpoint folder (relative to the data dir) of the adapter written at `step`. */
+function checkpointPathOf(adapterConfigs: readonly string[], step: number): string {
+  const found = adapterConfigs
+    .map((file) => path.dirname(file))
+    .find(
+      (folder) =>
+        folder.endsWith(`${path.sep}${step}`) || folder.includes(`step-${step}`) || folder.endsWith(`-${step}`),
+    );
+  if (!found) throw new Error(`no checkpoint folder for step ${step} among ${adapterConfigs.join(', ')}`);
+  return path.relative(path.join(directory, 'data'), found);
+}
