@@ -88,6 +88,8 @@ export interface TrainableModel {
   readonly contextLength: number;
   /** Attention scores of one row of `length` tokens. */
   readonly scoresPerRow: (length: number) => number;
+  /** Most padded tokens in one forward and backward pass (bounds the activations kept). @default 8192 */
+  readonly tokensPerPass?: number;
   /** The weights the gradients are taken for, by name. */
   readonly weights: HostWeights;
   /** Next-token logits at the flat `positions` of right-padded `tokens` `[batch, length]`. */
@@ -122,7 +124,8 @@ function passes(config: TrainableModel, sequences: readonly TrainingSequence[]):
     const rows = current.length + 1;
     if (
       current.length > 0 &&
-      (rows * length > TOKENS_PER_PASS || rows * config.scoresPerRow(length) > SCORES_PER_PASS)
+      (rows * length > (config.tokensPerPass ?? TOKENS_PER_PASS) ||
+        rows * config.scoresPerRow(length) > SCORES_PER_PASS)
     ) {
       result.push(current);
       current = [];

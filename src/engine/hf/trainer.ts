@@ -18,6 +18,7 @@ import {
 import type { TrainableModel, TrainingHooks } from '../trainer.js';
 import { scalesRewards } from '../training-data.js';
 import type { TrainingSequence } from '../training-data.js';
+import type { HfModelConfig } from './config.js';
 import type { EngineTrainingJob, EngineTrainingResult } from '../types.js';
 import type { HostWeights } from '../weights.js';
 import { initialLora, loraSettingsOf, loraTensors, readAdapter, readAdapterOptimizer, writeAdapter } from './lora.js';
@@ -41,6 +42,19 @@ function checkSettings(requested: LoraOptions | null, continued: LoraSettings): 
     );
 }
 
+/** Bytes of activations one training pass may keep for the backward pass (the wasm heap is 4 GB at most). */
+const ACTIVATION_BUDGET = 384 * 1024 * 1024;
+
+/**
+ * Padded tokens per pass: the activations a token keeps for the backward pass are about 12 hidden
+ * and 5 MLP widths per layer (a learned position's logits add a few vocabulary-sized rows on top).
+ */
+export function tokensPerPass(config: HfModelConfig): number {
+  const q = config.headCount * config.headDimension;
+  const perToken = 4 * config.layerCount * (10 * config.hiddenSize + 2 * q + 5 * config.intermediateSize);
+  return Math.max(16, Math.floor(ACTIVATION_BUDGET / perToken));
+}
+
 /** The adapter of a policy as a {@link TrainableModel} over the base model. */
 export function trainableAdapter(
   tf: TensorFlow,
@@ -53,6 +67,7 @@ export function trainableAdapter(
     vocabularySize: c.vocabularySize,
     contextLength: c.contextLength,
     scoresPerRow: (length) => c.headCount * length * length,
+    tokensPerPass: tokensPerPass(c),
     weights,
     forward: (parameters, tokens, batch, length, positions, offsets) => {
       const lora = loraTensors(c, settings, (name) => parameters[name] as Tensor2D);
