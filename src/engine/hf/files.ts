@@ -181,7 +181,6 @@ export async function loadBaseTensors(tf: TensorFlow, directory: string, config:
         );
       if (name === 'model.embed_tokens.weight') {
         hostEmbedding = tensor.data;
-        uploaded.set(name, tf.tensor2d(tensor.data, [shape[0] as number, shape[1] as number]));
         if (config.tiedEmbeddings)
           uploaded.set(
             'output',
@@ -197,7 +196,9 @@ export async function loadBaseTensors(tf: TensorFlow, directory: string, config:
         uploaded.set(name, tf.tensor(tensor.data, [...shape]));
       }
     });
-    const missing = [...expected.keys()].filter((name) => !uploaded.has(name));
+    const missing = [...expected.keys()].filter(
+      (name) => !uploaded.has(name) && !(name === 'model.embed_tokens.weight' && hostEmbedding),
+    );
     if (missing.length > 0)
       throw new Error(
         `${directory}: the weights lack ${missing.length} tensor(s) that config.json implies, first ${missing[0]}.`,
@@ -228,7 +229,6 @@ export async function loadBaseTensors(tf: TensorFlow, directory: string, config:
     });
   }
   return {
-    embedding: get('model.embed_tokens.weight'),
     hostEmbedding: hostEmbedding as unknown as Float32Array,
     output: get(config.tiedEmbeddings ? 'output' : 'lm_head.weight'),
     finalNorm: get('model.norm.weight'),
@@ -238,7 +238,7 @@ export async function loadBaseTensors(tf: TensorFlow, directory: string, config:
 
 /** Disposes the tensors of a base model. */
 export function disposeBase(base: BaseTensors): void {
-  const all = new Set([base.embedding, base.output, base.finalNorm]);
+  const all = new Set([base.output, base.finalNorm]);
   for (const layer of base.layers) {
     all.add(layer.inputNorm);
     all.add(layer.postAttentionNorm);

@@ -30,11 +30,13 @@ export interface LayerTensors {
   readonly keyNorm?: Tensor1D;
 }
 
-/** A whole model's base weights as tensors, shared by every policy built on it. */
+/**
+ * A whole model's base weights as tensors, shared by every policy built on it. The token
+ * embedding stays in host memory only (it is frozen: tokens are looked up on the host), which
+ * keeps a 0.6B model's ~0.6 GB embedding out of the 4 GB wasm heap.
+ */
 export interface BaseTensors {
-  /** `[vocabulary, hidden]`. */
-  readonly embedding: Tensor2D;
-  /** Host copy of the embedding, for looking tokens up while sampling. */
+  /** The token embedding `[vocabulary, hidden]`, row-major, in host memory. */
   readonly hostEmbedding: Float32Array;
   /** Output projection `[hidden, vocabulary]` (the embedding transposed when tied). */
   readonly output: Tensor2D;
@@ -205,20 +207,9 @@ function hiddenStates(
   return rmsNorm(tf, x, model.base.finalNorm, c.rmsNormEpsilon) as Tensor2D;
 }
 
-/**
- * The output projection. Its gradient with respect to the hidden states is `dy · outputᵀ`; with
- * tied embeddings that is `dy · embedding`, a plain product (no transpose of the big matrix).
- */
+/** The output projection (`[hidden, vocabulary]`, the embedding transposed when tied). */
 function project(tf: TensorFlow, model: RunnableModel, hidden: Tensor2D): Tensor2D {
-  if (!model.config.tiedEmbeddings) return tf.matMul(hidden, model.base.output);
-  const projectTied = tf.customGrad((...args: unknown[]) => {
-    const h = args[0] as Tensor2D;
-    return {
-      value: tf.matMul(h, model.base.output),
-      gradFunc: (dy: Tensor | Tensor[]) => [tf.matMul(dy as Tensor2D, model.base.embedding)],
-    };
-  });
-  return projectTied(hidden) as Tensor2D;
+  return tf.matMul(hidden, model.base.output);
 }
 
 /**
@@ -239,7 +230,7 @@ export function forwardLogits(
     { length: batch * length },
     (_, index) => (offsets?.[Math.floor(index / length)] ?? 0) + (index % length),
   );
-  const embedded = tf.gather(model.base.embedding, tf.tensor1d(tokens, 'int32')) as Tensor2D;
+  const embedded = tf.tensor2d(embedRows(model, tokens), [batch * length, model.config.hiddenSize]);
   const hidden = hiddenStates(tf, model, embedded, batch, length, positions);
   return project(tf, model, selected ? (tf.gather(hidden, tf.tensor1d(selected, 'int32')) as Tensor2D) : hidden);
 }
