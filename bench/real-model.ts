@@ -8,8 +8,8 @@
  *
  *   npx tsx bench/real-model.ts [--shape smollm2-135m|qwen3-0.6b] [--new-tokens 32] [--train-rows 8] [--train-length 128]
  */
-import { closeSync, openSync, writeSync } from 'node:fs';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { closeSync, existsSync, openSync, writeSync } from 'node:fs';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -118,11 +118,24 @@ async function writeRandomModel(directory: string): Promise<number> {
   return parameters;
 }
 
+/** Parameters of a folder written earlier (from its safetensors header). */
+async function countParameters(folder: string): Promise<number> {
+  const bytes = await readFile(path.join(folder, 'model.safetensors'));
+  const length = Number(bytes.readBigUInt64LE(0));
+  const header = JSON.parse(bytes.subarray(8, 8 + length).toString()) as Record<string, { shape?: number[] }>;
+  return Object.values(header).reduce((sum, entry) => sum + (entry.shape ?? [0]).reduce((a, b) => a * b, 1), 0);
+}
+
 const peakRss = (): string => `${(process.resourceUsage().maxRSS / 1024).toFixed(0)} MB`;
-const directory = await mkdtemp(path.join(os.tmpdir(), 'real-model-bench-'));
+// BENCH_MODEL_DIR: write the random model there and keep it (a later run with the same folder reuses it).
+const kept = process.env['BENCH_MODEL_DIR'];
+const directory = kept ?? (await mkdtemp(path.join(os.tmpdir(), 'real-model-bench-')));
 try {
   const tf = await loadTensorFlow();
-  const parameters = await writeRandomModel(directory);
+  await mkdir(directory, { recursive: true });
+  const parameters = existsSync(path.join(directory, 'model.safetensors'))
+    ? await countParameters(directory)
+    : await writeRandomModel(directory);
   const config = await readHfConfig(directory);
   let started = performance.now();
   const base = await loadBaseTensors(tf, directory, config);
@@ -225,5 +238,5 @@ try {
       `${(tokens / seconds).toFixed(1)} tokens/s in passes of at most ${passTokens} tokens (${(achieved / 1e9).toFixed(2)} GFLOP/s = ${((100 * achieved) / matmul[512]).toFixed(0)}% of the 512-row matMul rate), peak RSS ${peakRss()}`,
   );
 } finally {
-  await rm(directory, { recursive: true, force: true });
+  if (!kept) await rm(directory, { recursive: true, force: true });
 }

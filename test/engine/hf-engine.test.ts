@@ -251,6 +251,36 @@ describe('clear errors', () => {
     }
   });
 
+  it('refuses a model whose float32 weights cannot fit the 4 GB wasm heap, before reading them', async () => {
+    const folder = path.join(root, 'qwen3-0.6b-shape');
+    await writeTinyModel(folder);
+    const config = JSON.parse(await readFile(path.join(folder, 'config.json'), 'utf8'));
+    const big = {
+      ...config,
+      num_hidden_layers: 28,
+      hidden_size: 1024,
+      intermediate_size: 3072,
+      num_attention_heads: 16,
+      num_key_value_heads: 8,
+      head_dim: 128,
+      vocab_size: 151936,
+    };
+    await writeFile(path.join(folder, 'config.json'), JSON.stringify(big));
+    const other = await createEngine({
+      workers: false,
+      models: [folder],
+      textLayer: async () => standInTextLayer(),
+      env: {},
+    });
+    try {
+      await expect(
+        other.chatCompletion({ baseModel: folder, checkpointPath: null, key: folder }, { ...ask('a'), model: folder }),
+      ).rejects.toThrow(/needs about 4\.8 GB of the wasm backend's heap/);
+    } finally {
+      await other.close();
+    }
+  });
+
   it('says where it looked for a model that is not there and how to download it', async () => {
     const id = 'Qwen/Qwen3-0.6B';
     await expect(
