@@ -86,6 +86,21 @@ describe('Hugging Face models in the engine', () => {
     expect(first.usage.prompt_tokens).toBe('user:abc\nassistant:'.length);
   });
 
+  it('ends before a stop sequence, leaving it out of content and logprobs', async () => {
+    const free = await engine.chatCompletion(base, ask('stop', { temperature: 0, max_tokens: 6, logprobs: true }));
+    const content = free.choices[0]?.message.content ?? '';
+    expect(content.length).toBeGreaterThanOrEqual(3);
+    const stop = content.slice(2, 3);
+    const cut = content.indexOf(stop);
+    const stopped = await engine.chatCompletion(
+      base,
+      ask('stop', { temperature: 0, max_tokens: 6, logprobs: true, stop: [stop] }),
+    );
+    expect(stopped.choices[0]?.message.content).toBe(content.slice(0, cut));
+    expect(stopped.choices[0]?.finish_reason).toBe('stop');
+    expect(stopped.choices[0]?.logprobs?.content?.map((entry) => entry.token).join('')).toBe(content.slice(0, cut));
+  });
+
   it('greedy decoding through the cache gives the tokens a full forward pass ranks first', async () => {
     const result = await engine.chatCompletion(
       base,

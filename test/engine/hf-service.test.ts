@@ -179,6 +179,30 @@ describe('a Hugging Face model through the local service', () => {
       max_tokens: 3,
     });
     expect(after.choices).toHaveLength(1);
+    // Streaming: the chunks' deltas add up to the completion.
+    const streamed = await send('POST', '/v1/chat/completions', {
+      model: inferenceName,
+      messages,
+      max_tokens: 3,
+      temperature: 0,
+      stream: true,
+    });
+    expect(streamed.status).toBe(200);
+    const body = await streamed.text();
+    const chunks = body
+      .split('\n')
+      .filter((line) => line.startsWith('data: ') && line !== 'data: [DONE]')
+      .map((line) => JSON.parse(line.slice(6)) as { choices: { delta: { content?: string | null } }[] });
+    const greedy = await call<{ choices: Choice[] }>('POST', '/v1/chat/completions', {
+      model: inferenceName,
+      messages,
+      max_tokens: 3,
+      temperature: 0,
+    });
+    expect(chunks.map((chunk) => chunk.choices[0]?.delta.content ?? '').join('')).toBe(
+      greedy.choices[0]?.message.content,
+    );
+    expect(body.trim().endsWith('data: [DONE]')).toBe(true);
 
     // `policyloop export`: the adapter of step 1, and the merged model of step 2.
     const dataDir = path.join(directory, 'data');
