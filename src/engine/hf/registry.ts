@@ -58,8 +58,21 @@ export class ModelRegistry {
     private readonly env: NodeJS.ProcessEnv = process.env,
   ) {}
 
-  /** Every model found (id to folder), explicit folders first. Reads the cache each time. */
+  private scanned: { readonly at: number; readonly models: Map<string, string> } | null = null;
+
+  /**
+   * Every model found (id to folder), explicit folders first. The cache is read again when the
+   * last reading is older than a second (every chat completion asks for the list).
+   */
   models(): Map<string, string> {
+    const now = Date.now();
+    if (this.scanned && now - this.scanned.at < 1000) return new Map(this.scanned.models);
+    const models = this.scan();
+    this.scanned = { at: now, models };
+    return new Map(models);
+  }
+
+  private scan(): Map<string, string> {
     const found = new Map<string, string>();
     for (const folder of this.folders)
       if (isModelFolder(folder)) found.set(modelIdOfFolder(folder), path.resolve(folder));
