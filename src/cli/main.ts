@@ -79,6 +79,18 @@ function buildProgram(setExitCode: (code: number) => void): Command {
       setExitCode(await serveCommand.run(options));
     });
 
+  program
+    .command('export')
+    .description('Write a checkpoint of a Hugging Face base model as a PEFT adapter (or merged model)')
+    .helpOption(false)
+    .allowUnknownOption()
+    .allowExcessArguments()
+    .argument('[options...]', 'see `policyloop export --help`')
+    .action(async (options: string[]) => {
+      const { exportCommand } = await import('./commands/export.js');
+      setExitCode(await exportCommand(options));
+    });
+
   withCommonOptions(program.command('health').description('Check that the service answers')).action(
     withClient(async (client, options) => (await import('./commands/resources.js')).health(client, options)),
   );

@@ -7,6 +7,18 @@ import { loadTensorFlow } from './backend.js';
 import type { TensorFlow } from './backend.js';
 import { renderPrompt } from './chat-template.js';
 import { buildChoice } from './completion.js';
+import { buildHfChoice } from './hf/completion.js';
+import { disposeLora, readAdapter, uploadLora } from './hf/lora.js';
+import { runnable } from './hf/model.js';
+import type { LoraTensors, RunnableModel } from './hf/model.js';
+import { ModelRegistry } from './hf/registry.js';
+import { HfBaseCache } from './hf/runtime.js';
+import type { HfBaseModel } from './hf/runtime.js';
+import { generateHf } from './hf/sampler.js';
+import { loadDefaultTextLayer } from './hf/text.js';
+import type { TextLayerLoader } from './hf/text.js';
+import { runHfTrainingJob } from './hf/trainer.js';
+import { promptTokens } from './hf/training-data.js';
 import { MODEL_CONFIGS, tokenizerOf } from './model-config.js';
 import type { ModelConfig } from './model-config.js';
 import { SeededRandom } from './random.js';
@@ -40,12 +52,38 @@ export interface EngineOptions {
    * @default 2
    */
   readonly batchWindowMs?: number;
+  /**
+   * Hugging Face model folders to serve besides those found in the Hugging Face cache (each
+   * folder's id is `org/name` when it lies in a cache layout, else its absolute path).
+   * @default []
+   */
+  readonly models?: readonly string[];
+  /** Environment read for the Hugging Face cache (`HF_HUB_CACHE`, `HF_HOME`). @default process.env */
+  readonly env?: NodeJS.ProcessEnv;
+  /**
+   * Loads a model folder's text layer (tokenizer and chat template). Used on this thread only:
+   * a training worker always uses the default. @default the `src/engine/hf/text-layer.ts` loader
+   */
+  readonly textLayer?: TextLayerLoader;
 }
 
-interface LoadedPolicy {
-  readonly config: ModelConfig;
-  readonly parameters: Record<string, Tensor>;
-  readonly embeddings: HostEmbeddings;
+type LoadedPolicy =
+  | {
+      readonly kind: 'builtin';
+      readonly config: ModelConfig;
+      readonly parameters: Record<string, Tensor>;
+      readonly embeddings: HostEmbeddings;
+    }
+  | {
+      readonly kind: 'hf';
+      readonly base: HfBaseModel;
+      readonly model: RunnableModel;
+      readonly lora: LoraTensors | null;
+    };
+
+function disposePolicy(entry: LoadedPolicy): void {
+  if (entry.kind === 'builtin') for (const tensor of Object.values(entry.parameters)) tensor.dispose();
+  else if (entry.lora) disposeLora(entry.lora);
 }
 
 interface PendingRequest {
@@ -79,6 +117,9 @@ class LocalEngine implements Engine {
   private readonly cacheSize: number;
   private readonly maxBatchSequences: number;
   private readonly batchWindowMs: number;
+  private readonly registry: ModelRegistry;
+  private readonly loadText: TextLayerLoader;
+  private readonly bases = new HfBaseCache();
 
   constructor(
     private readonly tf: TensorFlow,
@@ -88,10 +129,45 @@ class LocalEngine implements Engine {
     this.cacheSize = Math.max(1, options.cacheSize ?? 4);
     this.maxBatchSequences = Math.max(1, options.maxBatchSequences ?? 128);
     this.batchWindowMs = Math.max(0, options.batchWindowMs ?? 2);
+    this.registry = new ModelRegistry(options.models ?? [], options.env ?? process.env);
+    this.loadText = options.textLayer ?? loadDefaultTextLayer;
   }
 
   baseModels(): readonly string[] {
-    return [...MODEL_CONFIGS.keys()];
+    return [...MODEL_CONFIGS.keys(), ...this.registry.models().keys()];
+  }
+
+  describeMissingBaseModel(id: string): string {
+    return this.registry.describeMissing(id);
+  }
+
+  /** The folder of a Hugging Face base model, or an EngineInputError saying where it was looked for. */
+  private hfDirectory(baseModel: string): string {
+    const directory = this.registry.resolve(baseModel);
+    if (!directory) throw new EngineInputError(this.registry.describeMissing(baseModel), ['body', 'model']);
+    return directory;
+  }
+
+  private async hfPrompt(
+    policy: PolicyRef,
+    request: ChatCompletionRequestBody,
+  ): Promise<{ prompt: number[]; contextLength: number }> {
+    const base = await this.bases.load(this.tf, this.hfDirectory(policy.baseModel), this.loadText);
+    for (const message of request.messages) {
+      const content = (message as { content?: unknown }).content;
+      if (
+        Array.isArray(content) &&
+        content.some((part) => !['text', 'refusal'].includes((part as { type?: string }).type ?? ''))
+      )
+        throw new EngineInputError('The engine is text only: image, audio and file parts are not supported.', [
+          'body',
+          'messages',
+        ]);
+    }
+    return {
+      prompt: promptTokens(base.text, request.messages, request.tools),
+      contextLength: base.config.contextLength,
+    };
   }
 
   chatCompletion(
@@ -102,11 +178,8 @@ class LocalEngine implements Engine {
     if (this.closed) return Promise.reject(new Error('The engine is closed.'));
     const config = MODEL_CONFIGS.get(policy.baseModel);
     if (!config)
-      return Promise.reject(
-        new EngineInputError(
-          `Unknown base model ${JSON.stringify(policy.baseModel)}: expected one of ${this.baseModels().join(', ')}.`,
-          ['body', 'model'],
-        ),
+      return this.hfPrompt(policy, request).then(({ prompt, contextLength }) =>
+        this.enqueue(policy, request, prompt, contextLength, options),
       );
     let prompt: number[];
     try {
@@ -114,15 +187,26 @@ class LocalEngine implements Engine {
     } catch (error) {
       return Promise.reject(error);
     }
-    if (prompt.length >= config.contextLength) {
+    return this.enqueue(policy, request, prompt, config.contextLength, options);
+  }
+
+  private enqueue(
+    policy: PolicyRef,
+    request: ChatCompletionRequestBody,
+    prompt: number[],
+    contextLength: number,
+    options: { readonly signal?: AbortSignal },
+  ): Promise<ChatCompletionResult> {
+    if (this.closed) return Promise.reject(new Error('The engine is closed.'));
+    if (prompt.length >= contextLength) {
       return Promise.reject(
         new EngineInputError(
-          `The prompt is ${prompt.length} tokens long, but ${config.id} has a context of ${config.contextLength} tokens (prompt and completion together): shorten the messages or tools.`,
+          `The prompt is ${prompt.length} tokens long, but ${policy.baseModel} has a context of ${contextLength} tokens (prompt and completion together): shorten the messages or tools.`,
           ['body', 'messages'],
         ),
       );
     }
-    const room = config.contextLength - prompt.length;
+    const room = contextLength - prompt.length;
     const maxTokens = Math.min(room, request.max_completion_tokens ?? request.max_tokens ?? room);
     const n = request.n ?? 1;
     const stop =
@@ -222,7 +306,10 @@ class LocalEngine implements Engine {
     try {
       const loaded = await this.load(first.policy);
       const rows = batch.flatMap((pending) => pending.rows);
-      const sequences = await generate(this.tf, loaded.config, loaded.parameters, loaded.embeddings, rows);
+      const sequences =
+        loaded.kind === 'builtin'
+          ? await generate(this.tf, loaded.config, loaded.parameters, loaded.embeddings, rows)
+          : await generateHf(this.tf, loaded.model, loaded.base.text, rows);
       let offset = 0;
       for (const pending of batch) {
         const mine = sequences.slice(offset, offset + pending.rows.length);
@@ -231,15 +318,16 @@ class LocalEngine implements Engine {
         const customToolNames = new Set(tools.flatMap((tool) => (tool.type === 'custom' ? [tool.custom.name] : [])));
         const makeId = (): string =>
           `call_${pending.random.int().toString(16).padStart(8, '0')}${pending.random.int().toString(16).padStart(8, '0')}`;
+        const shape = {
+          logprobs: pending.request.logprobs === true,
+          tokensAsIds: pending.request.return_tokens_as_token_ids === true,
+          parseTools: tools.length > 0 && pending.request.tool_choice !== 'none',
+          makeId,
+        };
         const choices: Choice[] = mine.map((sequence, index) =>
-          buildChoice(sequence, index, {
-            logprobs: pending.request.logprobs === true,
-            tokensAsIds: pending.request.return_tokens_as_token_ids === true,
-            parseTools: tools.length > 0 && pending.request.tool_choice !== 'none',
-            customToolNames,
-            makeId,
-            tokenizer: tokenizerOf(loaded.config),
-          }),
+          loaded.kind === 'builtin'
+            ? buildChoice(sequence, index, { ...shape, customToolNames, tokenizer: tokenizerOf(loaded.config) })
+            : buildHfChoice(sequence, index, { ...shape, text: loaded.base.text, tools }),
         );
         const completionTokens = mine.reduce((sum, sequence) => sum + sequence.sampledCount, 0);
         pending.resolve({
@@ -269,8 +357,7 @@ class LocalEngine implements Engine {
     }
     const loading = (async (): Promise<LoadedPolicy> => {
       const config = MODEL_CONFIGS.get(policy.baseModel);
-      if (!config)
-        throw new EngineInputError(`Unknown base model ${JSON.stringify(policy.baseModel)}.`, ['body', 'model']);
+      if (!config) return this.loadHf(policy);
       let weights;
       try {
         weights = await loadPolicyWeights(config, policy.checkpointPath);
@@ -285,7 +372,7 @@ class LocalEngine implements Engine {
         token: (weights.get('token_embedding') as { data: Float32Array }).data,
         position: (weights.get('position_embedding') as { data: Float32Array }).data,
       };
-      return { config, parameters, embeddings };
+      return { kind: 'builtin', config, parameters, embeddings };
     })();
     loading.catch(() => this.cache.delete(policy.key));
     this.cache.set(policy.key, loading);
@@ -293,11 +380,27 @@ class LocalEngine implements Engine {
     while (this.cache.size > this.cacheSize) {
       const [oldestKey, oldest] = this.cache.entries().next().value as [string, Promise<LoadedPolicy>];
       this.cache.delete(oldestKey);
-      void oldest
-        .then((entry) => Object.values(entry.parameters).forEach((tensor) => tensor.dispose()))
-        .catch(() => undefined);
+      void oldest.then(disposePolicy).catch(() => undefined);
     }
     return loading;
+  }
+
+  /** A Hugging Face policy: the shared base model plus the checkpoint's adapter, if any. */
+  private async loadHf(policy: PolicyRef): Promise<LoadedPolicy> {
+    const base = await this.bases.load(this.tf, this.hfDirectory(policy.baseModel), this.loadText);
+    let lora: LoraTensors | null = null;
+    if (policy.checkpointPath) {
+      let adapter;
+      try {
+        adapter = await readAdapter(policy.checkpointPath, base.config);
+      } catch (error) {
+        throw new Error(
+          `Could not load the adapter of ${policy.key} from ${policy.checkpointPath}: ${error instanceof Error ? error.message : String(error)}`,
+        );
+      }
+      lora = uploadLora(this.tf, base.config, adapter.settings, adapter.weights);
+    }
+    return { kind: 'hf', base, model: runnable(base.config, base.base, lora), lora };
   }
 
   train(
@@ -307,8 +410,13 @@ class LocalEngine implements Engine {
     if (this.closed) return Promise.reject(new Error('The engine is closed.'));
     const run = async (): Promise<EngineTrainingResult> => {
       if (options.signal?.aborted) throw new Error('The training job was cancelled before it started.');
-      if (this.trainingThread) return this.trainingThread.run(job, options.onEvent, options.signal);
-      return runTrainingJob(job, { onEvent: options.onEvent, isCancelled: () => options.signal?.aborted === true });
+      const directory = MODEL_CONFIGS.has(job.policy.baseModel) ? null : this.registry.resolve(job.policy.baseModel);
+      if (!MODEL_CONFIGS.has(job.policy.baseModel) && !directory)
+        throw new Error(this.registry.describeMissing(job.policy.baseModel));
+      if (this.trainingThread) return this.trainingThread.run(job, options.onEvent, options.signal, directory);
+      const hooks = { onEvent: options.onEvent, isCancelled: () => options.signal?.aborted === true };
+      if (directory) return runHfTrainingJob(this.tf, job, hooks, directory, this.loadText, this.bases);
+      return runTrainingJob(job, hooks);
     };
     // One job at a time: jobs of one model build on each other's checkpoints.
     const result = this.trainingChain.then(run, run);
@@ -328,13 +436,13 @@ class LocalEngine implements Engine {
     await this.trainingThread?.close();
     for (const loading of this.cache.values()) {
       try {
-        const entry = await loading;
-        for (const tensor of Object.values(entry.parameters)) tensor.dispose();
+        disposePolicy(await loading);
       } catch {
         // A failed load holds no tensors.
       }
     }
     this.cache.clear();
+    await this.bases.unload();
   }
 }
 

@@ -27,4 +27,10 @@ export type { LogprobTokenEntry, SpecialToken, Tokenizer } from './tokenizer.js'
 export { bpeTokenizer, createBpeTokenizer, pretokenize } from './bpe.js';
 export { renderPrompt } from './chat-template.js';
 export { formatToolCall, formatToolCallText, parseToolCalls } from './tool-calls.js';
+export { exportCheckpoint } from './hf/export.js';
+export type { ExportRequest } from './hf/export.js';
+export { ModelRegistry, hubCacheDirectory } from './hf/registry.js';
+export { SUPPORTED_ARCHITECTURES } from './hf/config.js';
+export { DEFAULT_LORA_SETTINGS } from './hf/lora.js';
+export type { LoraSettings } from './hf/lora.js';
 export type { ParsedCompletion, ParsedToolCall } from './tool-calls.js';

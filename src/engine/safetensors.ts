@@ -1,7 +1,8 @@
 /**
  * The safetensors file format, for float32 tensors: an 8-byte little-endian header length, a JSON
  * header `{name: {dtype: "F32", shape, data_offsets: [begin, end]}, "__metadata__": {...}}`, then
- * the raw little-endian data.
+ * the raw little-endian data. Reading can also widen `F16` and `BF16` tensors to float32 (the
+ * weights of Hugging Face models).
  */
 import { readFile, writeFile } from 'node:fs/promises';
 
@@ -49,8 +50,64 @@ export function encodeSafetensors(
   return out;
 }
 
-/** Parses safetensors bytes holding F32 tensors. Throws on anything else, saying what it found. */
-export function decodeSafetensors(bytes: Uint8Array): {
+/** Tensor element types that {@link decodeSafetensors} can read (widened to float32). */
+export type FloatDtype = 'F32' | 'F16' | 'BF16';
+
+const DTYPE_BYTES: Readonly<Record<FloatDtype, number>> = { F32: 4, F16: 2, BF16: 2 };
+
+/** Options of {@link decodeSafetensors}. */
+export interface DecodeOptions {
+  /** Element types accepted (others fail, naming the tensor). @default ['F32'] */
+  readonly dtypes?: readonly FloatDtype[];
+  /** Only these tensors are decoded (others are skipped); absent means all. */
+  readonly names?: ReadonlySet<string>;
+  /**
+   * Receives each tensor as it is decoded instead of the returned map (which stays empty), so
+   * that a large file never holds all its tensors widened at once.
+   */
+  readonly onTensor?: (name: string, tensor: HostTensor) => void;
+}
+
+/** float16 bits to float32, exactly (subnormals, infinities and NaN included). */
+function halfToFloat(bits: number): number {
+  const sign = bits & 0x8000 ? -1 : 1;
+  const exponent = (bits >> 10) & 0x1f;
+  const fraction = bits & 0x3ff;
+  if (exponent === 0) return sign * fraction * 2 ** -24;
+  if (exponent === 0x1f) return fraction === 0 ? sign * Number.POSITIVE_INFINITY : Number.NaN;
+  return sign * (1 + fraction / 1024) * 2 ** (exponent - 15);
+}
+
+function widen(bytes: Uint8Array, offset: number, count: number, dtype: FloatDtype): Float32Array {
+  const data = new Float32Array(count);
+  if (dtype === 'F32') {
+    if (littleEndian && (bytes.byteOffset + offset) % 4 === 0) {
+      data.set(new Float32Array(bytes.buffer, bytes.byteOffset + offset, count));
+    } else {
+      const view = new DataView(bytes.buffer, bytes.byteOffset + offset, count * 4);
+      for (let index = 0; index < count; index += 1) data[index] = view.getFloat32(index * 4, true);
+    }
+    return data;
+  }
+  const view = new DataView(bytes.buffer, bytes.byteOffset + offset, count * 2);
+  if (dtype === 'BF16') {
+    // bfloat16 is the top half of a float32.
+    const bits = new Uint32Array(data.buffer);
+    for (let index = 0; index < count; index += 1) bits[index] = view.getUint16(index * 2, true) << 16;
+    return data;
+  }
+  for (let index = 0; index < count; index += 1) data[index] = halfToFloat(view.getUint16(index * 2, true));
+  return data;
+}
+
+/**
+ * Parses safetensors bytes holding float tensors (`F32` only unless `options.dtypes` allows
+ * `F16`/`BF16`, which are widened to float32). Throws on anything else, saying what it found.
+ */
+export function decodeSafetensors(
+  bytes: Uint8Array,
+  options: DecodeOptions = {},
+): {
   tensors: Map<string, HostTensor>;
   metadata: Record<string, string>;
 } {
@@ -89,20 +146,24 @@ export function decodeSafetensors(bytes: Uint8Array): {
         `Expected {dtype, shape, data_offsets} for tensor ${name} in the safetensors header, got ${JSON.stringify(value)}.`,
       );
     }
-    if (entry.dtype !== 'F32') throw new Error(`Expected F32 tensors in safetensors, got ${entry.dtype} for ${name}.`);
+    if (options.names && !options.names.has(name)) continue;
+    const accepted = options.dtypes ?? ['F32'];
+    if (!accepted.includes(entry.dtype as FloatDtype))
+      throw new Error(`Expected ${accepted.join(', ')} tensors in safetensors, got ${entry.dtype} for ${name}.`);
+    const width = DTYPE_BYTES[entry.dtype as FloatDtype];
     const [begin, end] = entry.data_offsets;
     if (!(Number.isInteger(begin) && Number.isInteger(end) && begin >= 0 && begin <= end && end <= dataLength)) {
       throw new Error(
         `Tensor ${name} has data_offsets ${JSON.stringify(entry.data_offsets)}, outside the ${dataLength} data bytes of the file.`,
       );
     }
-    const count = (end - begin) / 4;
+    const count = (end - begin) / width;
     const expected = entry.shape.reduce((a, b) => a * b, 1);
     if (count !== expected)
       throw new Error(`Tensor ${name} has ${count} values but shape ${JSON.stringify(entry.shape)}.`);
-    const data = new Float32Array(count);
-    for (let index = 0; index < count; index += 1) data[index] = view.getFloat32(dataStart + begin + index * 4, true);
-    tensors.set(name, { shape: entry.shape, data });
+    const tensor = { shape: entry.shape, data: widen(bytes, dataStart + begin, count, entry.dtype as FloatDtype) };
+    if (options.onTensor) options.onTensor(name, tensor);
+    else tensors.set(name, tensor);
   }
   return { tensors, metadata };
 }
@@ -116,9 +177,10 @@ export async function writeSafetensors(
   await writeFile(path, encodeSafetensors(tensors, metadata));
 }
 
-/** Reads a safetensors file of F32 tensors. */
+/** Reads a safetensors file of F32 tensors (or the dtypes and names `options` allows). */
 export async function readSafetensors(
   path: string,
+  options: DecodeOptions = {},
 ): Promise<{ tensors: Map<string, HostTensor>; metadata: Record<string, string> }> {
-  return decodeSafetensors(await readFile(path));
+  return decodeSafetensors(await readFile(path), options);
 }

@@ -13,13 +13,7 @@ import { buildRlData, buildSftSequences, scalesRewards } from './training-data.j
 import type { RlData, TrainingSequence } from './training-data.js';
 import { forwardLogits } from './transformer.js';
 import type { EngineTrainingEvent, EngineTrainingJob, EngineTrainingResult } from './types.js';
-import {
-  initialWeights,
-  parameterSpecs,
-  readCheckpointWeights,
-  readOptimizerState,
-  writeCheckpoint,
-} from './weights.js';
+import { initialWeights, readCheckpointWeights, readOptimizerState, writeCheckpoint } from './weights.js';
 import type { HostWeights } from './weights.js';
 import { maxOf } from '../internal/arrays.js';
 
@@ -57,7 +51,8 @@ export interface TrainingHooks {
   readonly isCancelled?: () => boolean;
 }
 
-interface StepResult {
+/** Loss, gradients and statistics of one optimizer step. */
+export interface StepResult {
   readonly loss: number;
   readonly entropy: number;
   readonly gradients: Map<string, Float32Array>;
@@ -67,14 +62,16 @@ interface StepResult {
   readonly approximateKl: number;
 }
 
-interface LossSettings {
+/** Which loss a step computes. */
+export interface LossSettings {
   readonly kind: 'rl' | 'sft';
   readonly lossFunction: 'cispo' | 'ppo';
   readonly low: number;
   readonly high: number;
 }
 
-function lossSettings(kind: 'rl' | 'sft', config: ExperimentalTrainingConfig | null): LossSettings {
+/** The loss of a job kind and its config (PPO or CISPO clipping bounds). */
+export function lossSettings(kind: 'rl' | 'sft', config: ExperimentalTrainingConfig | null): LossSettings {
   const lossFunction = config?.loss_fn ?? (config?.ppo ? 'ppo' : 'cispo');
   if (lossFunction === 'ppo') {
     const epsilon = config?.epsilon ?? 0.2;
@@ -83,7 +80,43 @@ function lossSettings(kind: 'rl' | 'sft', config: ExperimentalTrainingConfig | n
   return { kind, lossFunction, low: 1 - (config?.epsilon ?? 1), high: 1 + (config?.epsilon_high ?? 4) };
 }
 
-function passes(config: ModelConfig, sequences: readonly TrainingSequence[]): TrainingSequence[][] {
+/**
+ * What {@link computeStep} needs of a model: its trainable weights (updated by the optimizer), a
+ * differentiable forward pass over them, and the numbers that size its passes.
+ */
+export interface TrainableModel {
+  readonly vocabularySize: number;
+  readonly contextLength: number;
+  /** Attention scores of one row of `length` tokens. */
+  readonly scoresPerRow: (length: number) => number;
+  /** Most padded tokens in one forward and backward pass (bounds the activations kept). @default 8192 */
+  readonly tokensPerPass?: number;
+  /** The weights the gradients are taken for, by name. */
+  readonly weights: HostWeights;
+  /** Next-token logits at the flat `positions` of right-padded `tokens` `[batch, length]`. */
+  readonly forward: (
+    parameters: Record<string, Tensor>,
+    tokens: Int32Array,
+    batch: number,
+    length: number,
+    positions: Int32Array,
+    offsets: readonly number[],
+  ) => Tensor;
+}
+
+/** The built-in models as {@link TrainableModel}s: every weight is trained. */
+function builtInTrainable(tf: TensorFlow, config: ModelConfig, weights: HostWeights): TrainableModel {
+  return {
+    vocabularySize: config.vocabularySize,
+    contextLength: config.contextLength,
+    scoresPerRow: (length) => scoresPerRow(config, length),
+    weights,
+    forward: (parameters, tokens, batch, length, positions, offsets) =>
+      forwardLogits(tf, config, parameters, tokens, batch, length, positions, offsets),
+  };
+}
+
+function passes(config: TrainableModel, sequences: readonly TrainingSequence[]): TrainingSequence[][] {
   const sorted = [...sequences].sort((a, b) => a.tokens.length - b.tokens.length);
   const result: TrainingSequence[][] = [];
   let current: TrainingSequence[] = [];
@@ -95,7 +128,8 @@ function passes(config: ModelConfig, sequences: readonly TrainingSequence[]): Tr
     const rows = current.length + 1;
     if (
       current.length > 0 &&
-      (rows * length > TOKENS_PER_PASS || rows * scoresPerRow(config, length) > SCORES_PER_PASS)
+      (rows * length > (config.tokensPerPass ?? TOKENS_PER_PASS) ||
+        rows * config.scoresPerRow(length) > SCORES_PER_PASS)
     ) {
       result.push(current);
       current = [];
@@ -110,14 +144,14 @@ function passes(config: ModelConfig, sequences: readonly TrainingSequence[]): Tr
  * Loss and gradients of one optimizer step over `sequences` (accumulated over passes). The loss is
  * a mean over all trainable tokens of the step.
  */
-function computeStep(
+export function computeStep(
   tf: TensorFlow,
-  config: ModelConfig,
-  weights: HostWeights,
+  config: TrainableModel,
   sequences: readonly TrainingSequence[],
   settings: LossSettings,
 ): StepResult {
-  const names = parameterSpecs(config).map((spec) => spec.name);
+  const weights = config.weights;
+  const names = [...weights.keys()];
   const gradients = new Map<string, Float32Array>(
     names.map((name) => [name, new Float32Array((weights.get(name) as { data: Float32Array }).data.length)]),
   );
@@ -176,7 +210,7 @@ function computeStep(
     let entropyTensor: Tensor | null = null;
     const { value, grads } = tf.valueAndGrads((...parameters: Tensor[]) => {
       const byName = Object.fromEntries(names.map((name, index) => [name, parameters[index] as Tensor]));
-      const logits = forwardLogits(tf, config, byName, inputs, batch, steps, positions, offsets);
+      const logits = config.forward(byName, inputs, batch, steps, positions, offsets);
       const logprobs = tf.logSoftmax(logits);
       const tokenLogprobs = tf.sum(
         tf.mul(logprobs, tf.oneHot(tf.tensor1d(pickedTargets, 'int32'), config.vocabularySize)),
@@ -238,8 +272,9 @@ function computeStep(
   };
 }
 
-function truncate(
-  config: ModelConfig,
+/** Cuts sequences longer than the context (plus one target token); counts the cut ones. */
+export function truncate(
+  config: { readonly contextLength: number },
   sequences: TrainingSequence[],
 ): { sequences: TrainingSequence[]; truncated: number } {
   // One more token than the context fits: the last position only serves as a target.
@@ -284,7 +319,7 @@ function cropToReceptiveField(config: ModelConfig, sequences: TrainingSequence[]
 }
 
 /** Why an RL job has no trainable token, for its `training_failed` message. */
-function nothingToTrain(data: RlData, truncated: number, contextLength: number): string {
+export function nothingToTrain(data: RlData, truncated: number, contextLength: number): string {
   const counts = `${data.trajectories} trajectories in ${data.groupsSubmitted} groups`;
   let why: string;
   if (data.choices === 0) {
@@ -301,7 +336,8 @@ function nothingToTrain(data: RlData, truncated: number, contextLength: number):
   return `The job has 0 trainable tokens: ${why}. Nothing was trained and no checkpoint was written.`;
 }
 
-function checkCancelled(hooks: TrainingHooks): void {
+/** Throws when the job was cancelled. */
+export function checkCancelled(hooks: TrainingHooks): void {
   if (hooks.isCancelled?.()) throw new Error('The training job was cancelled.');
 }
 
@@ -346,7 +382,7 @@ export async function runTrainingJob(job: EngineTrainingJob, hooks: TrainingHook
     hooks.onEvent({ type: 'training_started', data: { num_sequences: 1 } });
     checkCancelled(hooks);
     const settings = lossSettings('rl', job.config);
-    const step = computeStep(tf, config, weights, sequences, settings);
+    const step = computeStep(tf, builtInTrainable(tf, config, weights), sequences, settings);
     checkCancelled(hooks);
     // No trainable token left (checked above; kept for safety): no update, not even weight decay.
     const gradNorm = step.trainableTokens > 0 ? optimizer.step(step.gradients, learningRate) : 0;
@@ -398,7 +434,7 @@ export async function runTrainingJob(job: EngineTrainingJob, hooks: TrainingHook
       const learningRate = Array.isArray(rates)
         ? (rates[Math.min(index, rates.length - 1)] ?? DEFAULT_SFT_LEARNING_RATE)
         : (rates ?? DEFAULT_SFT_LEARNING_RATE);
-      const step = computeStep(tf, config, weights, batch, lossSettings('sft', null));
+      const step = computeStep(tf, builtInTrainable(tf, config, weights), batch, lossSettings('sft', null));
       const gradNorm = step.trainableTokens > 0 ? optimizer.step(step.gradients, learningRate) : 0;
       totalTokens += step.trainableTokens;
       lossSum += step.loss * step.trainableTokens;

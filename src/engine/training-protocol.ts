@@ -3,7 +3,13 @@ import type { EngineTrainingEvent, EngineTrainingJob, EngineTrainingResult } fro
 
 /** Engine to worker. */
 export type TrainingRequest =
-  | { readonly type: 'train'; readonly id: number; readonly job: EngineTrainingJob }
+  | {
+      readonly type: 'train';
+      readonly id: number;
+      readonly job: EngineTrainingJob;
+      /** Folder of the job's Hugging Face base model, or null for a built-in model. */
+      readonly modelDirectory: string | null;
+    }
   | { readonly type: 'cancel'; readonly id: number };
 
 /** Worker to engine. */

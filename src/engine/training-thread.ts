@@ -69,11 +69,15 @@ export class TrainingThread {
     return worker;
   }
 
-  /** Runs a job in the worker. Aborting `signal` cancels it between gradient passes. */
+  /**
+   * Runs a job in the worker (on the Hugging Face model in `modelDirectory` when given). Aborting
+   * `signal` cancels it between gradient passes.
+   */
   run(
     job: EngineTrainingJob,
     onEvent: (event: EngineTrainingEvent) => void,
     signal?: AbortSignal,
+    modelDirectory: string | null = null,
   ): Promise<EngineTrainingResult> {
     if (this.closing) return Promise.reject(new Error('The training thread is closed.'));
     if (signal?.aborted) return Promise.reject(new Error('The training job was cancelled before it started.'));
@@ -96,7 +100,7 @@ export class TrainingThread {
         },
       });
       worker.ref();
-      worker.postMessage({ type: 'train', id, job } satisfies TrainingRequest);
+      worker.postMessage({ type: 'train', id, job, modelDirectory } satisfies TrainingRequest);
     });
   }
 

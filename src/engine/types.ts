@@ -93,6 +93,12 @@ export interface Engine {
     options: { readonly onEvent: (event: EngineTrainingEvent) => void; readonly signal?: AbortSignal },
   ): Promise<EngineTrainingResult>;
 
+  /**
+   * Why `id` is not among {@link baseModels}: where the engine looked and how to get the model
+   * (the service answers a registration on it with this message). Optional.
+   */
+  describeMissingBaseModel?(id: string): string;
+
   /** Frees workers and cached weights. */
   close(): Promise<void>;
 }

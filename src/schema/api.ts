@@ -75,6 +75,19 @@ const nullableInt = z.int().nullable().optional();
 const nullableBoolean = z.boolean().nullable().optional();
 
 /**
+ * The local engine's LoRA options for real (Hugging Face) base models, in `experimental_config`
+ * (RL) and `config` (SFT); ignored by the built-in models. See `docs/engine.md`.
+ */
+const loraOptions = {
+  /** Rank of the LoRA matrices (first job of a model only; later jobs continue its adapter). @default 8 */
+  lora_rank: z.int().positive().nullable().optional(),
+  /** LoRA alpha; the update is scaled by `alpha / rank`. @default 16 */
+  lora_alpha: z.number().positive().nullable().optional(),
+  /** Linear layers adapted (transformers module names). @default all seven of q/k/v/o and gate/up/down */
+  lora_target_modules: z.array(z.string()).nullable().optional(),
+};
+
+/**
  * RL training options. Every key is optional and nullable; real clients send all of them with
  * unset ones `null`. Which ones the local engine honours is listed in `docs/engine.md`.
  */
@@ -104,6 +117,7 @@ export const ExperimentalTrainingConfig = z.object({
   scale_learning_rate_by_reward_std_dev: nullableBoolean,
   scale_rewards: nullableBoolean,
   truncated_importance_sampling: nullableNumber,
+  ...loraOptions,
 });
 export type ExperimentalTrainingConfig = z.infer<typeof ExperimentalTrainingConfig>;
 
@@ -145,6 +159,7 @@ export const SFTTrainingConfig = z.strictObject({
   /** Which assistant turns are learned. @default "all" */
   assistant_turns: z.enum(['all', 'last']).default('all'),
   metric_logging: SFTMetricLoggingConfig.nullable().optional(),
+  ...loraOptions,
 });
 export type SFTTrainingConfig = z.output<typeof SFTTrainingConfig>;
 /** SFT options as they may be written before parsing. */

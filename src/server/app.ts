@@ -66,7 +66,7 @@ export async function createApp(options: ServerOptions = {}): Promise<App> {
     store = Store.openIn(dataDir);
     // Deletes the keys that expired while no service ran.
     idempotency = new IdempotencyKeys(store, settings.idempotencyKeyRetentionMs);
-    engine = options.engine ?? (await loadDefaultEngine());
+    engine = options.engine ?? (await loadDefaultEngine(options.models ?? []));
     runner = new JobRunner({
       store,
       engine,
@@ -195,7 +195,9 @@ export async function createApp(options: ServerOptions = {}): Promise<App> {
 }
 
 /** Loads the local engine only when it is needed, so importing the server stays cheap. */
-async function loadDefaultEngine(): Promise<Engine> {
-  const module = (await import('../engine/index.js')) as { createEngine(): Promise<Engine> };
-  return await module.createEngine();
+async function loadDefaultEngine(models: readonly string[]): Promise<Engine> {
+  const module = (await import('../engine/index.js')) as {
+    createEngine(options: { models: readonly string[] }): Promise<Engine>;
+  };
+  return await module.createEngine({ models });
 }

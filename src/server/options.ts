@@ -27,6 +27,12 @@ export interface ServerOptions {
    * loaded on first use and closed with the service; an engine passed in is not closed.
    */
   engine?: Engine | undefined;
+  /**
+   * Hugging Face model folders the default engine serves besides those of the Hugging Face cache
+   * (`serve --model DIR`; see docs/engine.md, "Real models"). Ignored when `engine` is given.
+   * @default []
+   */
+  models?: readonly string[] | undefined;
   /** Largest accepted request body in bytes; larger ones are answered 413. @default 64 MiB */
   maxBodyBytes?: number | undefined;
   /** How many jobs of different models may train at once (one model's jobs never overlap). @default 1 */

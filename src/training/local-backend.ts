@@ -36,6 +36,11 @@ export interface LocalBackendOptions {
    * @default 0
    */
   port?: number | undefined;
+  /**
+   * Hugging Face model folders the in-process service serves besides those of the Hugging Face
+   * cache (the same as `policyloop serve --model DIR`). @default []
+   */
+  models?: readonly string[] | undefined;
   /** Extra options handed to the local service's `serve()` (e.g. an `engine` for tests). */
   serviceOptions?: Record<string, unknown> | undefined;
   /** `fetch` for the client and the OpenAI clients (tests inject failures through it). */
@@ -185,6 +190,7 @@ export class LocalBackend implements Backend {
       // Dynamic: hono, better-sqlite3 and tfjs load only when a local service is started.
       const server = await loadLocalService();
       const service: ServiceHandle = await server.serve({
+        ...(this.options.models ? { models: this.options.models } : {}),
         ...this.options.serviceOptions,
         port: this.options.port ?? 0,
         dataDir: this.dataDir,

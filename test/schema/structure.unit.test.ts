@@ -61,6 +61,9 @@ const closedDifferences: Array<{ schema: SchemaName; document: DocumentName; rea
 /** Keys we accept that neither document declares, each sent by real clients. */
 const undeclaredKeys: Partial<Record<SchemaName, string[]>> = {
   LogRequest: ['model_id'], // OpenPipe ART repeats the path's model id in the body
+  // The local engine's LoRA options for Hugging Face base models (docs/engine.md).
+  ExperimentalTrainingConfig: ['lora_rank', 'lora_alpha', 'lora_target_modules'],
+  SFTTrainingConfig: ['lora_rank', 'lora_alpha', 'lora_target_modules'],
 };
 
 /** Components that no zod schema targets directly, and why that is fine. */

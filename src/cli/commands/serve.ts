@@ -1,5 +1,5 @@
 /**
- * `policyloop serve [--host 127.0.0.1] [--port 8000] [--data-dir .policyloop] [--api-key KEY ...]`
+ * `policyloop serve [--host 127.0.0.1] [--port 8000] [--data-dir .policyloop] [--api-key KEY ...] [--model DIR ...]`
  * plus the security options (`--allow-public-dev-key`, `--allowed-host`, `--training-data-root`,
  * `--allow-training-data-downloads`, `--allow-training-data-address`; see docs/server.md)
  * (keys default to `POLICYLOOP_API_KEY`, then the development key):
@@ -22,6 +22,9 @@ Options:
   --data-dir DIR     Directory of the store and weight files (default .policyloop)
   --api-key KEY      Accepted Bearer key; repeat for several (default: $POLICYLOOP_API_KEY,
                      else the development key). The variable keeps the key out of ps.
+  --model DIR        A Hugging Face model folder to serve (Llama or Qwen3); repeat for several.
+                     Models in the Hugging Face cache (HF_HUB_CACHE, HF_HOME/hub,
+                     ~/.cache/huggingface/hub) are served without it.
   --allow-public-dev-key
                      Listen beyond loopback even with the public development key (refused
                      otherwise: anyone who can reach the port could use it)
@@ -56,6 +59,7 @@ export const serveCommand: Command = {
           'training-data-root': { type: 'string', multiple: true },
           'allow-training-data-downloads': { type: 'boolean', default: false },
           'allow-training-data-address': { type: 'string', multiple: true },
+          model: { type: 'string', multiple: true },
           help: { type: 'boolean', short: 'h', default: false },
         },
         allowPositionals: false,
@@ -100,6 +104,7 @@ export const serveCommand: Command = {
         port,
         dataDir: values['data-dir'],
         apiKeys,
+        models: values.model ?? [],
         allowPublicDevKey: values['allow-public-dev-key'],
         allowedHosts: values['allowed-host'],
         trainingDataRoots: values['training-data-root'],

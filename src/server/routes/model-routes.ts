@@ -60,7 +60,8 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
     if (!baseModels.includes(body.base_model)) {
       throw validationFailure(
         ['body', 'base_model'],
-        `Unknown base model ${JSON.stringify(body.base_model)}; expected one of: ${baseModels.join(', ')}`,
+        `Unknown base model ${JSON.stringify(body.base_model)}; expected one of: ${baseModels.join(', ')}` +
+          (engine.describeMissingBaseModel ? `. ${engine.describeMissingBaseModel(body.base_model)}` : ''),
       );
     }
     const existing = store.findModel(entity, body.project, body.name);

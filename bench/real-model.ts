@@ -1,0 +1,257 @@
+/**
+ * Real-model throughput on this machine: a random model shaped like SmolLM2-135M (30 layers, width
+ * 576, 9 heads / 3 key-value heads, MLP 1536, vocabulary 49,152, tied) and, with `--shape
+ * qwen3-0.6b`, one shaped like Qwen3-0.6B (28 layers, width 1024, 16 / 8 heads of 128, MLP 3072,
+ * vocabulary 151,936, tied) for memory. Prints sampling tokens/s for 1 and 32 concurrent sequences
+ * and LoRA training tokens/s, each as a fraction of the float32 matrix-multiply rate measured in
+ * the same run on the same backend, and the peak RSS.
+ *
+ *   npx tsx bench/real-model.ts [--shape smollm2-135m|qwen3-0.6b] [--new-tokens 32] [--train-rows 8] [--train-length 128]
+ */
+import { closeSync, existsSync, openSync, writeSync } from 'node:fs';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { loadTensorFlow } from '../src/engine/backend.js';
+import { loadBaseTensors, readHfConfig } from '../src/engine/hf/files.js';
+import { initialLora, loraSettingsOf } from '../src/engine/hf/lora.js';
+import { runnable } from '../src/engine/hf/model.js';
+import { wasmWeightBytes } from '../src/engine/hf/runtime.js';
+import { generateHf } from '../src/engine/hf/sampler.js';
+import type { TextLayer } from '../src/engine/hf/text.js';
+import { tokensPerPass, trainableAdapter } from '../src/engine/hf/trainer.js';
+import { SeededRandom } from '../src/engine/random.js';
+import { computeStep, lossSettings } from '../src/engine/trainer.js';
+
+const SHAPES = {
+  'smollm2-135m': { layers: 30, hidden: 576, heads: 9, kvHeads: 3, headDim: 64, mlp: 1536, vocab: 49_152 },
+  'qwen3-0.6b': { layers: 28, hidden: 1024, heads: 16, kvHeads: 8, headDim: 128, mlp: 3072, vocab: 151_936 },
+} as const;
+
+const { values } = parseArgs({
+  options: {
+    shape: { type: 'string', default: 'smollm2-135m' },
+    'new-tokens': { type: 'string', default: '32' },
+    'train-rows': { type: 'string', default: '8' },
+    'train-length': { type: 'string', default: '128' },
+  },
+});
+const shapeName = values.shape as keyof typeof SHAPES;
+const shape = SHAPES[shapeName];
+if (!shape) throw new Error(`Expected --shape ${Object.keys(SHAPES).join(' or ')}, got ${values.shape}`);
+const newTokens = Number(values['new-tokens']);
+const trainRows = Number(values['train-rows']);
+const trainLength = Number(values['train-length']);
+const qwen = shapeName === 'qwen3-0.6b';
+
+/** Writes a BF16 model folder tensor by tensor (never the whole model in memory at once). */
+async function writeRandomModel(directory: string): Promise<number> {
+  const config = {
+    architectures: [qwen ? 'Qwen3ForCausalLM' : 'LlamaForCausalLM'],
+    vocab_size: shape.vocab,
+    hidden_size: shape.hidden,
+    intermediate_size: shape.mlp,
+    num_hidden_layers: shape.layers,
+    num_attention_heads: shape.heads,
+    num_key_value_heads: shape.kvHeads,
+    head_dim: shape.headDim,
+    max_position_embeddings: 2048,
+    rms_norm_eps: 1e-6,
+    rope_theta: qwen ? 1_000_000 : 100_000,
+    tie_word_embeddings: true,
+  };
+  await writeFile(path.join(directory, 'config.json'), JSON.stringify(config));
+  const tensors: [string, number[], number][] = [['model.embed_tokens.weight', [shape.vocab, shape.hidden], 0.02]];
+  tensors.push(['model.norm.weight', [shape.hidden], -1]);
+  const q = shape.heads * shape.headDim;
+  const kv = shape.kvHeads * shape.headDim;
+  for (let layer = 0; layer < shape.layers; layer += 1) {
+    const p = `model.layers.${layer}`;
+    tensors.push(
+      [`${p}.input_layernorm.weight`, [shape.hidden], -1],
+      [`${p}.post_attention_layernorm.weight`, [shape.hidden], -1],
+      [`${p}.self_attn.q_proj.weight`, [q, shape.hidden], 0.02],
+      [`${p}.self_attn.k_proj.weight`, [kv, shape.hidden], 0.02],
+      [`${p}.self_attn.v_proj.weight`, [kv, shape.hidden], 0.02],
+      [`${p}.self_attn.o_proj.weight`, [shape.hidden, q], 0.02],
+      [`${p}.mlp.gate_proj.weight`, [shape.mlp, shape.hidden], 0.02],
+      [`${p}.mlp.up_proj.weight`, [shape.mlp, shape.hidden], 0.02],
+      [`${p}.mlp.down_proj.weight`, [shape.hidden, shape.mlp], 0.02],
+    );
+    if (qwen)
+      tensors.push(
+        [`${p}.self_attn.q_norm.weight`, [shape.headDim], -1],
+        [`${p}.self_attn.k_norm.weight`, [shape.headDim], -1],
+      );
+  }
+  const header: Record<string, unknown> = {};
+  let offset = 0;
+  let parameters = 0;
+  for (const [name, dims] of tensors) {
+    const count = dims.reduce((a, b) => a * b, 1);
+    header[name] = { dtype: 'BF16', shape: dims, data_offsets: [offset, offset + count * 2] };
+    offset += count * 2;
+    parameters += count;
+  }
+  const json = Buffer.from(JSON.stringify(header));
+  const file = openSync(path.join(directory, 'model.safetensors'), 'w');
+  const length = Buffer.alloc(8);
+  length.writeBigUInt64LE(BigInt(json.length));
+  writeSync(file, length);
+  writeSync(file, json);
+  const random = new SeededRandom(1);
+  const float = new Float32Array(1);
+  const bits = new Uint32Array(float.buffer);
+  for (const [, dims, std] of tensors) {
+    const count = dims.reduce((a, b) => a * b, 1);
+    const chunk = Buffer.alloc(Math.min(count, 1 << 20) * 2);
+    for (let start = 0; start < count; start += chunk.length / 2) {
+      const size = Math.min(chunk.length / 2, count - start);
+      for (let index = 0; index < size; index += 1) {
+        float[0] = std < 0 ? 1 : (random.next() * 2 - 1) * std * 1.7;
+        chunk.writeUInt16LE((bits[0] as number) >>> 16, index * 2);
+      }
+      writeSync(file, chunk, 0, size * 2);
+    }
+  }
+  closeSync(file);
+  return parameters;
+}
+
+/** Parameters of a folder written earlier (from its safetensors header). */
+async function countParameters(folder: string): Promise<number> {
+  const bytes = await readFile(path.join(folder, 'model.safetensors'));
+  const length = Number(bytes.readBigUInt64LE(0));
+  const header = JSON.parse(bytes.subarray(8, 8 + length).toString()) as Record<string, { shape?: number[] }>;
+  return Object.values(header).reduce((sum, entry) => sum + (entry.shape ?? [0]).reduce((a, b) => a * b, 1), 0);
+}
+
+const peakRss = (): string => `${(process.resourceUsage().maxRSS / 1024).toFixed(0)} MB`;
+// BENCH_MODEL_DIR: write the random model there and keep it (a later run with the same folder reuses it).
+const kept = process.env['BENCH_MODEL_DIR'];
+const directory = kept ?? (await mkdtemp(path.join(os.tmpdir(), 'real-model-bench-')));
+try {
+  const tf = await loadTensorFlow();
+  await mkdir(directory, { recursive: true });
+  const parameters = existsSync(path.join(directory, 'model.safetensors'))
+    ? await countParameters(directory)
+    : await writeRandomModel(directory);
+  const config = await readHfConfig(directory);
+  let started = performance.now();
+  const base = await loadBaseTensors(tf, directory, config);
+  console.log(
+    `${shapeName}: ${(parameters / 1e6).toFixed(1)}M parameters, loaded in ${((performance.now() - started) / 1000).toFixed(1)} s, peak RSS ${peakRss()}`,
+  );
+
+  const heapBytes = wasmWeightBytes(config);
+  if (heapBytes > 3.6e9) {
+    console.log(
+      `sampling and training skipped: the weights need ~${(heapBytes / 1e9).toFixed(1)} GB of wasm heap (each float32 matrix and XNNPACK's packed copy), more than a 4 GB wasm32 heap leaves; the engine refuses such models with that message`,
+    );
+    process.exit(0);
+  }
+
+  // The float32 matrix-multiply rate of this backend, on products the size of the model's.
+  const rate = (rows: number): number => {
+    const a = tf.randomNormal([rows, shape.hidden]);
+    const b = tf.randomNormal([shape.hidden, shape.mlp]);
+    for (let warm = 0; warm < 2; warm += 1) tf.matMul(a, b).dispose();
+    // The best of 5 blocks: the machine is shared, and the physical limit is the fastest block.
+    const rounds = rows === 1 ? 50 : 5;
+    let best = 0;
+    for (let block = 0; block < 5; block += 1) {
+      const begin = performance.now();
+      for (let round = 0; round < rounds; round += 1) {
+        const product = tf.matMul(a, b);
+        product.dataSync();
+        product.dispose();
+      }
+      const seconds = (performance.now() - begin) / 1000;
+      best = Math.max(best, (2 * rows * shape.hidden * shape.mlp * rounds) / seconds);
+    }
+    a.dispose();
+    b.dispose();
+    return best;
+  };
+  const matmul = { 1: rate(1), 32: rate(32), 512: rate(512) };
+  console.log(
+    `float32 matMul rate: ${(matmul[1] / 1e9).toFixed(2)} GFLOP/s (1 row), ${(matmul[32] / 1e9).toFixed(2)} (32 rows), ${(matmul[512] / 1e9).toFixed(2)} (512 rows)`,
+  );
+
+  // FLOPs per token of a forward pass: every linear layer plus the output projection.
+  const q = shape.heads * shape.headDim;
+  const kv = shape.kvHeads * shape.headDim;
+  const linear = shape.layers * (shape.hidden * (q + 2 * kv) + q * shape.hidden + 3 * shape.hidden * shape.mlp);
+  const forwardFlops = 2 * (linear + shape.hidden * shape.vocab);
+
+  const text: TextLayer = {
+    vocabularySize: shape.vocab,
+    modelVocabularySize: shape.vocab,
+    stopTokenIds: [],
+    bosTokenId: null,
+    toolCallFormat: 'hermes',
+    encode: () => [],
+    decode: () => '',
+    tokenBytes: () => [],
+    tokenString: (id) => `token_id:${id}`,
+    recoverTokenId: () => null,
+    renderChat: () => '',
+    encodeChat: () => [],
+    parseAssistant: () => ({ content: null }),
+  };
+  const model = runnable(config, base, null);
+  const prompt = Array.from({ length: 32 }, (_, index) => (index * 7919) % shape.vocab);
+  for (const sequences of [1, 32]) {
+    const rows = Array.from({ length: sequences }, (_, index) => ({
+      prompt,
+      sampling: {
+        temperature: 1,
+        topP: 1,
+        maxTokens: newTokens,
+        stop: [],
+        topLogprobs: 0,
+        random: new SeededRandom(index + 1),
+      },
+    }));
+    started = performance.now();
+    const result = await generateHf(tf, model, text, rows);
+    const seconds = (performance.now() - started) / 1000;
+    const tokens = result.reduce((sum, sequence) => sum + sequence.sampledCount, 0);
+    const achieved = (tokens * forwardFlops) / seconds;
+    const reference = sequences === 1 ? matmul[1] : matmul[32];
+    console.log(
+      `sampling, ${sequences} sequence(s), 32-token prompt + ${newTokens} tokens: ${(tokens / seconds).toFixed(1)} tokens/s ` +
+        `(${(achieved / 1e9).toFixed(2)} GFLOP/s = ${((100 * achieved) / reference).toFixed(0)}% of the ${sequences}-row matMul rate), peak RSS ${peakRss()}`,
+    );
+  }
+
+  const settings = loraSettingsOf(null);
+  const weights = initialLora(config, settings);
+  const trainable = trainableAdapter(tf, { directory, config, base, text }, settings, weights);
+  const sequences = Array.from({ length: trainRows }, (_, row) => {
+    const tokens = Array.from({ length: trainLength }, (_, index) => (row * 131 + index * 7919) % shape.vocab);
+    return {
+      tokens,
+      mask: tokens.map((_, index) => (index >= trainLength / 2 ? 1 : 0)),
+      weights: tokens.map(() => (row % 2 === 0 ? 1 : -1)),
+      oldLogprobs: tokens.map(() => Number.NaN),
+    };
+  });
+  const learned = sequences.reduce((sum, sequence) => sum + sequence.mask.reduce((a: number, b) => a + b, 0), 0);
+  started = performance.now();
+  computeStep(tf, trainable, sequences, lossSettings('rl', null));
+  const passTokens = tokensPerPass(config);
+  const seconds = (performance.now() - started) / 1000;
+  const tokens = trainRows * trainLength;
+  // Forward and the backward pass to the inputs of every frozen linear layer (2 + 2 per weight),
+  // the output projection only at learned positions; LoRA's own products are negligible.
+  const trainingFlops = tokens * 4 * linear + learned * 4 * shape.hidden * shape.vocab;
+  const achieved = trainingFlops / seconds;
+  console.log(
+    `LoRA training (rank ${settings.rank}, all 7 modules), ${trainRows} rows x ${trainLength} tokens (${learned} learned): ` +
+      `${(tokens / seconds).toFixed(1)} tokens/s in passes of at most ${passTokens} tokens (${(achieved / 1e9).toFixed(2)} GFLOP/s = ${((100 * achieved) / matmul[512]).toFixed(0)}% of the 512-row matMul rate), peak RSS ${peakRss()}`,
+  );
+} finally {
+  if (!kept) await rm(directory, { recursive: true, force: true });
+}

@@ -1,0 +1,118 @@
+/**
+ * `policyloop export <model>[:step] --out DIR [--merged] [--data-dir .policyloop] [--model DIR ...]`:
+ * writes one checkpoint of a model trained on a Hugging Face base model as a PEFT adapter folder
+ * (`adapter_config.json` + `adapter_model.safetensors`), or with `--merged` as a full model folder
+ * (base weights with the adapter merged in). Reads the local service's data directory.
+ */
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+
+const HELP = `Usage: policyloop export <model>[:step] --out DIR [options]
+
+Write a checkpoint of a model trained on a Hugging Face base model (Llama, Qwen3) to a folder:
+its LoRA adapter in PEFT's format (PeftModel.from_pretrained, vLLM --enable-lora), or with
+--merged the whole model with the adapter merged in (transformers, vLLM without LoRA).
+
+<model> is a model id, project/name or entity/project/name; :step picks a checkpoint (default:
+the latest). Reads the local service's data directory (the service may be running).
+
+Options:
+  --out DIR          Folder to write (created if needed)
+  --merged           Write the merged model (config, float32 weights, tokenizer files)
+  --data-dir DIR     The service's data directory (default .policyloop)
+  --model DIR        A base model folder given to \`serve --model\`; repeat for several
+  -h, --help         Show this help`;
+
+/** The `export` subcommand; returns the exit code. */
+export async function exportCommand(argv: readonly string[]): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: [...argv],
+      options: {
+        out: { type: 'string' },
+        merged: { type: 'boolean', default: false },
+        'data-dir': { type: 'string', default: '.policyloop' },
+        model: { type: 'string', multiple: true },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+      allowPositionals: true,
+      strict: true,
+    });
+  } catch (error) {
+    process.stderr.write(`policyloop export: ${error instanceof Error ? error.message : String(error)}\n\n${HELP}\n`);
+    return 2;
+  }
+  const { values, positionals } = parsed;
+  if (values.help) {
+    process.stdout.write(`${HELP}\n`);
+    return 0;
+  }
+  const [reference] = positionals;
+  if (positionals.length !== 1 || reference === undefined || values.out === undefined) {
+    process.stderr.write(`policyloop export: expected one <model>[:step] and --out DIR\n\n${HELP}\n`);
+    return 2;
+  }
+  const match = /^(.*?)(?::(\d+))?$/.exec(reference) as RegExpExecArray;
+  const name = match[1] as string;
+  const step = match[2] === undefined ? undefined : Number(match[2]);
+  const dataDir = values['data-dir'];
+  const { DATABASE_FILE } = await import('../../server/store.js');
+  if (!existsSync(path.join(dataDir, DATABASE_FILE))) {
+    process.stderr.write(`policyloop export: no local service data in ${path.resolve(dataDir)} (give --data-dir)\n`);
+    return 1;
+  }
+  const { Store } = await import('../../server/store.js');
+  const store = Store.openIn(dataDir);
+  try {
+    const parts = name.split('/');
+    const model =
+      parts.length === 1
+        ? store.getModel(name)
+        : parts.length === 3
+          ? store.findModel(parts[0] as string, parts[1] as string, parts[2] as string)
+          : store.findModelsByProjectAndName(parts[0] as string, parts[1] as string)[0];
+    if (!model) {
+      process.stderr.write(`policyloop export: no model ${JSON.stringify(name)} in ${path.resolve(dataDir)}\n`);
+      return 1;
+    }
+    const checkpoints = store.listCheckpoints(model.id, { limit: 1_000_000, order: 'desc' })?.items ?? [];
+    const checkpoint = step === undefined ? checkpoints[0] : checkpoints.find((candidate) => candidate.step === step);
+    if (step !== undefined && step !== 0 && !checkpoint) {
+      process.stderr.write(
+        `policyloop export: ${name} has no checkpoint at step ${step} (steps: ${checkpoints.map((c) => c.step).join(', ') || 'none'})\n`,
+      );
+      return 1;
+    }
+    const { ModelRegistry, exportCheckpoint, MODEL_CONFIGS } = await import('../../engine/index.js');
+    if (MODEL_CONFIGS.has(model.base_model)) {
+      process.stderr.write(
+        `policyloop export: ${name} is trained on the built-in ${model.base_model}, whose checkpoints no other stack reads; export is for Hugging Face base models\n`,
+      );
+      return 1;
+    }
+    const registry = new ModelRegistry(values.model ?? []);
+    const baseDirectory = registry.resolve(model.base_model);
+    if (!baseDirectory) {
+      process.stderr.write(`policyloop export: ${registry.describeMissing(model.base_model)}\n`);
+      return 1;
+    }
+    const files = await exportCheckpoint({
+      baseDirectory,
+      baseModel: model.base_model,
+      checkpointDirectory: checkpoint && step !== 0 ? path.resolve(dataDir, checkpoint.path) : null,
+      out: values.out,
+      merged: values.merged,
+    });
+    process.stdout.write(
+      `wrote ${values.merged ? 'the merged model' : 'the adapter'} of ${model.entity}/${model.project}/${model.name} at step ${checkpoint && step !== 0 ? checkpoint.step : 0} to ${path.resolve(values.out)}: ${files.join(', ')}\n`,
+    );
+    return 0;
+  } catch (error) {
+    process.stderr.write(`policyloop export: ${error instanceof Error ? error.message : String(error)}\n`);
+    return 1;
+  } finally {
+    store.close();
+  }
+}

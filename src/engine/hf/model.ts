@@ -1,0 +1,371 @@
+/**
+ * The forward pass of Llama and Qwen3 models in float32 on tfjs: RMSNorm, rotary embeddings,
+ * grouped-query attention, SwiGLU, Qwen3's q/k norms, with optional LoRA adapters on the linear
+ * layers. Two paths share the weights: {@link forwardLogits} over whole right-padded sequences
+ * (training, differentiable in the LoRA weights) and {@link prefill} + {@link decodeStep} with a
+ * key/value cache (sampling).
+ *
+ * Linear weights are held as `[in, out]` (transformers stores `[out, in]`): the wasm backend's
+ * `matMul` is about 10x slower with a transposed operand.
+ */
+import type { Tensor, Tensor1D, Tensor2D, Tensor3D } from '@tensorflow/tfjs-core';
+import type { TensorFlow } from '../backend.js';
+import { transposeLast } from '../gradients.js';
+import type { HfModelConfig } from './config.js';
+import { inverseFrequencies, rotaryTables } from './config.js';
+
+/** The linear layers of a block that LoRA can adapt, by their transformers module names. */
+export const LINEAR_MODULES = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] as const;
+
+/** One of {@link LINEAR_MODULES}. */
+export type LinearModule = (typeof LINEAR_MODULES)[number];
+
+/** A block's weights as tensors (linear weights `[in, out]`). */
+export interface LayerTensors {
+  readonly inputNorm: Tensor1D;
+  readonly postAttentionNorm: Tensor1D;
+  readonly linear: Readonly<Record<LinearModule, Tensor2D>>;
+  readonly bias: Readonly<Partial<Record<LinearModule, Tensor1D>>>;
+  readonly queryNorm?: Tensor1D;
+  readonly keyNorm?: Tensor1D;
+}
+
+/**
+ * A whole model's base weights as tensors, shared by every policy built on it. The token
+ * embedding stays in host memory only (it is frozen: tokens are looked up on the host), which
+ * keeps a 0.6B model's ~0.6 GB embedding out of the 4 GB wasm heap.
+ */
+export interface BaseTensors {
+  /** The token embedding `[vocabulary, hidden]`, row-major, in host memory. */
+  readonly hostEmbedding: Float32Array;
+  /** Output projection `[hidden, vocabulary]` (the embedding transposed when tied). */
+  readonly output: Tensor2D;
+  readonly finalNorm: Tensor1D;
+  readonly layers: readonly LayerTensors[];
+}
+
+/** LoRA weights of one linear layer: `A` `[in, rank]`, `B` `[rank, out]`. */
+export interface LoraPair {
+  readonly a: Tensor2D;
+  readonly b: Tensor2D;
+}
+
+/** LoRA adapters by layer, then module; `scale` is `alpha / rank`. */
+export interface LoraTensors {
+  readonly scale: number;
+  readonly layers: readonly Readonly<Partial<Record<LinearModule, LoraPair>>>[];
+}
+
+/** A model ready to run: its config, base weights, rotary frequencies, and optional adapters. */
+export interface RunnableModel {
+  readonly config: HfModelConfig;
+  readonly base: BaseTensors;
+  readonly frequencies: Float32Array;
+  readonly lora: LoraTensors | null;
+}
+
+/** Builds the runnable model of a config and its weights. */
+export function runnable(config: HfModelConfig, base: BaseTensors, lora: LoraTensors | null): RunnableModel {
+  return { config, base, frequencies: inverseFrequencies(config), lora };
+}
+
+function rmsNorm(tf: TensorFlow, x: Tensor, weight: Tensor, epsilon: number): Tensor {
+  const variance = tf.mean(tf.square(x), -1, true);
+  return tf.mul(tf.mul(x, tf.rsqrt(tf.add(variance, epsilon))), weight);
+}
+
+function linear(tf: TensorFlow, model: RunnableModel, layer: number, module: LinearModule, x: Tensor2D): Tensor2D {
+  const weights = model.base.layers[layer] as LayerTensors;
+  let y = tf.matMul(x, weights.linear[module]);
+  const bias = weights.bias[module];
+  if (bias) y = tf.add(y, bias);
+  const adapter = model.lora?.layers[layer]?.[module];
+  if (adapter) y = tf.add(y, tf.mul(tf.matMul(tf.matMul(x, adapter.a), adapter.b), (model.lora as LoraTensors).scale));
+  return y as Tensor2D;
+}
+
+/** transformers' `rotate_half`: `[-x2, x1]` over the last axis. */
+function rotateHalf(tf: TensorFlow, x: Tensor, half: number): Tensor {
+  const rank = x.shape.length;
+  const begin = x.shape.map(() => 0);
+  const size = x.shape.map(() => -1);
+  const first = tf.slice(x, begin, [...size.slice(0, rank - 1), half]);
+  const second = tf.slice(x, [...begin.slice(0, rank - 1), half], size);
+  return tf.concat([tf.neg(second), first], rank - 1);
+}
+
+/**
+ * Queries and keys of one block for `rows` token positions (`x` `[rows, hidden]`), normed (Qwen3)
+ * and rotated: `[rows, heads, headDim]` and `[rows, kvHeads, headDim]`, plus values.
+ */
+function projectQkv(
+  tf: TensorFlow,
+  model: RunnableModel,
+  layer: number,
+  h: Tensor2D,
+  cos: Tensor,
+  sin: Tensor,
+): { q: Tensor3D; k: Tensor3D; v: Tensor3D } {
+  const c = model.config;
+  const rows = h.shape[0];
+  const weights = model.base.layers[layer] as LayerTensors;
+  let q: Tensor = tf.reshape(linear(tf, model, layer, 'q_proj', h), [rows, c.headCount, c.headDimension]);
+  let k: Tensor = tf.reshape(linear(tf, model, layer, 'k_proj', h), [rows, c.keyValueHeadCount, c.headDimension]);
+  const v = tf.reshape(linear(tf, model, layer, 'v_proj', h), [rows, c.keyValueHeadCount, c.headDimension]);
+  if (weights.queryNorm) q = rmsNorm(tf, q, weights.queryNorm, c.rmsNormEpsilon);
+  if (weights.keyNorm) k = rmsNorm(tf, k, weights.keyNorm, c.rmsNormEpsilon);
+  const half = c.headDimension / 2;
+  const rotate = (t: Tensor): Tensor3D => tf.add(tf.mul(t, cos), tf.mul(rotateHalf(tf, t, half), sin)) as Tensor3D;
+  return { q: rotate(q), k: rotate(k), v: v as Tensor3D };
+}
+
+function mlp(tf: TensorFlow, model: RunnableModel, layer: number, x: Tensor2D): Tensor2D {
+  const weights = model.base.layers[layer] as LayerTensors;
+  const h = rmsNorm(tf, x, weights.postAttentionNorm, model.config.rmsNormEpsilon) as Tensor2D;
+  const gate = linear(tf, model, layer, 'gate_proj', h);
+  const up = linear(tf, model, layer, 'up_proj', h);
+  const activated = tf.mul(tf.mul(gate, tf.sigmoid(gate)), up) as Tensor2D;
+  return linear(tf, model, layer, 'down_proj', activated);
+}
+
+/**
+ * Key/value cache of every layer. Keys are stored transposed, `[batch * kvHeads, headDim, t]`,
+ * values as `[batch * kvHeads, t, headDim]`, each a list of segments in key order (the prompt,
+ * then blocks of generated tokens; only the last block is copied when a token is appended).
+ */
+export interface HfKeyValueCache {
+  readonly keys: Tensor3D[][];
+  readonly values: Tensor3D[][];
+}
+
+/** Generated tokens per cache block. */
+const CACHE_BLOCK = 32;
+
+/** Causal mask `[groups * length, length]` for queries laid out group-major. */
+function causalMask(tf: TensorFlow, groups: number, length: number): Tensor2D {
+  const values = new Float32Array(groups * length * length);
+  for (let group = 0; group < groups; group += 1)
+    for (let row = 0; row < length; row += 1)
+      for (let column = row + 1; column < length; column += 1) values[(group * length + row) * length + column] = -1e9;
+  return tf.tensor2d(values, [groups * length, length]);
+}
+
+/**
+ * The blocks over embedded tokens `[batch * length, hidden]` at `positions` (per row and token);
+ * returns the final normed hidden states `[batch * length, hidden]`. With `cache`, each layer's
+ * keys and values are kept into it.
+ */
+function hiddenStates(
+  tf: TensorFlow,
+  model: RunnableModel,
+  embedded: Tensor2D,
+  batch: number,
+  length: number,
+  positions: Int32Array,
+  cache?: HfKeyValueCache,
+): Tensor2D {
+  const c = model.config;
+  const groups = c.headCount / c.keyValueHeadCount;
+  const rows = batch * length;
+  const tables = rotaryTables(c, model.frequencies, positions);
+  const cos = tf.tensor3d(tables.cos, [rows, 1, c.headDimension]);
+  const sin = tf.tensor3d(tables.sin, [rows, 1, c.headDimension]);
+  const mask = causalMask(tf, groups, length);
+  const scale = 1 / Math.sqrt(c.headDimension);
+  let x = embedded;
+  for (let layer = 0; layer < c.layerCount; layer += 1) {
+    const weights = model.base.layers[layer] as LayerTensors;
+    const h = rmsNorm(tf, x, weights.inputNorm, c.rmsNormEpsilon) as Tensor2D;
+    const { q, k, v } = projectQkv(tf, model, layer, h, cos, sin);
+    // [batch, length, heads, d] -> [batch, kv, groups, length, d] -> [batch * kv, groups * length, d]:
+    // query head h uses key/value head floor(h / groups), so no key or value is repeated.
+    const queries = tf.reshape(
+      tf.transpose(tf.reshape(q, [batch, length, c.headCount, c.headDimension]), [0, 2, 1, 3]),
+      [batch * c.keyValueHeadCount, groups * length, c.headDimension],
+    ) as Tensor3D;
+    const toKv = (t: Tensor3D): Tensor3D =>
+      tf.reshape(tf.transpose(tf.reshape(t, [batch, length, c.keyValueHeadCount, c.headDimension]), [0, 2, 1, 3]), [
+        batch * c.keyValueHeadCount,
+        length,
+        c.headDimension,
+      ]) as Tensor3D;
+    const keys = transposeLast(tf, toKv(k)) as Tensor3D;
+    const values = toKv(v);
+    if (cache) {
+      cache.keys.push([tf.keep(keys)]);
+      cache.values.push([tf.keep(values)]);
+    }
+    const scores = tf.add(tf.mul(tf.matMul(queries, keys), scale), mask);
+    const attended = tf.matMul(tf.softmax(scores) as Tensor3D, values);
+    const merged = tf.reshape(
+      tf.transpose(tf.reshape(attended, [batch, c.headCount, length, c.headDimension]), [0, 2, 1, 3]),
+      [rows, c.headCount * c.headDimension],
+    ) as Tensor2D;
+    x = tf.add(x, linear(tf, model, layer, 'o_proj', merged));
+    x = tf.add(x, mlp(tf, model, layer, x));
+  }
+  return rmsNorm(tf, x, model.base.finalNorm, c.rmsNormEpsilon) as Tensor2D;
+}
+
+/** The output projection (`[hidden, vocabulary]`, the embedding transposed when tied). */
+function project(tf: TensorFlow, model: RunnableModel, hidden: Tensor2D): Tensor2D {
+  return tf.matMul(hidden, model.base.output);
+}
+
+/**
+ * Differentiable forward pass: next-token logits for right-padded token ids `[batch, length]`
+ * (row-major), at the flat `selected` positions only (`[selected.length, vocabulary]`). `offsets`
+ * are the rows' first positions (default 0).
+ */
+export function forwardLogits(
+  tf: TensorFlow,
+  model: RunnableModel,
+  tokens: Int32Array,
+  batch: number,
+  length: number,
+  selected?: Int32Array,
+  offsets?: readonly number[],
+): Tensor2D {
+  const positions = Int32Array.from(
+    { length: batch * length },
+    (_, index) => (offsets?.[Math.floor(index / length)] ?? 0) + (index % length),
+  );
+  const embedded = tf.tensor2d(embedRows(model, tokens), [batch * length, model.config.hiddenSize]);
+  const hidden = hiddenStates(tf, model, embedded, batch, length, positions);
+  return project(tf, model, selected ? (tf.gather(hidden, tf.tensor1d(selected, 'int32')) as Tensor2D) : hidden);
+}
+
+function embedRows(model: RunnableModel, tokens: ArrayLike<number>): Float32Array {
+  const d = model.config.hiddenSize;
+  const out = new Float32Array(tokens.length * d);
+  for (let index = 0; index < tokens.length; index += 1) {
+    const id = tokens[index] as number;
+    out.set(model.base.hostEmbedding.subarray(id * d, (id + 1) * d), index * d);
+  }
+  return out;
+}
+
+/**
+ * Runs right-padded prompts `[batch, length]` (true lengths in `lengths`) and returns the logits
+ * of each row's last prompt token `[batch, vocabulary]` and the filled cache. Call inside
+ * `tf.tidy`; the cache tensors are kept and must be disposed by the caller.
+ */
+export function prefill(
+  tf: TensorFlow,
+  model: RunnableModel,
+  tokens: Int32Array,
+  batch: number,
+  length: number,
+  lengths: readonly number[],
+): { logits: Tensor2D; cache: HfKeyValueCache } {
+  const cache: HfKeyValueCache = { keys: [], values: [] };
+  const positions = Int32Array.from({ length: batch * length }, (_, index) => index % length);
+  const embedded = tf.tensor2d(embedRows(model, tokens), [batch * length, model.config.hiddenSize]);
+  const hidden = hiddenStates(tf, model, embedded, batch, length, positions, cache);
+  const last = tf.gather(
+    hidden,
+    tf.tensor1d(
+      lengths.map((rowLength, row) => row * length + rowLength - 1),
+      'int32',
+    ),
+  ) as Tensor2D;
+  return { logits: project(tf, model, last), cache };
+}
+
+/**
+ * One decoding step: `tokens[row]` at `positions[row]`, attending over the cache plus itself.
+ * `keyMask` is `[batch, cacheLength + 1]` of 0 (visible) or -1e9. Returns the next logits
+ * `[batch, vocabulary]` and the grown cache (kept; the caller disposes what it replaced).
+ */
+export function decodeStep(
+  tf: TensorFlow,
+  model: RunnableModel,
+  cache: HfKeyValueCache,
+  tokens: readonly number[],
+  positions: Int32Array,
+  keyMask: Float32Array,
+): { logits: Tensor2D; cache: HfKeyValueCache } {
+  const c = model.config;
+  const batch = tokens.length;
+  const groups = c.headCount / c.keyValueHeadCount;
+  const tables = rotaryTables(c, model.frequencies, positions);
+  const cos = tf.tensor3d(tables.cos, [batch, 1, c.headDimension]);
+  const sin = tf.tensor3d(tables.sin, [batch, 1, c.headDimension]);
+  const keyLength = keyMask.length / batch;
+  const mask = tf.tensor3d(keyMask, [batch, 1, keyLength]);
+  const scale = 1 / Math.sqrt(c.headDimension);
+  const next: HfKeyValueCache = { keys: [], values: [] };
+  let x = tf.tensor2d(embedRows(model, tokens), [batch, c.hiddenSize]);
+  for (let layer = 0; layer < c.layerCount; layer += 1) {
+    const weights = model.base.layers[layer] as LayerTensors;
+    const h = rmsNorm(tf, x, weights.inputNorm, c.rmsNormEpsilon) as Tensor2D;
+    const { q, k, v } = projectQkv(tf, model, layer, h, cos, sin);
+    const rowsKv = batch * c.keyValueHeadCount;
+    const query = tf.reshape(q, [rowsKv, groups, c.headDimension]) as Tensor3D;
+    const newKey = tf.reshape(k, [rowsKv, c.headDimension, 1]) as Tensor3D;
+    const newValue = tf.reshape(v, [rowsKv, 1, c.headDimension]) as Tensor3D;
+    const grow = (segments: readonly Tensor3D[], added: Tensor3D, axis: number): Tensor3D[] => {
+      const last = segments[segments.length - 1] as Tensor3D;
+      if (segments.length > 1 && (last.shape[axis] as number) < CACHE_BLOCK)
+        return [...segments.slice(0, -1), tf.keep(tf.concat([last, added], axis))];
+      return [...segments, tf.keep(added)];
+    };
+    const keys = grow(cache.keys[layer] as Tensor3D[], newKey, 2);
+    const values = grow(cache.values[layer] as Tensor3D[], newValue, 1);
+    next.keys.push(keys);
+    next.values.push(values);
+    const parts = keys.map((segment) => tf.matMul(query, segment));
+    const joined = parts.length === 1 ? (parts[0] as Tensor3D) : tf.concat(parts, 2);
+    const scores = tf.add(tf.reshape(tf.mul(joined, scale), [batch, c.headCount, keyLength]), mask);
+    const weightsAll = tf.reshape(tf.softmax(scores), [rowsKv, groups, keyLength]) as Tensor3D;
+    const weightParts =
+      values.length === 1
+        ? [weightsAll]
+        : tf.split(
+            weightsAll,
+            values.map((segment) => segment.shape[1]),
+            2,
+          );
+    const attended = values.map((segment, index) => tf.matMul(weightParts[index] as Tensor3D, segment));
+    const merged = tf.reshape(attended.length === 1 ? (attended[0] as Tensor3D) : tf.addN(attended), [
+      batch,
+      c.headCount * c.headDimension,
+    ]) as Tensor2D;
+    x = tf.add(x, linear(tf, model, layer, 'o_proj', merged));
+    x = tf.add(x, mlp(tf, model, layer, x));
+  }
+  const hidden = rmsNorm(tf, x, model.base.finalNorm, c.rmsNormEpsilon) as Tensor2D;
+  return { logits: project(tf, model, hidden), cache: next };
+}
+
+/** Disposes every tensor of a cache. */
+export function disposeHfCache(cache: HfKeyValueCache): void {
+  for (const layer of [...cache.keys, ...cache.values]) for (const segment of layer) segment.dispose();
+}
+
+/** Disposes the tensors of `previous` that `next` no longer holds. */
+export function disposeReplacedHf(previous: HfKeyValueCache, next: HfKeyValueCache): void {
+  const kept = new Set<Tensor>();
+  for (const layer of [...next.keys, ...next.values]) for (const segment of layer) kept.add(segment);
+  for (const layer of [...previous.keys, ...previous.values])
+    for (const segment of layer) if (!kept.has(segment)) segment.dispose();
+}
+
+/**
+ * The cache rows of the given sequences, in order (each sequence owns `kvHeads` consecutive rows).
+ */
+export function selectHfCacheRows(
+  tf: TensorFlow,
+  model: RunnableModel,
+  cache: HfKeyValueCache,
+  rows: readonly number[],
+): HfKeyValueCache {
+  const heads = model.config.keyValueHeadCount;
+  const indices = rows.flatMap((row) => Array.from({ length: heads }, (_, head) => row * heads + head));
+  return tf.tidy(() => {
+    const index = tf.tensor1d(Int32Array.from(indices), 'int32');
+    const pick = (layers: Tensor3D[][]): Tensor3D[][] =>
+      layers.map((segments) => segments.map((segment) => tf.keep(tf.gather(segment, index) as Tensor3D)));
+    return { keys: pick(cache.keys), values: pick(cache.values) };
+  });
+}
