@@ -392,7 +392,7 @@ describe('bad training input is refused before anything happens', () => {
     model.on('job:submitted', (event) => sizes.push(event.size));
     const result = await model.train([equal, choiceGroup]);
     expect(result).toMatchObject({ step: 1, droppedGroups: 1 });
-    expect(dropped).toEqual([{ reason: 'zero_variance', count: 1, currentStep: 0, groupIndexes: [0] }]);
+    expect(dropped).toEqual([{ reason: 'zero_variance', count: 1, step: 0, currentStep: 0, groupIndexes: [0] }]);
     expect(sizes).toEqual([1]);
     expect(result.metrics['train/frac_reward_zero_std']).toBe(0.5);
     const [trainRow] = await model.history();
