@@ -25,24 +25,24 @@ export function oldestPolicyVersion(group: TrajectoryGroup): number | undefined 
 
 /**
  * Splits groups into fresh and stale: a group is stale when its oldest `initial_policy_version` is
- * more than `maxStaleness` steps behind `currentStep`. Groups whose trajectories carry no version
- * are kept (nothing says they are old).
+ * more than `maxStepsOffPolicy` steps behind `step` (the step they would train at). Groups whose
+ * trajectories carry no version are kept (nothing says they are old).
  * @example
  * const { fresh, dropped } = dropStaleGroups(groups, await model.getStep(), 1);
  * metrics['data/step_num_groups_dropped_stale'] = dropped.length;
  */
 export function dropStaleGroups(
   groups: readonly TrajectoryGroup[],
-  currentStep: number,
-  maxStaleness: number,
+  step: number,
+  maxStepsOffPolicy: number,
 ): StalenessSplit {
-  integerOption('currentStep', currentStep, { min: 0 });
-  numberOption('maxStaleness', maxStaleness, { min: 0, allowInfinity: true, unit: 'steps' });
+  integerOption('step', step, { min: 0 });
+  numberOption('maxStepsOffPolicy', maxStepsOffPolicy, { min: 0, allowInfinity: true, unit: 'steps' });
   const fresh: TrajectoryGroup[] = [];
   const dropped: TrajectoryGroup[] = [];
   for (const group of groups) {
     const oldest = oldestPolicyVersion(group);
-    if (oldest !== undefined && currentStep - oldest > maxStaleness) dropped.push(group);
+    if (oldest !== undefined && step - oldest > maxStepsOffPolicy) dropped.push(group);
     else fresh.push(group);
   }
   return { fresh, dropped };

@@ -1,5 +1,13 @@
-/** The one interface both backends implement: where the training API is and how to reach it. */
+/**
+ * The one interface both backends implement: where the training API is, how to reach it, and
+ * (through {@link TrainingJobs}) how a training job is sent, retried or not, followed and recorded.
+ */
 import type { TrainingClient } from '../client/index.js';
+import type { ExperimentalTrainingConfig, SFTRow, TrajectoryGroup, TrajectoryInput } from '../schema/index.js';
+import type { RetentionOptions } from './checkpoint-retention.js';
+import type { JobProgress } from './follow-job.js';
+import type { JobEndEvent, JobSubmittedEvent } from './model-events.js';
+import type { ModelFiles } from './model-files.js';
 
 /** A live connection to a training service. */
 export interface BackendConnection {
@@ -52,4 +60,189 @@ export interface Backend {
   localFileUrl(file: string): string | null;
   /** Stops what the backend started (the local service); safe to call twice. */
   close(): Promise<void>;
+  /**
+   * The training work on the service: job submission (retried or not), the job journal, following
+   * a job to its end, SFT data and checkpoint retention. {@link LocalBackend} and
+   * {@link HostedBackend} have a `ServiceJobs` over their connection; a backend without `jobs`
+   * gets one too.
+   * @default a `ServiceJobs` over `connect()`
+   */
+  readonly jobs?: TrainingJobs | undefined;
+}
+
+/** Options shared by calls that wait on the service. */
+export interface WaitOptions {
+  /** Aborts the call (and any wait in it). */
+  signal?: AbortSignal | undefined;
+}
+
+/** Options of a training call that follows its job. */
+export interface JobOptions extends WaitOptions {
+  /**
+   * Overall time allowed for the job, in milliseconds.
+   * @default 3_600_000
+   */
+  timeout?: number | undefined;
+  /**
+   * Longest time between event polls, in milliseconds: polls start 50 ms apart after each job
+   * event and back off (doubling) to this while the job is quiet.
+   * @default 1000
+   */
+  pollInterval?: number | undefined;
+  /** Called after every job event (also emitted as `job:progress`). */
+  onProgress?: ((progress: JobProgress) => void) | undefined;
+}
+
+/** Options of `TrainableModel.train`. */
+export interface TrainOptions extends JobOptions {
+  /**
+   * The learning rate.
+   * @default the backend's: the engine's tuned value on the local backend, the service's own on the hosted one
+   */
+  learningRate?: number | undefined;
+  /**
+   * The RL loss.
+   * @default the service's (`cispo`)
+   */
+  lossFn?: 'cispo' | 'ppo' | undefined;
+  /** Further `experimental_config` keys, sent as given (`learningRate`/`lossFn` win). */
+  config?: Partial<ExperimentalTrainingConfig> | undefined;
+  /**
+   * Train even when Choices lack logprobs (the service then uses the current policy's).
+   * @default false
+   */
+  allowTrainingWithoutLogprobs?: boolean | undefined;
+  /**
+   * Drop groups sampled more than this many steps before the current one (by their
+   * trajectories' `initial_policy_version`); counted in the result and the `groups:dropped` event.
+   * The same bound as `RLTrainer`'s `maxStepsOffPolicy`.
+   * @default no limit
+   */
+  maxStepsOffPolicy?: number | undefined;
+  /** @deprecated Use `maxStepsOffPolicy` (the same bound); removed in the next minor version. */
+  maxStaleness?: number | undefined;
+  /**
+   * Record the groups' metrics under `train/` in the history and send them to the log endpoint.
+   * @default true
+   */
+  log?: boolean | undefined;
+}
+
+/** Where SFT data comes from: trajectories or `{messages}` rows, a local JSONL file, or a URL. */
+export type SFTSource = readonly (TrajectoryInput | SFTRow)[] | string | URL;
+
+/** Options of `TrainableModel.trainSFT`. */
+export interface SFTOptions extends JobOptions {
+  /**
+   * The learning rate: one number, or one per batch.
+   * @default the service's (the engine's tuned SFT value locally)
+   */
+  learningRate?: number | number[] | undefined;
+  /**
+   * Rows per batch, or `'auto'`.
+   * @default the service's
+   */
+  batchSize?: number | 'auto' | undefined;
+  /**
+   * Which assistant turns are learned.
+   * @default 'all'
+   */
+  assistantTurns?: 'all' | 'last' | undefined;
+  /**
+   * A URL the service reads the JSONL from, instead of `source` (required on the hosted service,
+   * which cannot read local files: upload the file as a W&B artifact and pass its URL).
+   */
+  trainingDataUrl?: string | undefined;
+}
+
+/** What a training call returns. */
+export interface TrainResult {
+  /** The new step (policy version) after the job. */
+  readonly step: number;
+  /**
+   * The step's metrics, named as in `history.jsonl`: RL has the groups' metrics (`train/reward`,
+   * `train/frac_reward_zero_std`, ...) and the job's (gradient-step averages and the checkpoint's
+   * own: `train/loss`, `train/grad_norm`, ...); SFT has the job's under `sft/` (`sft/loss`).
+   */
+  readonly metrics: Record<string, number>;
+  /** The job's id. */
+  readonly jobId: string;
+  /**
+   * Groups left out before upload (RL only): stale ones (`maxStepsOffPolicy`) and ones whose
+   * rewards are all equal (no gradient); each kind is reported by a `groups:dropped` event.
+   */
+  readonly droppedGroups: number;
+}
+
+/** What `TrainableModel.pruneCheckpoints` did. */
+export interface PruneResult {
+  /** Steps kept. */
+  readonly kept: number[];
+  /** Steps deleted. */
+  readonly deleted: number[];
+  /** The best step by the metric (null without `keepBestBy`). */
+  readonly bestStep: number | null;
+  /** Steps the service no longer had. */
+  readonly notFoundSteps: number[];
+}
+
+/** What a backend's jobs know of a registered model. */
+export interface JobModel {
+  /** The service's id of the model. */
+  readonly id: string;
+  /** Its local files (the job journal sits beside `history.jsonl`; SFT data goes to `sftData`). */
+  readonly files: ModelFiles;
+}
+
+/** One RL step's data, checked and filtered by the model. */
+export interface RLJobRequest {
+  /** The step the groups train at (the new checkpoint will be `step + 1`). */
+  readonly step: number;
+  /** The groups to upload. */
+  readonly groups: readonly TrajectoryGroup[];
+  /** The groups' `train/` metrics, written with the job's in the step's one history row. */
+  readonly groupMetrics: Readonly<Record<string, number>>;
+  /** Groups the model left out before upload (reported back in the result). */
+  readonly droppedGroups: number;
+}
+
+/** How a backend's job reports back to its model (which turns these into its events and history). */
+export interface JobReporter {
+  /** Delivers the model's logged groups (the service stamps them with its current step). */
+  flushLogs(signal: AbortSignal | undefined): Promise<void>;
+  /** A job was created on the service. */
+  submitted(event: JobSubmittedEvent): void;
+  /** A job event arrived. */
+  progress(progress: JobProgress): void;
+  /** Writes a step's history row, once its job is done. */
+  recordRow(metrics: Readonly<Record<string, number>>, step: number): Promise<void>;
+  /** A job ended and its checkpoint exists. */
+  ended(event: JobEndEvent): void;
+}
+
+/**
+ * The training work of a backend: how a job is sent (retried or not), journaled, followed and
+ * recorded, how SFT data reaches the service, and how checkpoints are deleted. The model checks
+ * its arguments and data first; nothing here validates options.
+ */
+export interface TrainingJobs {
+  /** Journals, submits and follows one RL job to its end; records the step's history row. */
+  trainRL(model: JobModel, request: RLJobRequest, options: TrainOptions, reporter: JobReporter): Promise<TrainResult>;
+  /** Finishes the RL step a killed process left under way, or resolves null when there is none. */
+  finishPendingRL(model: JobModel, options: JobOptions, reporter: JobReporter): Promise<TrainResult | null>;
+  /** Forgets the RL step left under way; resolves with whether there was one. */
+  discardPendingRL(model: JobModel): Promise<boolean>;
+  /** Resolves the SFT source to a URL the service reads, submits and follows the SFT job. */
+  trainSFT(
+    model: JobModel,
+    source: SFTSource | undefined,
+    options: SFTOptions,
+    reporter: JobReporter,
+  ): Promise<TrainResult>;
+  /** Deletes the checkpoints `options` does not keep, judged by `values` (a history metric by step). */
+  pruneCheckpoints(
+    model: JobModel,
+    values: ReadonlyMap<number, number>,
+    options: RetentionOptions & WaitOptions,
+  ): Promise<PruneResult>;
 }

@@ -6,8 +6,9 @@ import { DEFAULT_INFERENCE_BASE_URL, TrainingClient } from '../client/index.js';
 import { ENV, readEnv, readFirstEnv } from '../internal/env.js';
 import { PolicyloopError } from '../internal/errors.js';
 import path from 'node:path';
-import type { Backend, BackendConnection } from './backend.js';
+import type { Backend, BackendConnection, TrainingJobs } from './backend.js';
 import { DEFAULT_DATA_DIR } from './model-files.js';
+import { ServiceJobs } from './service-jobs.js';
 
 /**
  * The hosted service's base URL.
@@ -77,6 +78,8 @@ export class HostedBackend implements Backend {
   readonly kind = 'hosted' as const;
   /** Absolute directory of the models' local files. */
   readonly dataDir: string;
+  /** The training work on its service (jobs sent, retried where the service honours keys, followed). */
+  readonly jobs: TrainingJobs = new ServiceJobs(this);
   private readonly connection: BackendConnection;
 
   constructor(options: HostedBackendOptions = {}) {

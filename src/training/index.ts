@@ -30,8 +30,23 @@ export {
   type LearningRateSchedule,
   type ScheduleContext,
 } from './schedules.js';
-export { PromptedModel, type PromptedModelOptions, type PromptedLogOptions } from './prompted-model.js';
-export type { Backend, BackendConnection } from './backend.js';
+export {
+  PromptedModel,
+  type PromptedModelOptions,
+  type PromptedLogOptions,
+  type InferenceEndpoint,
+  type ModelFetchOptions,
+} from './prompted-model.js';
+export type {
+  Backend,
+  BackendConnection,
+  TrainingJobs,
+  JobModel,
+  JobReporter,
+  RLJobRequest,
+} from './backend.js';
+export { ServiceJobs, type JobsBackend } from './service-jobs.js';
+export { dropGroups, type DropRule, type DropContext, type GroupDrop } from './drop-groups.js';
 export { LocalBackend, type LocalBackendOptions } from './local-backend.js';
 export { HostedBackend, HOSTED_BASE_URL, type HostedBackendOptions } from './hosted-backend.js';
 export {

@@ -10,8 +10,9 @@ import { PolicyloopError } from '../internal/errors.js';
 import { integerOption, maxRetriesOption, optional, retryDelayOption, timeoutOption } from '../internal/options.js';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import type { Backend, BackendConnection } from './backend.js';
+import type { Backend, BackendConnection, TrainingJobs } from './backend.js';
 import { DEFAULT_DATA_DIR } from './model-files.js';
+import { ServiceJobs } from './service-jobs.js';
 
 /** Options of {@link LocalBackend}. */
 export interface LocalBackendOptions {
@@ -85,6 +86,8 @@ export class LocalBackend implements Backend {
   readonly kind = 'local' as const;
   /** Absolute directory of the store and of the models' local files. */
   readonly dataDir: string;
+  /** The training work on its service (jobs sent, retried where the service honours keys, followed). */
+  readonly jobs: TrainingJobs = new ServiceJobs(this);
   private readonly options: LocalBackendOptions;
   private connecting: Promise<BackendConnection> | undefined;
   private service: ServiceHandle | undefined;

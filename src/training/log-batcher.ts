@@ -109,7 +109,15 @@ export interface BatchRetryEvent {
   readonly split: string;
   /** Groups in the batch. */
   readonly groupCount: number;
-  /** The attempt that failed (1 = first try). */
+  /**
+   * Attempts made so far, the failed one included (1 = the first try failed): a count, as in
+   * `batch:sent` and `batch:spooled`.
+   */
+  readonly attempts: number;
+  /**
+   * @deprecated Use `attempts` (the same value). Every event's `attempt` is an index from 0
+   * (`rollout:error`); this one counted from 1. Removed in the next minor version.
+   */
   readonly attempt: number;
   /** Wait before the next attempt, in milliseconds. */
   readonly delayMs: number;
@@ -466,7 +474,7 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
           return false;
         }
         const delayMs = retryDelay(attempt, error instanceof APIError ? error.headers : undefined, this.retryDelay);
-        this.notify('batch:retry', { split, groupCount: groups.length, attempt, delayMs, error });
+        this.notify('batch:retry', { split, groupCount: groups.length, attempts: attempt, attempt, delayMs, error });
         try {
           await delay(delayMs, stop);
         } catch {

@@ -28,36 +28,37 @@ export interface JobEndEvent {
   readonly metrics: Readonly<Record<string, number>>;
 }
 
-/** Stale groups were left out of training before upload. */
-export interface StaleGroupsDroppedEvent {
-  /** Why: sampled from a policy more than `maxStaleness` steps old. */
-  readonly reason: 'stale';
-  /** How many groups were left out. */
-  readonly count: number;
-  /** The step at the time of the check. */
-  readonly currentStep: number;
-  /** The bound that was applied, in steps. */
-  readonly maxStaleness: number;
-}
-
 /**
- * Groups whose rewards are all equal were left out of the upload: every trajectory's advantage is
- * its reward minus its group's mean, so they carry no gradient. They still count in the step's
- * `train/` metrics (`train/frac_reward_zero_std`).
+ * Groups were left out of training, by a model's `train` or an `RLTrainer` step (one payload for
+ * both, built in one place): stale ones (sampled more than `maxStepsOffPolicy` steps before the
+ * step), ones whose rewards are all equal (every advantage is zero: no gradient; they still count
+ * in the step's `train/frac_reward_zero_std`), or, in a trainer, ones with fewer than
+ * `minGroupSize` finished rollouts.
  */
-export interface ZeroVarianceGroupsDroppedEvent {
-  /** Why: the group's rewards are all equal. */
-  readonly reason: 'zero_variance';
+export interface GroupsDroppedEvent {
+  /** Why they were left out. */
+  readonly reason: 'stale' | 'zero_variance' | 'failed_rollouts';
   /** How many groups were left out. */
   readonly count: number;
-  /** The step at the time of the check. */
-  readonly currentStep: number;
-  /** Their indexes in the groups given to `train`. */
+  /** The step they were to train at. */
+  readonly step: number;
+  /** Their indexes in the groups given to `train` (in a trainer: in the step's batch). */
   readonly groupIndexes: readonly number[];
+  /** The staleness bound that was applied, in steps (`reason: 'stale'` only). */
+  readonly maxStepsOffPolicy?: number | undefined;
+  /** The fewest finished rollouts a group trains with (`reason: 'failed_rollouts'` only). */
+  readonly minGroupSize?: number | undefined;
+  /** @deprecated Use `step` (the same value); removed in the next minor version. */
+  readonly currentStep: number;
+  /** @deprecated Use `maxStepsOffPolicy` (the same value); removed in the next minor version. */
+  readonly maxStaleness?: number | undefined;
 }
 
-/** Groups were left out of training before upload: stale ones, or ones whose rewards are all equal. */
-export type GroupsDroppedEvent = StaleGroupsDroppedEvent | ZeroVarianceGroupsDroppedEvent;
+/** @deprecated Use {@link GroupsDroppedEvent} (`reason: 'stale'`); removed in the next minor version. */
+export type StaleGroupsDroppedEvent = GroupsDroppedEvent;
+
+/** @deprecated Use {@link GroupsDroppedEvent} (`reason: 'zero_variance'`); removed in the next minor version. */
+export type ZeroVarianceGroupsDroppedEvent = GroupsDroppedEvent;
 
 /** A row was appended to `history.jsonl`. */
 export interface HistoryRowEvent {
@@ -106,7 +107,7 @@ export interface TrainableModelEvents {
   'job:progress': [event: JobProgress];
   /** A job ended and its checkpoint exists. */
   'job:end': [event: JobEndEvent];
-  /** Stale groups, or groups whose rewards are all equal, were left out before upload. */
+  /** Groups were left out before upload: stale ones, or ones whose rewards are all equal. */
   'groups:dropped': [event: GroupsDroppedEvent];
   /** A row was appended to `history.jsonl`. */
   'history:row': [event: HistoryRowEvent];

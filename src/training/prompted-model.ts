@@ -1,29 +1,35 @@
 /**
- * A model that is not trained: a name at any OpenAI-compatible endpoint (a hosted `gpt-4o-mini`,
- * a local base model), scored by the same rollouts as a trained one, with its own metric history.
+ * The model handle every model is: a name in a project, an inference name at an OpenAI-compatible
+ * endpoint, the clients that call it (`openai()`, `fetch()`), and its metric history (`log()`,
+ * `history()`). A `PromptedModel` is one that is not trained (a hosted `gpt-4o-mini`, a local base
+ * model); `TrainableModel` extends it with what training needs.
  */
+import path from 'node:path';
+import { EventEmitter } from 'eventemitter3';
 import OpenAI from 'openai';
 import { InvalidArgumentError } from '../internal/errors.js';
+import { formatIssues } from '../internal/format-issues.js';
 import {
+  booleanOption,
   integerOption,
   invalidOption,
+  maxRetriesOption,
   optional,
   optionsObject,
+  signalOption,
   stringOption,
   timeoutOption,
-  maxRetriesOption,
 } from '../internal/options.js';
 import { captureCompletions } from '../rollout/capture-completions.js';
 import { captureFetch } from '../rollout/capture-fetch.js';
+import type { ChatCompletionsClient } from '../schema/chat-client.js';
 import { computeStepMetrics, prefixMetrics, TrajectoryGroup } from '../schema/index.js';
 import type { TrajectoryGroupInput } from '../schema/index.js';
-import type { ChatCompletionsClient } from '../schema/chat-client.js';
-import { formatIssues } from '../internal/format-issues.js';
+import type { WaitOptions } from './backend.js';
 import { appendHistoryRow, readHistory } from './history.js';
 import type { HistoryRow } from './history.js';
 import { assertPathSegment, DEFAULT_DATA_DIR, modelFiles } from './model-files.js';
 import type { ModelFiles } from './model-files.js';
-import path from 'node:path';
 
 /** Options of `new PromptedModel(...)`. */
 export interface PromptedModelOptions {
@@ -59,26 +65,104 @@ export interface PromptedModelOptions {
   fetch?: typeof globalThis.fetch | undefined;
 }
 
-/** Options of {@link PromptedModel.log}. */
-export interface PromptedLogOptions {
+/** Options of {@link PromptedModel.openai} (and so of `TrainableModel.openai`). */
+export interface OpenAIClientOptions {
   /**
-   * The split; metric names are prefixed with it (`val/reward`).
+   * Pin a step: requests go to `...:step<N>` instead of the latest checkpoint (a trained model's;
+   * a prompted model has one version and ignores it).
+   * @default the latest step
+   */
+  step?: number | undefined;
+  /**
+   * Request parameters filled into every request where it has no value (`undefined` or `null`;
+   * `model` also when it is `''`); the request's own values win. Merged over the defaults
+   * `model` and `logprobs: true`.
+   * @default { model: model.inferenceName(step), logprobs: true }
+   */
+  defaults?: Readonly<Record<string, unknown>> | undefined;
+  /**
+   * Per-request timeout, in milliseconds.
+   * @default the model's (a prompted model's `timeout`), else 600_000 (the openai SDK's)
+   */
+  timeout?: number | undefined;
+  /**
+   * Retries of the openai SDK.
+   * @default the model's (a prompted model's `maxRetries`), else 2
+   */
+  maxRetries?: number | undefined;
+}
+
+/** Options of {@link PromptedModel.fetch} (and so of `TrainableModel.fetch`). */
+export interface ModelFetchOptions {
+  /**
+   * Pin a step: requests that name no model go to `...:step<N>` instead of the latest checkpoint
+   * (a trained model's; a prompted model ignores it).
+   * @default the latest step
+   */
+  step?: number | undefined;
+  /**
+   * Request parameters filled into every chat-completions body where it has no value (`undefined`
+   * or `null`; `model` also when it is `''`); the body's own values win. Merged over the defaults
+   * `model` and `logprobs: true`.
+   * @default { model: model.inferenceName(step), logprobs: true }
+   */
+  defaults?: Readonly<Record<string, unknown>> | undefined;
+}
+
+/** Options of {@link PromptedModel.log} (and so of `TrainableModel.log`). */
+export interface LogOptions extends WaitOptions {
+  /**
+   * The split the groups belong to; metric names are prefixed with it (`val/reward`).
    * @default 'val'
    */
   split?: string | undefined;
   /**
-   * The step the row is recorded at (a prompted model never changes: the trained model's step,
-   * to plot them side by side).
-   * @default 0
+   * The step the groups were sampled at (a prompted model never changes: pass the trained
+   * model's step to plot them side by side).
+   * @default a trained model's current step; 0 for a prompted model
    */
   step?: number | undefined;
+  /**
+   * Also send the groups to the service's log endpoint (batched; a trained model's). `false`
+   * writes history only.
+   * @default true
+   */
+  send?: boolean | undefined;
+}
+
+/** @deprecated Use {@link LogOptions} (the same options); removed in the next minor version. */
+export type PromptedLogOptions = LogOptions;
+
+/** Where a model answers chat completions. */
+export interface InferenceEndpoint {
+  /** Base URL of the OpenAI-compatible API (ends in `/v1`). */
+  readonly baseURL: string;
+  /** Its bearer key. */
+  readonly apiKey: string;
+  /** The `fetch` to reach it with, when one was injected. */
+  readonly fetch?: typeof globalThis.fetch | undefined;
+}
+
+/** What a prompted model is constructed with, besides its name and project. */
+interface PromptedEndpoint extends InferenceEndpoint {
+  readonly model: string;
+  readonly files: ModelFiles;
+  readonly timeout: number | undefined;
+  readonly maxRetries: number | undefined;
 }
 
 /** The `fetch` option type of the openai SDK. */
 type OpenAIFetch = NonNullable<ConstructorParameters<typeof OpenAI>[0]>['fetch'];
 
+/**
+ * Passed by a subclass (`TrainableModel`) whose endpoint, inference name and files are known only
+ * once it is registered: the base then checks only the name and project. Not exported from the
+ * package.
+ */
+export const ENDPOINT_AT_REGISTRATION: unique symbol = Symbol('policyloop.endpointAtRegistration');
+
 /** The raw (not capturing) client of each prompted model, for routing a rollout's requests to it. */
-const rawClients = new WeakMap<PromptedModel, ChatCompletionsClient>();
+const rawClients = new WeakMap<object, ChatCompletionsClient>();
 
 /** The client and model name a trainer sends a baseline's validation requests to. */
 export function baselineRoute(model: PromptedModel): { client: ChatCompletionsClient; model: string } {
@@ -88,122 +172,240 @@ export function baselineRoute(model: PromptedModel): { client: ChatCompletionsCl
 }
 
 /**
- * A prompted (not trained) model at any OpenAI-compatible endpoint: a baseline beside a
- * {@link TrainableModel}. It has the same `openai()` (captured into trajectories inside rollouts,
- * `logprobs: true` by default) and `log()` (its `val/*` metrics in its own `history.jsonl`), so the
- * same validation rollouts score it; `RLTrainer`'s `validation.baselines` logs it at the start.
+ * A model at an OpenAI-compatible endpoint, scored by rollouts, with its own metric history. As
+ * it is, a prompted (not trained) model: a baseline beside a {@link TrainableModel}, with the
+ * same `openai()` (captured into trajectories inside rollouts, `logprobs: true` by default) and
+ * `log()` (its `val/*` metrics in its own `history.jsonl`), so the same validation rollouts score
+ * it; `RLTrainer`'s `validation.baselines` logs it at the start. `TrainableModel` extends it.
  * @example
  * const baseline = new PromptedModel({
  *   project: 'demo', name: 'gpt-4o-mini', model: 'gpt-4o-mini', baseURL: 'https://api.openai.com/v1',
  * });
  * await baseline.log(await gatherTrajectoryGroups(valScenarios, rollout, { reward }), { split: 'val' });
  */
-export class PromptedModel {
+// biome-ignore lint/complexity/noBannedTypes: a prompted model emits no event; subclasses name theirs.
+export class PromptedModel<Events extends EventEmitter.ValidEventTypes = {}> extends EventEmitter<Events> {
   /** The handle's name. */
   readonly name: string;
   /** Its project. */
   readonly project: string;
-  /** The model name the endpoint knows. */
-  readonly model: string;
-  /** Paths of its local files (history). */
-  readonly files: ModelFiles;
-  /** The endpoint's base URL, for a framework's provider (`createOpenAI({ baseURL })`). */
-  readonly inferenceBaseURL: string;
-  /** The endpoint's key, for a framework's provider. */
-  readonly inferenceApiKey: string;
-  private readonly client: OpenAI;
-  private readonly baseFetch: typeof globalThis.fetch | undefined;
+  private readonly prompted: PromptedEndpoint | undefined;
 
   /** @throws {InvalidArgumentError} for a missing or bad name, project, model, base URL or option. */
-  constructor(options: PromptedModelOptions) {
+  constructor(options: PromptedModelOptions);
+  /** For a subclass whose endpoint is known at registration (see {@link ENDPOINT_AT_REGISTRATION}). */
+  constructor(options: { name: string; project: string }, endpoint: typeof ENDPOINT_AT_REGISTRATION);
+  constructor(options: PromptedModelOptions, endpoint?: typeof ENDPOINT_AT_REGISTRATION) {
+    super();
     optionsObject('options', options);
-    for (const key of ['name', 'project', 'model', 'baseURL'] as const) stringOption(key, options[key], true);
-    optional(options.apiKey, (key) => stringOption('apiKey', key));
-    optional(options.dataDir, (dir) => stringOption('dataDir', dir, true));
-    optional(options.timeout, (timeout) => timeoutOption('timeout', timeout));
-    optional(options.maxRetries, (count) => maxRetriesOption('maxRetries', count));
+    const keys = endpoint === ENDPOINT_AT_REGISTRATION ? [] : (['model', 'baseURL'] as const);
+    for (const key of ['name', 'project', ...keys] as const) stringOption(key, options[key], true);
+    if (endpoint !== ENDPOINT_AT_REGISTRATION) {
+      optional(options.apiKey, (key) => stringOption('apiKey', key));
+      optional(options.dataDir, (dir) => stringOption('dataDir', dir, true));
+      optional(options.timeout, (timeout) => timeoutOption('timeout', timeout));
+      optional(options.maxRetries, (count) => maxRetriesOption('maxRetries', count));
+    }
     assertPathSegment('project', options.project);
     assertPathSegment('name', options.name);
     this.name = options.name;
     this.project = options.project;
-    this.model = options.model;
-    this.files = modelFiles(path.resolve(options.dataDir ?? DEFAULT_DATA_DIR), options.project, options.name);
-    this.inferenceBaseURL = options.baseURL;
-    this.inferenceApiKey = options.apiKey ?? process.env['OPENAI_API_KEY'] ?? 'none';
-    this.baseFetch = options.fetch;
-    this.client = new OpenAI({
+    if (endpoint === ENDPOINT_AT_REGISTRATION) return;
+    this.prompted = {
+      model: options.model,
       baseURL: options.baseURL,
-      apiKey: this.inferenceApiKey,
-      ...(options.fetch === undefined ? {} : { fetch: options.fetch as unknown as OpenAIFetch }),
-      ...(options.timeout === undefined ? {} : { timeout: options.timeout }),
-      ...(options.maxRetries === undefined ? {} : { maxRetries: options.maxRetries }),
-    });
-    rawClients.set(this, this.client);
+      apiKey: options.apiKey ?? process.env['OPENAI_API_KEY'] ?? 'none',
+      fetch: options.fetch,
+      files: modelFiles(path.resolve(options.dataDir ?? DEFAULT_DATA_DIR), options.project, options.name),
+      timeout: options.timeout,
+      maxRetries: options.maxRetries,
+    };
+    rawClients.set(this, this.rawClient());
+  }
+
+  /** The model name the endpoint knows (a trained model's: its inference name, latest step). */
+  get model(): string {
+    return this.inferenceName();
+  }
+
+  /** Paths of its local files (history; a trained model's also spool and SFT data). */
+  get files(): ModelFiles {
+    return this.promptedEndpoint().files;
   }
 
   /**
-   * The name to call it by in chat completions (the endpoint's model name).
+   * The base URL of the endpoint's OpenAI-compatible chat completions (ends in `/v1`): the
+   * `baseURL` of a framework's provider. A trained model's throws before it is registered.
+   * @example
+   * const provider = createOpenAI({ baseURL: model.inferenceBaseURL, apiKey: model.inferenceApiKey, fetch: model.fetch() });
+   */
+  get inferenceBaseURL(): string {
+    return this.endpoint().baseURL;
+  }
+
+  /**
+   * The bearer key of the endpoint's chat completions: the `apiKey` of a framework's provider.
+   * @example
+   * const chat = new ChatOpenAI({ model: model.inferenceName(), apiKey: model.inferenceApiKey, configuration: { baseURL: model.inferenceBaseURL, fetch: model.fetch() } });
+   */
+  get inferenceApiKey(): string {
+    return this.endpoint().apiKey;
+  }
+
+  /**
+   * The name to call it by in chat completions: a prompted model's is the endpoint's model name
+   * (`step` does not apply); a trained model's names its latest step, or `step` pinned.
    * @example
    * baseline.inferenceName(); // 'gpt-4o-mini'
    */
-  inferenceName(): string {
-    return this.model;
+  inferenceName(_step?: number): string {
+    return this.promptedEndpoint().model;
   }
 
   /**
-   * An `openai` client for the endpoint, captured into trajectories inside rollouts, with
-   * defaults `model` (this model) and `logprobs: true` filled where a request has no value.
+   * An `openai` client for the endpoint: exactly
+   * `captureCompletions(new OpenAI({ baseURL, apiKey }), { defaults })`, with `defaults` of
+   * `model` (this model's inference name) and `logprobs: true` plus `options.defaults`. Defaults
+   * follow {@link captureCompletions}'s one rule: they fill a request key whose value is
+   * `undefined` or `null` (`model` also when it is `''`, since the SDK's types require the key);
+   * the request's own values win. Inside a rollout (`gatherTrajectoryGroups`) each completion is
+   * captured into the rollout's trajectory. A trained model's client also follows an
+   * `RLTrainer`'s pins: inside its rollouts a request for the model's latest name goes to the step
+   * the rollout is stamped with.
    * @example
-   * const reply = await baseline.openai().chat.completions.create({ model: '', messages });
+   * const client = model.openai();
+   * const reply = await client.chat.completions.create({ model: model.inferenceName(), messages });
    */
-  openai(options: { defaults?: Readonly<Record<string, unknown>> | undefined } = {}): OpenAI {
-    const defaults: Record<string, unknown> = { model: this.model, logprobs: true, ...options.defaults };
-    return captureCompletions(this.client, { defaults });
+  openai(options: OpenAIClientOptions = {}): OpenAI {
+    return captureCompletions(this.pinnable(this.rawClient(options)), { defaults: this.requestDefaults(options) });
   }
 
   /**
-   * A recording `fetch` for agent frameworks (see `captureFetch`), with defaults `model` (this
-   * model) and `logprobs: true` filled where a request has no value: the same agent code that
-   * trains through `TrainableModel.fetch()` runs against this baseline.
+   * A recording `fetch` for agent frameworks (AI SDK providers, LangChain's `ChatOpenAI`, Mastra,
+   * an `openai` client): exactly `captureFetch({ fetch, defaults })` with `defaults` of `model`
+   * (this model's inference name) and `logprobs: true` plus `options.defaults`, over the
+   * endpoint's own `fetch` when it has one. Inside a rollout every chat completion made through it
+   * is recorded into the rollout's trajectory (see {@link captureFetch}); a trained model's
+   * follows an `RLTrainer`'s pins as `openai()` does.
    * @example
-   * const provider = createOpenAI({ baseURL: baseline.inferenceBaseURL, apiKey: baseline.inferenceApiKey, fetch: baseline.fetch() });
+   * const provider = createOpenAI({ baseURL: model.inferenceBaseURL, apiKey: model.inferenceApiKey, fetch: model.fetch() });
+   * const { text } = await generateText({ model: provider.chat(model.inferenceName()), prompt: 'hi' });
    */
-  fetch(options: { defaults?: Readonly<Record<string, unknown>> | undefined } = {}): typeof globalThis.fetch {
-    return captureFetch({
-      fetch: this.baseFetch,
-      defaults: { model: this.model, logprobs: true, ...options.defaults },
-    });
+  fetch(options: ModelFetchOptions = {}): typeof globalThis.fetch {
+    optionsObject('options', options);
+    optional(options.step, (step) => integerOption('step', step, { min: 0 }));
+    optional(options.defaults, (defaults) => optionsObject('defaults', defaults as Record<string, unknown>));
+    const defaults = this.requestDefaults(options);
+    const inner = this.endpoint().fetch;
+    return captureFetch({ fetch: this.pinnableFetch(inner ?? ((...args) => globalThis.fetch(...args))), defaults });
   }
 
   /**
-   * Records the metrics of `groups` (prefixed by split) in its `history.jsonl` at `step`.
+   * Records the metrics of `groups` (prefixed by split, with `training_step`) in its
+   * `history.jsonl` at `step`; a trained model also sends the groups to the service's log endpoint
+   * (see `TrainableModel.log`).
    * @example
    * const row = await baseline.log(valGroups, { split: 'val', step: 0 });
    */
-  async log(groups: readonly TrajectoryGroupInput[], options: PromptedLogOptions = {}): Promise<HistoryRow> {
-    optionsObject('options', options);
+  async log(groups: readonly TrajectoryGroupInput[], options: LogOptions = {}): Promise<HistoryRow> {
+    checkWaitOptions(options);
     const split = options.split ?? 'val';
     if (typeof split !== 'string' || split === '' || split.includes('/')) {
       throw invalidOption('split', split, "a name without '/'");
     }
-    const step = optional(options.step, (value) => integerOption('step', value, { min: 0 })) ?? 0;
-    if (!Array.isArray(groups)) throw invalidOption('groups', groups, 'an array of trajectory groups');
-    const parsed = groups.map((group, index) => {
-      const result = TrajectoryGroup.safeParse(group);
-      if (!result.success) {
-        throw new InvalidArgumentError(
-          'groups',
-          `Expected trajectory group ${index} to be a TrajectoryGroup: ${formatIssues(result.error.issues)}`,
-          { cause: result.error },
-        );
-      }
-      return result.data;
-    });
-    return appendHistoryRow(this.files.history, prefixMetrics(computeStepMetrics(parsed), split), step);
+    optional(options.step, (step) => integerOption('step', step, { min: 0 }));
+    optional(options.send, (send) => booleanOption('send', send));
+    const parsed = parseGroups(groups);
+    const step = options.step ?? (await this.defaultLogStep(options));
+    return this.recordLog(parsed, split, step, options);
   }
 
   /** The rows of its `history.jsonl`, oldest first. */
-  async history(): Promise<HistoryRow[]> {
+  async history(options: WaitOptions = {}): Promise<HistoryRow[]> {
+    checkWaitOptions(options);
     return readHistory(this.files.history);
   }
+
+  /** Where it answers chat completions; a subclass registered later supplies its own. */
+  protected endpoint(): InferenceEndpoint {
+    return this.promptedEndpoint();
+  }
+
+  /** Wraps a client so that an `RLTrainer`'s pins apply (a trained model's); as it is otherwise. */
+  protected pinnable<T extends ChatCompletionsClient>(client: T): T {
+    return client;
+  }
+
+  /** Wraps a `fetch` so that an `RLTrainer`'s pins apply (a trained model's); as it is otherwise. */
+  protected pinnableFetch(inner: typeof globalThis.fetch): typeof globalThis.fetch {
+    return inner;
+  }
+
+  /** The step `log` records at when none is given. */
+  protected defaultLogStep(_options: WaitOptions): Promise<number> {
+    return Promise.resolve(0);
+  }
+
+  /** Records checked groups' metrics at `step` (a trained model also sends the groups). */
+  protected async recordLog(
+    groups: readonly TrajectoryGroup[],
+    split: string,
+    step: number,
+    _options: LogOptions,
+  ): Promise<HistoryRow> {
+    return appendHistoryRow(this.files.history, prefixMetrics(computeStepMetrics([...groups]), split), step);
+  }
+
+  /** The `openai` client of the endpoint, neither capturing nor pinned. */
+  protected rawClient(options: Pick<OpenAIClientOptions, 'timeout' | 'maxRetries'> = {}): OpenAI {
+    const { baseURL, apiKey, fetch } = this.endpoint();
+    const timeout = options.timeout ?? this.prompted?.timeout;
+    const maxRetries = options.maxRetries ?? this.prompted?.maxRetries;
+    return new OpenAI({
+      apiKey,
+      baseURL,
+      ...(fetch === undefined ? {} : { fetch: fetch as unknown as OpenAIFetch }),
+      ...(timeout === undefined ? {} : { timeout }),
+      ...(maxRetries === undefined ? {} : { maxRetries }),
+    });
+  }
+
+  /** `{ logprobs: true, ...defaults }` with `model` filled by the inference name where it has no value. */
+  private requestDefaults(options: {
+    step?: number | undefined;
+    defaults?: Readonly<Record<string, unknown>> | undefined;
+  }): Record<string, unknown> {
+    const defaults: Record<string, unknown> = { logprobs: true, ...options.defaults };
+    const model = defaults['model'];
+    if (model === undefined || model === null || model === '') defaults['model'] = this.inferenceName(options.step);
+    return defaults;
+  }
+
+  private promptedEndpoint(): PromptedEndpoint {
+    if (this.prompted === undefined)
+      throw new InvalidArgumentError('model', 'Expected a prompted model, got a subclass without its endpoint');
+    return this.prompted;
+  }
+}
+
+/** Parses each group against the schema; the error names the first bad group. */
+export function parseGroups(groups: readonly TrajectoryGroupInput[]): TrajectoryGroup[] {
+  if (!Array.isArray(groups)) throw invalidOption('groups', groups, 'an array of trajectory groups');
+  return groups.map((group, index) => {
+    const result = TrajectoryGroup.safeParse(group);
+    if (!result.success) {
+      throw new InvalidArgumentError(
+        'groups',
+        `Expected trajectory group ${index} to be a TrajectoryGroup: ${formatIssues(result.error.issues)}`,
+        { cause: result.error },
+      );
+    }
+    return result.data;
+  });
+}
+
+/** Checks `options.signal` of a call that only waits; a bad one throws before any request. */
+export function checkWaitOptions(options: WaitOptions): void {
+  optionsObject('options', options);
+  optional(options.signal, (signal) => signalOption('signal', signal));
 }

@@ -3,9 +3,7 @@
  * with rollouts for later steps running while a step trains (within a staleness bound), and
  * resuming from the model's step after a crash.
  */
-import { setMaxListeners } from 'node:events';
 import { EventEmitter } from 'eventemitter3';
-import { abortReason, raceSignal } from '../internal/delay.js';
 import { PolicyloopError, userAbortError } from '../internal/errors.js';
 import {
   booleanOption,
@@ -20,22 +18,17 @@ import {
   stringOption,
 } from '../internal/options.js';
 import type { RewardSpec } from '../rewards/combine-rewards.js';
-import { dropStaleGroups } from '../rollout/drop-stale-groups.js';
-import { GatherEmitter } from '../rollout/gather-events.js';
-import { gatherTrajectoryGroups } from '../rollout/gather-trajectory-groups.js';
 import type { GatherOptions, GroupScorer } from '../rollout/gather-trajectory-groups.js';
 import type { ProgressStream } from '../rollout/progress-bar.js';
 import type { RolloutFn } from '../rollout/rollout-function.js';
-import type { TrajectoryGroup } from '../schema/index.js';
-import { NoLearningSignalError } from './errors.js';
-import { metricByStep } from './history.js';
-import { baselineRoute, PromptedModel } from './prompted-model.js';
-import { learningRateAt, type LearningRateSchedule } from './schedules.js';
-import { runWithPinnedSteps } from './step-pin.js';
-import type { StepRoute } from './step-pin.js';
+import type { GroupsDroppedEvent } from './model-events.js';
+import { PromptedModel } from './prompted-model.js';
+import { RLRun } from './rl-run.js';
+import type { LearningRateSchedule } from './schedules.js';
 import { TrainableModel } from './trainable-model.js';
 import type { TrainOptions } from './trainable-model.js';
-import { hasZeroRewardVariance } from './training-input.js';
+
+export { formatStepLine } from './rl-run.js';
 
 /** Validation of an {@link RLTrainer} run. */
 export interface RLValidationOptions<S> {
@@ -120,8 +113,9 @@ export interface RLTrainerOptions<S> {
   maxSteps: number;
   /**
    * How many steps old the policy that sampled a trained group may be. 0 is the synchronous loop
-   * (sample, train, sample...); k >= 1 lets rollouts for the next steps run while a step trains,
-   * and no group trained at step s was sampled before step s - k.
+   * (sample, train, sample...); 1 or more lets rollouts for the next steps run while a step
+   * trains, and no group trained at step s was sampled before step s - maxStepsOffPolicy. The same
+   * bound as `model.train`'s `maxStepsOffPolicy`.
    * @default 1
    */
   maxStepsOffPolicy?: number | undefined;
@@ -161,7 +155,7 @@ export interface RLTrainerOptions<S> {
    */
   learningRate?: number | LearningRateSchedule | undefined;
   /** Options of each `model.train` (learning rate, loss, job timeout...). */
-  train?: Omit<TrainOptions, 'signal' | 'maxStaleness' | 'log'> | undefined;
+  train?: Omit<TrainOptions, 'signal' | 'maxStepsOffPolicy' | 'maxStaleness' | 'log'> | undefined;
   /**
    * A progress line per step: `true` writes to stderr, a stream writes there, `false` is silent.
    * @default stderr when it is a terminal, else silent
@@ -253,18 +247,8 @@ export interface StepEndEvent {
   readonly metrics: Readonly<Record<string, number>>;
 }
 
-/** Groups were left out of training. */
-export interface RLGroupsDroppedEvent {
-  /**
-   * Stale (sampled more than `maxStepsOffPolicy` steps before), equal rewards (no gradient), or
-   * too few rollouts finished (fewer than `minGroupSize`).
-   */
-  readonly reason: 'stale' | 'zero_variance' | 'failed_rollouts';
-  /** How many. */
-  readonly count: number;
-  /** The step they were to train. */
-  readonly step: number;
-}
+/** @deprecated Use `GroupsDroppedEvent` (one payload for a model's and a trainer's drops); removed in the next minor version. */
+export type RLGroupsDroppedEvent = GroupsDroppedEvent;
 
 /** A validation was logged. */
 export interface ValidationEndEvent {
@@ -301,23 +285,9 @@ export interface RLTrainerEvents {
   /** A step trained, with its metrics. */
   'step:end': [event: StepEndEvent];
   /** Groups were left out of training. */
-  'groups:dropped': [event: RLGroupsDroppedEvent];
+  'groups:dropped': [event: GroupsDroppedEvent];
   /** A validation (of the model or a baseline) was logged. */
   'validation:end': [event: ValidationEndEvent];
-}
-
-interface SampledBatch {
-  readonly groups: TrajectoryGroup[];
-  readonly version: number;
-  readonly seconds: number;
-  /** Rollouts that failed for good, and failed attempts retried. */
-  readonly failed: number;
-  readonly retried: number;
-}
-
-interface PendingBatch {
-  readonly version: number;
-  readonly promise: Promise<SampledBatch>;
 }
 
 /** The options, checked, with defaults. */
@@ -362,7 +332,7 @@ function checkOptions<S>(options: RLTrainerOptions<S>) {
     const baselines = given.baselines ?? [];
     if (!Array.isArray(baselines)) throw invalidOption('validation.baselines', baselines, 'an array of PromptedModel');
     baselines.forEach((baseline: unknown, index) => {
-      if (!(baseline instanceof PromptedModel)) {
+      if (!(baseline instanceof PromptedModel) || baseline instanceof TrainableModel) {
         throw invalidOption(`validation.baselines[${index}]`, baseline, 'a PromptedModel');
       }
     });
@@ -414,48 +384,16 @@ function checkOptions<S>(options: RLTrainerOptions<S>) {
   };
 }
 
-/** Reads scenarios in order: an array cycled from an offset, or an (async) iterable once. */
-class ScenarioSource<S> {
-  private readonly array: readonly S[] | undefined;
-  private iterator: Iterator<S> | AsyncIterator<S> | undefined;
-  private offset: number;
-  private done = false;
-
-  constructor(scenarios: readonly S[] | Iterable<S> | AsyncIterable<S>, offset: number) {
-    this.offset = offset;
-    if (Array.isArray(scenarios)) this.array = scenarios as readonly S[];
-    else if (Symbol.asyncIterator in (scenarios as object)) {
-      this.iterator = (scenarios as AsyncIterable<S>)[Symbol.asyncIterator]();
-    } else this.iterator = (scenarios as Iterable<S>)[Symbol.iterator]();
-  }
-
-  /** Up to `count` next scenarios (fewer, or none, once an iterable is exhausted). */
-  async take(count: number): Promise<S[]> {
-    if (this.array !== undefined) {
-      const array = this.array;
-      const taken = Array.from({ length: count }, (_unused, index) => array[(this.offset + index) % array.length] as S);
-      this.offset = (this.offset + count) % array.length;
-      return taken;
-    }
-    const taken: S[] = [];
-    while (!this.done && taken.length < count && this.iterator !== undefined) {
-      const next = await this.iterator.next();
-      if (next.done === true) this.done = true;
-      else taken.push(next.value);
-    }
-    return taken;
-  }
-}
-
-const seconds = (from: number, to: number = performance.now()): number => (to - from) / 1000;
+/** The trainer's options, checked, with defaults. */
+export type TrainerConfig<S> = ReturnType<typeof checkOptions<S>>;
 
 /**
  * The RL loop: rollouts of `groupsPerStep` scenarios x `groupSize`, rewarded, trained as one step,
  * until the model's step reaches `maxSteps`; validation at the start and every `every` steps;
- * checkpoints kept by `keep`. With `maxStepsOffPolicy` k >= 1, rollouts for the next k steps run
+ * checkpoints kept by `keep`. With `maxStepsOffPolicy` >= 1, rollouts for that many next steps run
  * while a step trains; each trajectory is stamped with the step it samples from, and its requests
  * for the model go to that step (`model.inferenceName(step)`), so a rollout written for
- * `gatherTrajectoryGroups` works unchanged. Groups sampled more than k steps before the step they
+ * `gatherTrajectoryGroups` works unchanged. Groups sampled more than `maxStepsOffPolicy` steps before the step they
  * would train are dropped (`groups:dropped`), batches train stalest first and each group at most
  * once. Groups with equal rewards are not uploaded (counted in `train/frac_reward_zero_std`);
  * after `collapseAfter` of them in a row the run stops with `NoLearningSignalError`. A rollout
@@ -480,7 +418,7 @@ export class RLTrainer<S> extends EventEmitter<RLTrainerEvents> {
   /** The model being trained. */
   readonly model: TrainableModel;
   private readonly options: RLTrainerOptions<S>;
-  private readonly config: ReturnType<typeof checkOptions<S>>;
+  private readonly config: TrainerConfig<S>;
   private running = false;
 
   /** @throws {InvalidArgumentError} for a bad option, before anything runs. */
@@ -505,353 +443,12 @@ export class RLTrainer<S> extends EventEmitter<RLTrainerEvents> {
     if (this.running) throw new PolicyloopError('This RLTrainer is already running; await its run() first.');
     if (signal?.aborted) throw userAbortError(signal, 'The run');
     this.running = true;
-    const { model } = this;
-    const { groupSize, groupsPerStep, maxSteps, maxStepsOffPolicy: k, collapseAfter, minGroupSize } = this.config;
-    const { validation, keep, budget } = this.config;
-    const started = performance.now();
-    const stream = this.progressStream();
-
-    // Stops sampling and validation at once (abort, stop, or a failure).
-    const stopper = new AbortController();
-    setMaxListeners(Number.POSITIVE_INFINITY, stopper.signal);
-    const onAbort = (): void => stopper.abort(abortReason(signal));
-    // Stops the training batches only (at the end of a run, validations still finish).
-    const sampling = new AbortController();
-    setMaxListeners(Number.POSITIVE_INFINITY, sampling.signal);
-    stopper.signal.addEventListener('abort', () => sampling.abort(stopper.signal.reason), { once: true });
-    signal?.addEventListener('abort', onAbort, { once: true });
-
-    const totals = {
-      steps: 0,
-      rollouts: 0,
-      tokens: 0,
-      droppedStale: 0,
-      droppedZeroVariance: 0,
-      failedRollouts: 0,
-      droppedFailed: 0,
-      skippedBatches: 0,
-    };
-    const onTokens = (tokens: number): void => {
-      totals.tokens += tokens;
-    };
-    const queue: PendingBatch[] = [];
-    const background = new Set<Promise<unknown>>();
-    const validating = new Set<number>();
-    let failure: { error: unknown } | undefined;
-    const track = (promise: Promise<unknown>): void => {
-      const settled = promise.then(
-        () => undefined,
-        (error: unknown) => {
-          if (!stopper.signal.aborted) failure ??= { error };
-          stopper.abort(error);
-        },
-      );
-      background.add(settled);
-      void settled.finally(() => background.delete(settled));
-    };
-    const throwFailure = (): void => {
-      if (failure !== undefined) throw failure.error;
-    };
-
-    let latest = 0;
-    /** A batch is taken (waited for, checked or training): it trains before any launched now. */
-    let training = false;
-    let exhausted = false;
-    let stopSampling = false;
-    let stopReason: RLStopReason = 'max_steps';
-    let filling: Promise<void> | undefined;
     try {
-      await raceSignal(model.finishPendingJob({ signal: stopper.signal }), stopper.signal);
-      latest = await model.getStep({ signal: stopper.signal });
-      const startStep = latest;
-      const source = new ScenarioSource(this.options.scenarios, startStep * groupsPerStep);
-      const inferenceName = model.inferenceName();
-
-      const gather = (
-        scenarios: readonly S[],
-        size: number,
-        version: number,
-        route: StepRoute,
-        gatherSignal: AbortSignal,
-        events?: GatherEmitter<S>,
-      ): Promise<TrajectoryGroup[]> =>
-        runWithPinnedSteps({ routes: new Map([[inferenceName, route]]), onTokens }, () =>
-          gatherTrajectoryGroups(scenarios, this.options.rollout, {
-            // A rollout that throws costs that rollout: retried once, then kept in its group.
-            maxRetries: 1,
-            maxExceptions: 0.25,
-            ...this.options.gather,
-            ...(events === undefined ? {} : { events }),
-            groupSize: size,
-            ...(this.options.reward === undefined ? {} : { reward: this.options.reward }),
-            ...(this.options.scoreGroup === undefined ? {} : { scoreGroup: this.options.scoreGroup }),
-            policyVersion: () => version,
-            signal: gatherSignal,
-          }),
-        );
-
-      const validate = (step: number): void => {
-        if (validation === undefined) return;
-        validating.add(step);
-        const work = async (): Promise<void> => {
-          try {
-            const groups = await gather(validation.scenarios, validation.groupSize, step, { step }, stopper.signal);
-            const row = await model.log(groups, { split: 'val', step });
-            this.emit('validation:end', { step, model: model.name, metrics: numericMetrics(row) });
-          } finally {
-            validating.delete(step);
-          }
-          await this.prune(latest, queue, validating, false);
-        };
-        track(work());
-      };
-      const validateBaselines = (): void => {
-        for (const baseline of validation?.baselines ?? []) {
-          const work = async (): Promise<void> => {
-            const groups = await gather(
-              validation?.scenarios ?? [],
-              validation?.groupSize ?? 1,
-              startStep,
-              baselineRoute(baseline),
-              stopper.signal,
-            );
-            const row = await baseline.log(groups, { split: 'val', step: startStep });
-            this.emit('validation:end', { step: startStep, model: baseline.name, metrics: numericMetrics(row) });
-          };
-          track(work());
-        }
-      };
-
-      // Launches batches while the bound allows: a batch launched now trains no earlier than
-      // after the ones ahead of it (queued, and the one training), so at most k of those.
-      const fill = (): Promise<void> => {
-        filling ??= launch().finally(() => {
-          filling = undefined;
-        });
-        return filling;
-      };
-      const launch = async (): Promise<void> => {
-        for (;;) {
-          const ahead = queue.length + (training ? 1 : 0);
-          const stepsLeft = maxSteps - latest;
-          if (stopSampling || exhausted || stopper.signal.aborted || ahead > k || ahead >= stepsLeft) return;
-          const scenarios = await source.take(groupsPerStep);
-          // An async iterable may have taken a while: nothing starts once the run is ending.
-          if (stopSampling || stopper.signal.aborted) return;
-          if (scenarios.length === 0) {
-            exhausted = true;
-            return;
-          }
-          const version = latest;
-          const startedAt = performance.now();
-          const counts = { failed: 0, retried: 0 };
-          const events = new GatherEmitter<S>();
-          events.on('rollout:error', ({ groupIndex, index, attempt, error, willRetry }) => {
-            if (willRetry) counts.retried += 1;
-            else counts.failed += 1;
-            this.emit('rollout:failed', { sampledStep: version, groupIndex, index, attempt, error, willRetry });
-          });
-          const promise = gather(scenarios, groupSize, version, { step: version }, sampling.signal, events).then(
-            (groups) => ({ groups, version, seconds: seconds(startedAt), ...counts }),
-          );
-          promise.catch(() => undefined);
-          queue.push({ version, promise });
-        }
-      };
-
-      // A rerun does not validate a step again.
-      const validated = (await model.history()).some(
-        (row) => row.training_step === latest && Object.keys(row).some((name) => name.startsWith('val/')),
-      );
-      if (!validated) validate(latest);
-      validateBaselines();
-      let consecutiveFlat = 0;
-      let lastStepEnd = performance.now();
-      let lastTrainEnd = started;
-      while (latest < maxSteps) {
-        throwFailure();
-        if (stopper.signal.aborted) break;
-        const limit = this.budgetReached(budget, totals, started);
-        if (limit !== undefined) {
-          stopReason = limit;
-          break;
-        }
-        while (queue.length === 0 && !exhausted && !stopper.signal.aborted) await fill();
-        throwFailure();
-        if (stopper.signal.aborted) break;
-        const next = queue.shift();
-        if (next === undefined) {
-          stopReason = 'scenarios_exhausted';
-          break;
-        }
-        // The batch taken counts as ahead of any launched from now until its step has trained.
-        training = true;
-        const batch = await raceSignal(next.promise, stopper.signal);
-        const step = latest;
-        totals.rollouts += batch.groups.reduce((sum, group) => sum + group.trajectories.length, 0);
-        totals.failedRollouts += batch.failed;
-        const { fresh: current, dropped } = dropStaleGroups(batch.groups, step, k);
-        if (dropped.length > 0) {
-          totals.droppedStale += dropped.length;
-          this.emit('groups:dropped', { reason: 'stale', count: dropped.length, step });
-        }
-        // A group trains on the rollouts that finished, when enough of them did.
-        const fresh = current.filter((group) => group.trajectories.length >= minGroupSize);
-        const droppedFailed = current.length - fresh.length;
-        if (droppedFailed > 0) {
-          totals.droppedFailed += droppedFailed;
-          this.emit('groups:dropped', { reason: 'failed_rollouts', count: droppedFailed, step });
-        }
-        let flat = 0;
-        for (const group of fresh) {
-          if (hasZeroRewardVariance(group)) {
-            flat += 1;
-            consecutiveFlat += 1;
-            if (consecutiveFlat >= collapseAfter) throw new NoLearningSignalError(consecutiveFlat, step);
-          } else consecutiveFlat = 0;
-        }
-        if (flat > 0) {
-          totals.droppedZeroVariance += flat;
-          this.emit('groups:dropped', { reason: 'zero_variance', count: flat, step });
-        }
-        if (flat === fresh.length) {
-          totals.skippedBatches += 1;
-          training = false;
-          continue;
-        }
-        // Stalest first: the queue is in launch order, so versions ascend.
-        void fill();
-        this.emit('step:start', {
-          step,
-          sampledStep: batch.version,
-          groups: fresh.length,
-          oldestPolicyVersion: batch.version,
-        });
-        const trainStart = performance.now();
-        const idle = seconds(lastTrainEnd, trainStart);
-        let result: Awaited<ReturnType<TrainableModel['train']>>;
-        try {
-          // No signal: an abort lets the job finish, so the step's row is written.
-          const learningRate =
-            this.config.learningRate === undefined
-              ? undefined
-              : learningRateAt(this.config.learningRate, step, { maxSteps });
-          result = await model.train(fresh, {
-            ...this.options.train,
-            ...(learningRate === undefined ? {} : { learningRate }),
-          });
-        } finally {
-          training = false;
-        }
-        lastTrainEnd = performance.now();
-        latest = result.step;
-        totals.steps += 1;
-        void fill();
-        const metrics: Record<string, number> = {
-          ...result.metrics,
-          'time/sample': batch.seconds,
-          'time/train': seconds(trainStart, lastTrainEnd),
-          'time/step': seconds(lastStepEnd, lastTrainEnd),
-          'idle/service': idle,
-          'rollouts/failed': batch.failed,
-          'rollouts/retried': batch.retried,
-          'groups/dropped_failed': droppedFailed,
-        };
-        lastStepEnd = lastTrainEnd;
-        this.emit('step:end', { step, sampledStep: batch.version, metrics });
-        stream?.write(`${formatStepLine(step, maxSteps, metrics)}\n`);
-        if (validation !== undefined && latest % validation.every === 0 && !stopper.signal.aborted) validate(latest);
-        if (keep !== undefined) await this.prune(latest, queue, validating, false);
-      }
-      stopSampling = true;
-      if (signal?.aborted) throw userAbortError(signal, 'The run');
-      // Rollouts of batches no step will train are stopped; validations are awaited.
-      sampling.abort(new PolicyloopError('The run ended: sampling for later steps stopped.'));
-      await Promise.all(queue.splice(0).map((pending) => pending.promise.catch(() => undefined)));
-      while (background.size > 0) await Promise.all([...background]);
-      throwFailure();
-      if (signal?.aborted) throw userAbortError(signal, 'The run');
-      if (keep !== undefined) await this.prune(latest, [], new Set(), true);
-      await model.flushLogs();
-      const best = await this.best();
-      return {
-        step: latest,
-        startStep,
-        stopReason,
-        bestStep: best.step,
-        bestMetric: best.value,
-        metric: keep?.metric ?? 'val/reward',
-        totals: { ...totals },
-        elapsedMs: performance.now() - started,
-      };
-    } catch (error) {
-      stopSampling = true;
-      stopper.abort(error);
-      throw signal?.aborted === true && !(error instanceof NoLearningSignalError)
-        ? userAbortError(signal, 'The run')
-        : error;
+      const host = { options: this.options, config: this.config, events: this, stream: this.progressStream() };
+      return await new RLRun(host, this.model, signal).execute();
     } finally {
-      stopSampling = true;
-      if (!stopper.signal.aborted) stopper.abort(new PolicyloopError('The run ended.'));
-      await filling;
-      await Promise.all(queue.splice(0).map((pending) => pending.promise.catch(() => undefined)));
-      while (background.size > 0) await Promise.all([...background]);
-      await model.flushLogs().catch(() => undefined);
-      signal?.removeEventListener('abort', onAbort);
       this.running = false;
     }
-  }
-
-  private budgetReached(
-    budget: ReturnType<typeof checkOptions<S>>['budget'],
-    totals: { steps: number; tokens: number },
-    started: number,
-  ): RLStopReason | undefined {
-    if (budget === undefined) return undefined;
-    if (budget.steps !== undefined && totals.steps >= budget.steps) return 'budget_steps';
-    if (budget.seconds !== undefined && seconds(started) >= budget.seconds) return 'budget_seconds';
-    if (budget.tokens !== undefined && totals.tokens >= budget.tokens) return 'budget_tokens';
-    return undefined;
-  }
-
-  /** Deletes checkpoints `keep` does not keep, sparing the ones still sampled from. */
-  private async prune(
-    latest: number,
-    queue: readonly PendingBatch[],
-    validating: ReadonlySet<number>,
-    final: boolean,
-  ): Promise<void> {
-    const keep = this.config.keep;
-    if (keep === undefined) return;
-    const keepBestBy = keep.best ? keep.metric : null;
-    if (keepBestBy !== null) {
-      // Nothing is deleted before the metric exists at a checkpoint (step >= 1).
-      const values = metricByStep(await this.model.history(), keepBestBy);
-      if (![...values.keys()].some((step) => step >= 1 && step <= latest)) return;
-    }
-    await this.model.pruneCheckpoints({
-      keepBestBy,
-      ...(keep.direction === undefined ? {} : { direction: keep.direction }),
-      keepLatest: final ? keep.latest : true,
-      keepSteps: [...queue.map((batch) => batch.version), ...validating],
-    });
-  }
-
-  private async best(): Promise<{ step: number | null; value: number | null }> {
-    const metric = this.config.keep?.metric ?? 'val/reward';
-    const better =
-      this.config.keep?.direction === 'min' ? (a: number, b: number) => a <= b : (a: number, b: number) => a >= b;
-    let step: number | null = null;
-    let value: number | null = null;
-    const values = [...metricByStep(await this.model.history(), metric)].sort(([a], [b]) => a - b);
-    // Ties go to the later step, as in checkpoint retention.
-    for (const [at, metricValue] of values) {
-      if (value === null || better(metricValue, value)) {
-        step = at;
-        value = metricValue;
-      }
-    }
-    return { step, value };
   }
 
   private progressStream(): ProgressStream | undefined {
@@ -861,27 +458,4 @@ export class RLTrainer<S> extends EventEmitter<RLTrainerEvents> {
     if (progress !== undefined) return progress;
     return process.stderr.isTTY ? process.stderr : undefined;
   }
-}
-
-function numericMetrics(row: Readonly<Record<string, unknown>>): Record<string, number> {
-  const metrics: Record<string, number> = {};
-  for (const [name, value] of Object.entries(row))
-    if (typeof value === 'number' && name !== 'training_step') metrics[name] = value;
-  return metrics;
-}
-
-/** The progress line of a step, e.g. `step 3/20  reward 0.412  zero-std 0.25  sample 1.2s  train 0.8s  idle 0.1s`. */
-export function formatStepLine(step: number, maxSteps: number, metrics: Readonly<Record<string, number>>): string {
-  const value = (name: string, digits: number): string => {
-    const number = metrics[name];
-    return number === undefined ? '-' : number.toFixed(digits);
-  };
-  return [
-    `step ${step + 1}/${maxSteps}`,
-    `reward ${value('train/reward', 3)}`,
-    `zero-std ${value('train/frac_reward_zero_std', 2)}`,
-    `sample ${value('time/sample', 1)}s`,
-    `train ${value('time/train', 1)}s`,
-    `idle ${value('idle/service', 1)}s`,
-  ].join('  ');
 }

@@ -8,14 +8,14 @@ describe('dropStaleGroups', () => {
       versions.map((version) => ({ answer: 'x', initial_policy_version: version, final_policy_version: version })),
     );
 
-  it('drops groups whose oldest trajectory is more than maxStaleness steps behind, keeping order', () => {
+  it('drops groups whose oldest trajectory is more than maxStepsOffPolicy steps behind, keeping order', () => {
     const groups = [groupAt(5, 5), groupAt(3, 5), groupAt(4), groupAt(2)];
     const { fresh, dropped } = dropStaleGroups(groups, 5, 1);
     expect(fresh).toEqual([groups[0], groups[2]]);
     expect(dropped).toEqual([groups[1], groups[3]]);
   });
 
-  it('keeps everything with maxStaleness Infinity and only the current step with 0', () => {
+  it('keeps everything with maxStepsOffPolicy Infinity and only the current step with 0', () => {
     const groups = [groupAt(5), groupAt(4)];
     expect(dropStaleGroups(groups, 5, Number.POSITIVE_INFINITY).dropped).toEqual([]);
     expect(dropStaleGroups(groups, 5, 0).fresh).toEqual([groups[0]]);
@@ -44,7 +44,7 @@ describe('dropStaleGroups', () => {
 
   it('rejects a negative staleness bound with a clear message', () => {
     expect(() => dropStaleGroups([], 1, -1)).toThrow(
-      'Expected `maxStaleness` to be a non-negative number of steps (or Infinity), got -1',
+      'Expected `maxStepsOffPolicy` to be a non-negative number of steps (or Infinity), got -1',
     );
   });
 });

@@ -110,7 +110,9 @@ describe('LogBatcher failures', () => {
     const service = scriptedLogFetch((call) => (call < 2 ? 503 : 200));
     const batcher = batcherWith(service.fetch, { maxRetries: 3 });
     const retries: number[] = [];
+    const attempts: number[] = [];
     batcher.on('batch:retry', (event) => retries.push(event.attempt));
+    batcher.on('batch:retry', (event) => attempts.push(event.attempts));
     await batcher.add('val', [group('x0'), group('x1')]);
     const flushed = batcher.flush();
     await vi.advanceTimersByTimeAsync(350);
@@ -120,6 +122,8 @@ describe('LogBatcher failures', () => {
     const stats = await flushed;
     expect(service.calls.map((call) => call.status)).toEqual([503, 503, 200]);
     expect(retries).toEqual([1, 2]);
+    // `attempts` counts as `batch:sent` and `batch:spooled` do (1 = the first try).
+    expect(attempts).toEqual([1, 2]);
     expect(service.acknowledged).toEqual(['x0', 'x1']);
     expect(stats).toMatchObject({ sentGroups: 2, spooledGroups: 0 });
     expect(await spoolRecords()).toEqual([]);

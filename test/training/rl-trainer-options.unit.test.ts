@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { InvalidArgumentError } from '../../src/client/index.js';
-import { RLTrainer, TrainableModel } from '../../src/training/index.js';
+import { PromptedModel, RLTrainer, TrainableModel } from '../../src/training/index.js';
 import type { RLTrainerOptions } from '../../src/training/index.js';
 
 const model = new TrainableModel({ project: 'options', name: 'm', baseModel: 'policyloop/tiny-chat' });
@@ -13,6 +13,11 @@ const good: RLTrainerOptions<string> = { model, scenarios: ['a'], rollout: async
 describe('new RLTrainer', () => {
   it('accepts good options', () => {
     expect(new RLTrainer(good).model).toBe(model);
+  });
+
+  it('takes a TrainableModel, which is a PromptedModel that trains', () => {
+    expect(model).toBeInstanceOf(PromptedModel);
+    expect(() => model.inferenceName()).toThrow(/register the model first/);
   });
 
   it.each([
@@ -29,6 +34,8 @@ describe('new RLTrainer', () => {
     [{ validation: { scenarios: [] } }, 'validation.scenarios'],
     [{ validation: { scenarios: ['a'], every: 0 } }, 'validation.every'],
     [{ validation: { scenarios: ['a'], baselines: [{}] } }, 'validation.baselines[0]'],
+    // A trained model is a PromptedModel too, but not a baseline: its requests are the ones routed.
+    [{ validation: { scenarios: ['a'], baselines: [model] } }, 'validation.baselines[0]'],
     [{ keep: { direction: 'up' } }, 'keep.direction'],
     [{ keep: { metric: '' } }, 'keep.metric'],
     [{ budget: { seconds: 0 } }, 'budget.seconds'],

@@ -316,6 +316,37 @@ describe('checks before upload', () => {
     ]);
     await model.close();
   });
+
+  it('takes the staleness bound as maxStepsOffPolicy, and reports a drop in the one payload', async () => {
+    const model = await freshModel();
+    const row = {
+      messages: [
+        { role: 'user' as const, content: 'a' },
+        { role: 'assistant' as const, content: 'b' },
+      ],
+    };
+    await model.trainSFT([row]);
+    await model.trainSFT([row]);
+    const dropped: GroupsDroppedEvent[] = [];
+    model.on('groups:dropped', (event) => dropped.push(event));
+    const result = await model.train(
+      [handGroup({ logprobs: true, policyVersion: 0 }), handGroup({ logprobs: true, policyVersion: 1 })],
+      { maxStepsOffPolicy: 1 },
+    );
+    expect(result).toMatchObject({ step: 3, droppedGroups: 1 });
+    expect(dropped).toEqual([
+      {
+        reason: 'stale',
+        count: 1,
+        step: 2,
+        groupIndexes: [0],
+        maxStepsOffPolicy: 1,
+        currentStep: 2,
+        maxStaleness: 1,
+      },
+    ]);
+    await model.close();
+  });
 });
 
 describe('bad training input is refused before anything happens', () => {
@@ -392,7 +423,7 @@ describe('bad training input is refused before anything happens', () => {
     model.on('job:submitted', (event) => sizes.push(event.size));
     const result = await model.train([equal, choiceGroup]);
     expect(result).toMatchObject({ step: 1, droppedGroups: 1 });
-    expect(dropped).toEqual([{ reason: 'zero_variance', count: 1, currentStep: 0, groupIndexes: [0] }]);
+    expect(dropped).toEqual([{ reason: 'zero_variance', count: 1, step: 0, currentStep: 0, groupIndexes: [0] }]);
     expect(sizes).toEqual([1]);
     expect(result.metrics['train/frac_reward_zero_std']).toBe(0.5);
     const [trainRow] = await model.history();
