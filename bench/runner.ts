@@ -12,13 +12,15 @@
  * rotating order (interleaved, so that a change of the machine's load hits all of them), and
  * compares them within the round; the figures of every round are printed, then the median and the
  * spread (the middle half and the whole range) over the rounds. `--rounds N` changes the count
- * (default 9); `--only runner` runs one side alone, to profile it
+ * (default 11); `--only runner` runs one side alone, to profile it
  * (`node --import tsx --cpu-prof bench/runner.ts --only runner`).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import os from 'node:os';
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import { PerformanceObserver } from 'node:perf_hooks';
 import OpenAI from 'openai';
 import { captureCompletions, gatherTrajectoryGroups, GatherEmitter } from 'policyloop';
@@ -31,7 +33,7 @@ function flag(name: string): string | undefined {
   const at = process.argv.indexOf(name);
   return at > 0 ? process.argv[at + 1] : undefined;
 }
-const ROUNDS = Number(flag('--rounds') ?? 9);
+const ROUNDS = Number(flag('--rounds') ?? 11);
 const SIDE_NAMES = ['bare', 'bareInContext', 'runner'] as const;
 type SideName = (typeof SIDE_NAMES)[number];
 /** `--only runner` (or `bare`, `bareInContext`) runs one side alone, for a profiler. */
@@ -39,8 +41,12 @@ const ONLY = flag('--only') as SideName | undefined;
 if (ONLY !== undefined && !SIDE_NAMES.includes(ONLY)) {
   throw new Error(`Expected --only to be one of ${SIDE_NAMES.join(', ')}, got ${ONLY}`);
 }
-/** With `node --expose-gc`, a full collection runs before each side (outside its measurement). */
-const collect = (globalThis as { gc?: () => void }).gc;
+/**
+ * A full collection before each side, outside its measurement, so that no side pays for the
+ * garbage of the side before it (the runner keeps its 2,000 trajectories until the gather ends).
+ */
+v8.setFlagsFromString('--expose-gc');
+const collect = vm.runInNewContext('gc') as () => void;
 
 /** The chat endpoint: answers every POST with one fixed completion (8 tokens with logprobs) after 50 ms. */
 const SERVER_SOURCE = `
@@ -161,7 +167,7 @@ async function runner(client: OpenAI): Promise<void> {
 }
 
 async function measure(run: () => Promise<void>): Promise<Side> {
-  collect?.();
+  collect();
   // Observer entries arrive asynchronously: let the ones of earlier work land first.
   await new Promise((resolve) => setImmediate(resolve));
   const gcBefore = gcPauseMicros;
@@ -216,7 +222,7 @@ try {
     `machine: ${os.cpus().length}x ${os.cpus()[0]?.model ?? 'cpu'}, node ${process.version}, ${os.platform()} ${os.release()}, load average ${loadAverage()}`,
   );
   console.log(
-    `${ROUNDS} rounds, sides interleaved in a rotating order${collect ? ', a full GC before each side (outside its measurement)' : ''}`,
+    `${ROUNDS} rounds, sides interleaved in a rotating order, a full GC before each side (outside its measurement)`,
   );
   // Warm-up: connections, JIT.
   for (const name of SIDE_NAMES) if (ONLY === undefined || name === ONLY) await sides[name](client);
