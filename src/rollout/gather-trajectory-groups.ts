@@ -152,6 +152,13 @@ class Attempt<S> {
     setMaxListeners(Number.POSITIVE_INFINITY, this.controller.signal);
   }
 
+  /** The attempt settled: its timer stops, `running` forgets it, its recorder records no more. */
+  finish(running: Set<Attempt<S>>): void {
+    clearTimeout(this.timer);
+    running.delete(this);
+    this.recorder.close();
+  }
+
   /** Aborts the attempt's signal with `reason` and rejects the attempt with it, whatever the rollout does with the signal. */
   abort(reason: unknown): void {
     this.controller.abort(reason);
@@ -350,29 +357,21 @@ export async function gatherTrajectoryGroups<S>(
     return trajectory;
   };
 
-  const runAttempt = async (attempt: Attempt<S>): Promise<Trajectory> => {
-    running.add(attempt);
-    if (Number.isFinite(timeout)) attempt.timer = setTimeout(timeOut, timeout, attempt, timeout);
-    try {
-      // One promise settled by whichever comes first: the work, or an abort (the gather stopped, or
-      // the attempt timed out). Both sources are ours, so they reject directly.
-      return await new Promise<Trajectory>((resolve, reject) => {
-        attempt.reject = reject;
-        work(attempt).then(resolve, reject);
-      });
-    } finally {
-      clearTimeout(attempt.timer);
-      running.delete(attempt);
-      attempt.recorder.close();
-    }
-  };
-
   const runRollout = async (scenario: S, groupIndex: number, index: number): Promise<Outcome> => {
     for (let attempt = 0; ; attempt += 1) {
       if (stopped) return undefined;
       if (heard('rollout:start')) emit('rollout:start', { groupIndex, index, attempt });
+      const current = new Attempt(scenario, groupIndex, index, attempt);
+      running.add(current);
+      if (Number.isFinite(timeout)) current.timer = setTimeout(timeOut, timeout, current, timeout);
       try {
-        const trajectory = await runAttempt(new Attempt(scenario, groupIndex, index, attempt));
+        // One promise settled by whichever comes first: the work, or an abort (the gather stopped,
+        // or the attempt timed out). Both sources are ours, so they reject directly.
+        const trajectory = await new Promise<Trajectory>((resolve, reject) => {
+          current.reject = reject;
+          work(current).then(resolve, reject);
+        });
+        current.finish(running);
         if (stopped) return undefined;
         stats.done += 1;
         stats.finished += 1;
@@ -381,6 +380,7 @@ export async function gatherTrajectoryGroups<S>(
         progress();
         return trajectory;
       } catch (error) {
+        current.finish(running);
         if (stopped) return undefined;
         const exception = toTrajectoryException(error);
         const willRetry = attempt < maxRetries && isRetryable(error);
