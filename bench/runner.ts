@@ -11,8 +11,10 @@
  * Run: `npx tsx bench/runner.ts`. Each round runs the three sides one after the other, in a
  * rotating order (interleaved, so that a change of the machine's load hits all of them), and
  * compares them within the round; the figures of every round are printed, then the median and the
- * spread (the middle half and the whole range) over the rounds. `--rounds N` changes the count
- * (default 11); `--only runner` runs one side alone, to profile it
+ * spread (the middle half and the whole range) over the rounds. Last, the bare and runner sides
+ * run against an in-process client (no HTTP) in many short interleaved rounds, which shows
+ * policyloop's own CPU per rollout without the HTTP stack's load-dependent noise.
+ * `--rounds N` changes the count (default 11), `--in-process-rounds N` the last part's (30); `--only runner` runs one side alone, to profile it
  * (`node --import tsx --cpu-prof bench/runner.ts --only runner`).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -166,6 +168,45 @@ async function runner(client: OpenAI): Promise<void> {
   if (ended !== ROLLOUTS || groups.length !== scenarios.length) throw new Error('rollouts missing');
 }
 
+/** The endpoint's completion, parsed afresh for every request (as the HTTP client does). */
+const COMPLETION_TEXT = JSON.stringify({
+  id: 'chatcmpl-bench',
+  object: 'chat.completion',
+  created: 0,
+  model: 'bench',
+  choices: [
+    {
+      index: 0,
+      finish_reason: 'stop',
+      message: { role: 'assistant', content: 'The answer is four, I think.', refusal: null },
+      logprobs: {
+        content: ['The', ' answer', ' is', ' four', ',', ' I', ' think', '.'].map((token) => ({
+          token,
+          logprob: -0.5,
+          bytes: [...Buffer.from(token)],
+          top_logprobs: [],
+        })),
+        refusal: null,
+      },
+    },
+  ],
+  usage: { prompt_tokens: 12, completion_tokens: 8, total_tokens: 20 },
+});
+
+/**
+ * An in-process stand-in for the client: answers on the next turn of the event loop with a freshly
+ * parsed completion. Without HTTP (hundreds of µs per request whose cost swings with the machine's
+ * load), the runner's own CPU per rollout shows plainly.
+ */
+const inProcessClient = {
+  chat: {
+    completions: {
+      create: (_body: unknown, _options?: unknown): Promise<unknown> =>
+        new Promise((resolve) => setImmediate(() => resolve(JSON.parse(COMPLETION_TEXT)))),
+    },
+  },
+} as unknown as OpenAI;
+
 async function measure(run: () => Promise<void>): Promise<Side> {
   collect();
   // Observer entries arrive asynchronously: let the ones of earlier work land first.
@@ -271,6 +312,20 @@ try {
     console.log(`  of which policyloop's own work: ${summary(ownCosts, 0)}`);
     console.log(`  of which more GC pauses on the main thread: ${summary(gcExtras, 0)}`);
     console.log(`bare client CPU per rollout, µs: ${summary(bareCosts, 0)}`);
+    // The same two sides against the in-process client, many short rounds, interleaved.
+    const ownRounds = Number(flag('--in-process-rounds') ?? 30);
+    const inProcess: number[] = [];
+    for (let round = 0; round < ownRounds; round += 1) {
+      const first = round % 2 === 0 ? bare : runner;
+      const second = first === bare ? runner : bare;
+      const a = await measure(() => first(inProcessClient));
+      const b = await measure(() => second(inProcessClient));
+      const [bareSide, runnerSide] = first === bare ? [a, b] : [b, a];
+      inProcess.push((runnerSide.cpuMicros - bareSide.cpuMicros) / ROLLOUTS);
+    }
+    console.log(
+      `policyloop's own CPU per rollout without HTTP (an in-process client, ${ownRounds} interleaved rounds), µs: ${summary(inProcess, 1)}`,
+    );
   }
   console.log(`load average after: ${loadAverage()}`);
 } finally {
