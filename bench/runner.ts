@@ -14,7 +14,8 @@
  * spread (the middle half and the whole range) over the rounds. Last, the bare and runner sides
  * run against an in-process client (no HTTP) in many short interleaved rounds, which shows
  * policyloop's own CPU per rollout without the HTTP stack's load-dependent noise.
- * `--rounds N` changes the count (default 11), `--in-process-rounds N` the last part's (30); `--only runner` runs one side alone, to profile it
+ * `--rounds N` changes the count (default 11), `--in-process-rounds N` the last part's (30);
+ * `--only runner` runs one side alone, to profile it
  * (`node --import tsx --cpu-prof bench/runner.ts --only runner`).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
