@@ -8,13 +8,23 @@
  * what `AsyncLocalStorage` costs on Node 20 (a hook on every promise, which the runner needs to
  * know which rollout a completion belongs to) and policyloop's own work.
  *
- * Run: `npx tsx bench/runner.ts`. Each round runs the three sides in a rotating order; the
- * figures of every round are printed, then their range. Pass `--rounds N` to change the count.
+ * Run: `npx tsx bench/runner.ts`. Each round runs the three sides one after the other, in a
+ * rotating order (interleaved, so that a change of the machine's load hits all of them), and
+ * compares them within the round; the figures of every round are printed, then the median and the
+ * spread (the middle half and the whole range) over the rounds. Last, the bare and runner sides
+ * run against an in-process client (no HTTP) in many short interleaved rounds, which shows
+ * policyloop's own CPU per rollout without the HTTP stack's load-dependent noise.
+ * `--rounds N` changes the count (default 11), `--in-process-rounds N` the last part's (30);
+ * `--only runner` runs one side alone, to profile it
+ * (`node --import tsx --cpu-prof bench/runner.ts --only runner`).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import os from 'node:os';
+import v8 from 'node:v8';
+import vm from 'node:vm';
+import { PerformanceObserver } from 'node:perf_hooks';
 import OpenAI from 'openai';
 import { captureCompletions, gatherTrajectoryGroups, GatherEmitter } from 'policyloop';
 
@@ -22,8 +32,24 @@ const ROLLOUTS = 2_000;
 const CONCURRENCY = 256;
 const GROUP_SIZE = 8;
 const LATENCY_MS = 50;
-const roundsFlag = process.argv.indexOf('--rounds');
-const ROUNDS = roundsFlag > 0 ? Number(process.argv[roundsFlag + 1]) : 3;
+function flag(name: string): string | undefined {
+  const at = process.argv.indexOf(name);
+  return at > 0 ? process.argv[at + 1] : undefined;
+}
+const ROUNDS = Number(flag('--rounds') ?? 11);
+const SIDE_NAMES = ['bare', 'bareInContext', 'runner'] as const;
+type SideName = (typeof SIDE_NAMES)[number];
+/** `--only runner` (or `bare`, `bareInContext`) runs one side alone, for a profiler. */
+const ONLY = flag('--only') as SideName | undefined;
+if (ONLY !== undefined && !SIDE_NAMES.includes(ONLY)) {
+  throw new Error(`Expected --only to be one of ${SIDE_NAMES.join(', ')}, got ${ONLY}`);
+}
+/**
+ * A full collection before each side, outside its measurement, so that no side pays for the
+ * garbage of the side before it (the runner keeps its 2,000 trajectories until the gather ends).
+ */
+v8.setFlagsFromString('--expose-gc');
+const collect = vm.runInNewContext('gc') as () => void;
 
 /** The chat endpoint: answers every POST with one fixed completion (8 tokens with logprobs) after 50 ms. */
 const SERVER_SOURCE = `
@@ -78,16 +104,15 @@ function request(scenario: Scenario) {
 interface Side {
   readonly seconds: number;
   readonly cpuMicros: number;
+  /** Garbage-collection pauses on the main thread during the side, in µs. */
+  readonly gcMicros: number;
 }
 
-async function measure(run: () => Promise<void>): Promise<Side> {
-  const cpu = process.cpuUsage();
-  const started = performance.now();
-  await run();
-  const seconds = (performance.now() - started) / 1000;
-  const used = process.cpuUsage(cpu);
-  return { seconds, cpuMicros: used.user + used.system };
-}
+/** The main thread's garbage-collection pauses so far, in µs (a `gc` performance observer). */
+let gcPauseMicros = 0;
+new PerformanceObserver((list) => {
+  for (const entry of list.getEntries()) gcPauseMicros += entry.duration * 1000;
+}).observe({ entryTypes: ['gc'] });
 
 /** The same requests through the bare client, 256 in flight. */
 async function bare(client: OpenAI): Promise<void> {
@@ -144,62 +169,166 @@ async function runner(client: OpenAI): Promise<void> {
   if (ended !== ROLLOUTS || groups.length !== scenarios.length) throw new Error('rollouts missing');
 }
 
+/** The endpoint's completion, parsed afresh for every request (as the HTTP client does). */
+const COMPLETION_TEXT = JSON.stringify({
+  id: 'chatcmpl-bench',
+  object: 'chat.completion',
+  created: 0,
+  model: 'bench',
+  choices: [
+    {
+      index: 0,
+      finish_reason: 'stop',
+      message: { role: 'assistant', content: 'The answer is four, I think.', refusal: null },
+      logprobs: {
+        content: ['The', ' answer', ' is', ' four', ',', ' I', ' think', '.'].map((token) => ({
+          token,
+          logprob: -0.5,
+          bytes: [...Buffer.from(token)],
+          top_logprobs: [],
+        })),
+        refusal: null,
+      },
+    },
+  ],
+  usage: { prompt_tokens: 12, completion_tokens: 8, total_tokens: 20 },
+});
+
+/**
+ * An in-process stand-in for the client: answers on the next turn of the event loop with a freshly
+ * parsed completion. Without HTTP (hundreds of µs per request whose cost swings with the machine's
+ * load), the runner's own CPU per rollout shows plainly.
+ */
+const inProcessClient = {
+  chat: {
+    completions: {
+      create: (_body: unknown, _options?: unknown): Promise<unknown> =>
+        new Promise((resolve) => setImmediate(() => resolve(JSON.parse(COMPLETION_TEXT)))),
+    },
+  },
+} as unknown as OpenAI;
+
+async function measure(run: () => Promise<void>): Promise<Side> {
+  collect();
+  // Observer entries arrive asynchronously: let the ones of earlier work land first.
+  await new Promise((resolve) => setImmediate(resolve));
+  const gcBefore = gcPauseMicros;
+  const cpu = process.cpuUsage();
+  const started = performance.now();
+  await run();
+  const seconds = (performance.now() - started) / 1000;
+  const used = process.cpuUsage(cpu);
+  await new Promise((resolve) => setImmediate(resolve));
+  return { seconds, cpuMicros: used.user + used.system, gcMicros: gcPauseMicros - gcBefore };
+}
+
+/** The median of `values`. */
+function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = sorted.length / 2;
+  return sorted.length % 2 === 1
+    ? (sorted[Math.floor(middle)] as number)
+    : ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2;
+}
+
+/** The value below which `fraction` of `values` lie (linear between neighbours). */
+function quantile(values: readonly number[], fraction: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const at = (sorted.length - 1) * fraction;
+  const low = sorted[Math.floor(at)] as number;
+  const high = sorted[Math.ceil(at)] as number;
+  return low + (high - low) * (at - Math.floor(at));
+}
+
+/** `median (middle half low..high; all low..high)`. */
+function summary(values: readonly number[], digits: number): string {
+  const fixed = (value: number): string => value.toFixed(digits);
+  return `median ${fixed(median(values))} (middle half ${fixed(quantile(values, 0.25))}..${fixed(quantile(values, 0.75))}; all ${fixed(Math.min(...values))}..${fixed(Math.max(...values))})`;
+}
+
+const loadAverage = (): string =>
+  os
+    .loadavg()
+    .map((value) => value.toFixed(1))
+    .join(' ');
+
 const { child, baseURL } = await startServer();
 try {
   const client = new OpenAI({ baseURL, apiKey: 'bench', maxRetries: 0 });
+  const sides: Record<SideName, (client: OpenAI) => Promise<void>> = { bare, bareInContext, runner };
   console.log(
     `# rollout runner vs bare openai client: ${ROLLOUTS} rollouts, concurrency ${CONCURRENCY}, endpoint answers after ${LATENCY_MS} ms (separate process)`,
   );
+  console.log(`runtime: Node ${process.versions.node} (V8 ${process.versions.v8})`);
   console.log(
-    `machine: ${os.cpus().length}x ${os.cpus()[0]?.model ?? 'cpu'}, node ${process.version}, ${os.platform()} ${os.release()}, load average ${os
-      .loadavg()
-      .map((value) => value.toFixed(1))
-      .join(' ')}`,
+    `machine: ${os.cpus().length}x ${os.cpus()[0]?.model ?? 'cpu'}, node ${process.version}, ${os.platform()} ${os.release()}, load average ${loadAverage()}`,
+  );
+  console.log(
+    `${ROUNDS} rounds, sides interleaved in a rotating order, a full GC before each side (outside its measurement)`,
   );
   // Warm-up: connections, JIT.
-  await bare(client);
-  await bareInContext(client);
-  await runner(client);
-  const ratios: number[] = [];
-  const extras: number[] = [];
-  const contextCosts: number[] = [];
-  const ownCosts: number[] = [];
-  const sides = { bare, bareInContext, runner };
-  for (let round = 0; round < ROUNDS; round += 1) {
-    // Each round runs the three sides in another order, so that none always runs first.
-    const order = (['bare', 'bareInContext', 'runner'] as const).map(
-      (_, position, names) => names[(position + round) % names.length] as keyof typeof sides,
-    );
-    const measured: Partial<Record<keyof typeof sides, Side>> = {};
-    for (const name of order) measured[name] = await measure(() => sides[name](client));
-    const bareSide = measured.bare as Side;
-    const contextSide = measured.bareInContext as Side;
-    const runnerSide = measured.runner as Side;
-    const ratio = bareSide.seconds / runnerSide.seconds;
-    const extra = (runnerSide.cpuMicros - bareSide.cpuMicros) / ROLLOUTS;
-    const contextCost = (contextSide.cpuMicros - bareSide.cpuMicros) / ROLLOUTS;
-    ratios.push(ratio);
-    extras.push(extra);
-    contextCosts.push(contextCost);
-    ownCosts.push(extra - contextCost);
-    const perRollout = (side: Side): string =>
-      `${(ROLLOUTS / side.seconds).toFixed(0)} rollouts/s (${(side.cpuMicros / ROLLOUTS).toFixed(0)} µs CPU each)`;
+  for (const name of SIDE_NAMES) if (ONLY === undefined || name === ONLY) await sides[name](client);
+  if (ONLY !== undefined) {
+    const measured = await measure(async () => {
+      for (let round = 0; round < ROUNDS; round += 1) await sides[ONLY](client);
+    });
     console.log(
-      `round ${round + 1}: bare ${perRollout(bareSide)}, bare in async context ${perRollout(contextSide)}, runner ${perRollout(runnerSide)}: runner/bare throughput ${ratio.toFixed(2)}, extra CPU ${extra.toFixed(0)} µs per rollout (async context ${contextCost.toFixed(0)}, policyloop ${(extra - contextCost).toFixed(0)})`,
+      `${ONLY} alone, ${ROUNDS} rounds: ${((ROLLOUTS * ROUNDS) / measured.seconds).toFixed(0)} rollouts/s, ${(measured.cpuMicros / (ROLLOUTS * ROUNDS)).toFixed(0)} µs CPU each (GC pauses ${(measured.gcMicros / (ROLLOUTS * ROUNDS)).toFixed(0)} µs)`,
+    );
+  } else {
+    const ratios: number[] = [];
+    const extras: number[] = [];
+    const contextCosts: number[] = [];
+    const ownCosts: number[] = [];
+    const bareCosts: number[] = [];
+    const gcExtras: number[] = [];
+    for (let round = 0; round < ROUNDS; round += 1) {
+      // Each round runs the three sides in another order, so that none always runs first.
+      const order = SIDE_NAMES.map((_, position) => SIDE_NAMES[(position + round) % SIDE_NAMES.length] as SideName);
+      const measured: Partial<Record<SideName, Side>> = {};
+      for (const name of order) measured[name] = await measure(() => sides[name](client));
+      const bareSide = measured.bare as Side;
+      const contextSide = measured.bareInContext as Side;
+      const runnerSide = measured.runner as Side;
+      const ratio = bareSide.seconds / runnerSide.seconds;
+      const extra = (runnerSide.cpuMicros - bareSide.cpuMicros) / ROLLOUTS;
+      const contextCost = (contextSide.cpuMicros - bareSide.cpuMicros) / ROLLOUTS;
+      ratios.push(ratio);
+      extras.push(extra);
+      contextCosts.push(contextCost);
+      ownCosts.push(extra - contextCost);
+      bareCosts.push(bareSide.cpuMicros / ROLLOUTS);
+      const gcExtra = (runnerSide.gcMicros - bareSide.gcMicros) / ROLLOUTS;
+      gcExtras.push(gcExtra);
+      const perRollout = (side: Side): string =>
+        `${(ROLLOUTS / side.seconds).toFixed(0)} rollouts/s (${(side.cpuMicros / ROLLOUTS).toFixed(0)} µs CPU each)`;
+      console.log(
+        `round ${round + 1}: bare ${perRollout(bareSide)}, bare in async context ${perRollout(contextSide)}, runner ${perRollout(runnerSide)}: runner/bare throughput ${ratio.toFixed(2)}, extra CPU ${extra.toFixed(0)} µs per rollout (async context ${contextCost.toFixed(0)}, policyloop ${(extra - contextCost).toFixed(0)}; GC pauses ${gcExtra.toFixed(0)}), load ${loadAverage()}`,
+      );
+    }
+    console.log(`Node ${process.versions.node}, ${ROUNDS} rounds:`);
+    console.log(`runner/bare throughput: ${summary(ratios, 2)} (target >= 0.95)`);
+    console.log(`extra CPU per rollout, µs: ${summary(extras, 0)} (target <= 50)`);
+    console.log(`  of which Node's async-context tracking: ${summary(contextCosts, 0)}`);
+    console.log(`  of which policyloop's own work: ${summary(ownCosts, 0)}`);
+    console.log(`  of which more GC pauses on the main thread: ${summary(gcExtras, 0)}`);
+    console.log(`bare client CPU per rollout, µs: ${summary(bareCosts, 0)}`);
+    // The same two sides against the in-process client, many short rounds, interleaved.
+    const ownRounds = Number(flag('--in-process-rounds') ?? 30);
+    const inProcess: number[] = [];
+    for (let round = 0; round < ownRounds; round += 1) {
+      const first = round % 2 === 0 ? bare : runner;
+      const second = first === bare ? runner : bare;
+      const a = await measure(() => first(inProcessClient));
+      const b = await measure(() => second(inProcessClient));
+      const [bareSide, runnerSide] = first === bare ? [a, b] : [b, a];
+      inProcess.push((runnerSide.cpuMicros - bareSide.cpuMicros) / ROLLOUTS);
+    }
+    console.log(
+      `policyloop's own CPU per rollout without HTTP (an in-process client, ${ownRounds} interleaved rounds), µs: ${summary(inProcess, 1)}`,
     );
   }
-  const range = (values: number[], digits: number): string =>
-    `${Math.min(...values).toFixed(digits)}..${Math.max(...values).toFixed(digits)}`;
-  console.log(`runner/bare throughput: ${range(ratios, 2)} (target >= 0.95)`);
-  console.log(`extra CPU per rollout: ${range(extras, 0)} µs (target <= 50)`);
-  console.log(`  of which Node's async-context tracking: ${range(contextCosts, 0)} µs`);
-  console.log(`  of which policyloop's own work: ${range(ownCosts, 0)} µs`);
-  console.log(
-    `load average after: ${os
-      .loadavg()
-      .map((value) => value.toFixed(1))
-      .join(' ')}`,
-  );
+  console.log(`load average after: ${loadAverage()}`);
 } finally {
   child.kill();
 }

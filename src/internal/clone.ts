@@ -18,7 +18,11 @@ function copyPlain(value: unknown, depth: number): unknown {
   const prototype: unknown = Object.getPrototypeOf(value);
   if (prototype !== Object.prototype && prototype !== null) throw NOT_PLAIN;
   const copy: Record<string, unknown> = {};
-  for (const key of Object.keys(value)) {
+  // `for...in` with an own-key check visits what `Object.keys` lists (the prototype is
+  // `Object.prototype` or null) without allocating the key array: this runs for every object of
+  // every recorded message and Choice.
+  for (const key in value) {
+    if (!Object.hasOwn(value, key)) continue;
     const child = copyPlain((value as Record<string, unknown>)[key], depth + 1);
     // A plain assignment to `__proto__` would set the prototype instead of adding the key.
     if (key === '__proto__')

@@ -48,28 +48,40 @@ export function evaluateRewardNow<S>(
   scenario: S,
   name?: string,
 ): number | Promise<number> {
-  const rewardName = name ?? (fn.name !== '' ? fn.name : 'reward');
-  const failed = (error: unknown): never => {
-    if (error instanceof RewardFunctionError) throw error;
-    const message = error instanceof Error ? error.message : String(error);
-    throw new RewardFunctionError(rewardName, `threw: ${message}`, { cause: error });
-  };
-  const checked = (value: unknown): number => {
-    if (typeof value !== 'number' || !Number.isFinite(value)) {
-      throw new RewardFunctionError(rewardName, `returned ${describe(value)}; expected a finite number`, { value });
-    }
-    return value;
-  };
+  // Runs once per rollout: the synchronous path builds no closure and no name string.
   let value: unknown;
   try {
     value = fn(trajectory, scenario);
   } catch (error) {
-    return failed(error);
+    return rewardThrew(rewardName(fn, name), error);
   }
   if (isPromiseLike(value)) {
-    return Promise.resolve(value).then(checked, failed);
+    return Promise.resolve(value).then(
+      (settled) => checkedReward(rewardName(fn, name), settled),
+      (error: unknown) => rewardThrew(rewardName(fn, name), error),
+    );
   }
-  return checked(value);
+  return typeof value === 'number' && Number.isFinite(value) ? value : checkedReward(rewardName(fn, name), value);
+}
+
+/** The name a reward error gives: `name`, else the function's own, else `reward`. */
+function rewardName(fn: { readonly name: string }, name: string | undefined): string {
+  return name ?? (fn.name !== '' ? fn.name : 'reward');
+}
+
+/** `value` when it is a finite number, else a {@link RewardFunctionError} saying what came. */
+function checkedReward(rewardName: string, value: unknown): number {
+  if (typeof value !== 'number' || !Number.isFinite(value)) {
+    throw new RewardFunctionError(rewardName, `returned ${describe(value)}; expected a finite number`, { value });
+  }
+  return value;
+}
+
+/** What a throwing reward function becomes: its own `RewardFunctionError`, or one that keeps the error as `cause`. */
+function rewardThrew(rewardName: string, error: unknown): never {
+  if (error instanceof RewardFunctionError) throw error;
+  const message = error instanceof Error ? error.message : String(error);
+  throw new RewardFunctionError(rewardName, `threw: ${message}`, { cause: error });
 }
 
 function describe(value: unknown): string {

@@ -35,9 +35,11 @@ export function withDefaults(
   defaults: Readonly<Record<string, unknown>>,
 ): ChatCompletionCreateBody {
   const merged: Record<string, unknown> = { ...body };
-  for (const [key, value] of Object.entries(defaults)) {
+  // `for...in` over own keys: the same keys as `Object.entries`, without an array per request.
+  for (const key in defaults) {
+    if (!Object.hasOwn(defaults, key)) continue;
     const own = merged[key];
-    if (own === undefined || own === null || (key === 'model' && own === '')) merged[key] = value;
+    if (own === undefined || own === null || (key === 'model' && own === '')) merged[key] = defaults[key];
   }
   return merged as unknown as ChatCompletionCreateBody;
 }

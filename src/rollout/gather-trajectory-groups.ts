@@ -122,7 +122,56 @@ export interface GatherOptions<S> {
   progress?: boolean;
 }
 
-type Outcome = { trajectory: Trajectory } | { exception: TrajectoryException } | undefined;
+/** A rollout that failed for good, as its group keeps it. */
+class Failed {
+  constructor(readonly exception: TrajectoryException) {}
+}
+
+/** How a rollout ended: its trajectory, its failure, or undefined when the gather stopped first. */
+type Outcome = Trajectory | Failed | undefined;
+
+/**
+ * One attempt of one rollout: its signal, its recorder, its timer, and how to reject it. One object
+ * with methods rather than closures per attempt (the runner makes one per rollout).
+ */
+class Attempt<S> {
+  readonly controller = new AbortController();
+  readonly recorder = new TrajectoryRecorder();
+  timer: ReturnType<typeof setTimeout> | undefined = undefined;
+  /** Rejects the attempt's promise (set when it is made). */
+  reject: (reason: unknown) => void = ignore;
+
+  constructor(
+    readonly scenario: S,
+    readonly groupIndex: number,
+    readonly index: number,
+    readonly attempt: number,
+  ) {
+    // The rollout's requests each listen on this signal: without this, Node prints a
+    // MaxListenersExceededWarning on stderr past 10 of them.
+    setMaxListeners(Number.POSITIVE_INFINITY, this.controller.signal);
+  }
+
+  /** The attempt settled: its timer stops, `running` forgets it, its recorder records no more. */
+  finish(running: Set<Attempt<S>>): void {
+    clearTimeout(this.timer);
+    running.delete(this);
+    this.recorder.close();
+  }
+
+  /** Aborts the attempt's signal with `reason` and rejects the attempt with it, whatever the rollout does with the signal. */
+  abort(reason: unknown): void {
+    this.controller.abort(reason);
+    this.reject(reason);
+  }
+}
+
+function ignore(): void {}
+
+/** An attempt's timer ran out: it aborts with a {@link RolloutTimeoutError}. */
+function timeOut(attempt: Attempt<unknown>, timeout: number): void {
+  attempt.abort(new RolloutTimeoutError(timeout));
+}
 
 /** The options with their defaults, checked before anything runs. */
 function checkOptions<S>(value: GatherOptions<S> | undefined) {
@@ -231,8 +280,8 @@ export async function gatherTrajectoryGroups<S>(
   // Every running attempt listens on the gather's signal: without this, Node prints a
   // MaxListenersExceededWarning on stderr past 10 concurrent rollouts.
   setMaxListeners(Number.POSITIVE_INFINITY, controller.signal);
-  /** The running attempts' abort functions: `stop` calls them (cheaper than a listener each on the gather's signal). */
-  const running = new Set<(reason: unknown) => void>();
+  /** The running attempts: `stop` aborts them (cheaper than a listener each on the gather's signal). */
+  const running = new Set<Attempt<S>>();
 
   let stopped = false;
   let rejectGather: (error: unknown) => void = () => undefined;
@@ -245,7 +294,7 @@ export async function gatherTrajectoryGroups<S>(
     if (stopped) return;
     stopped = true;
     controller.abort(reason);
-    for (const abortAttempt of running) abortAttempt(reason);
+    for (const attempt of running) attempt.abort(reason);
     rejectGather(error);
   };
   const onAbort = (): void => stop(userAbortError(signal, 'The gather'), abortReason(signal));
@@ -278,71 +327,60 @@ export async function gatherTrajectoryGroups<S>(
     });
   };
 
-  const runAttempt = async (scenario: S, groupIndex: number, index: number, attempt: number): Promise<Trajectory> => {
-    const attemptController = new AbortController();
-    setMaxListeners(Number.POSITIVE_INFINITY, attemptController.signal);
-    // The attempt rejects as soon as its signal aborts (gather stopped, or timed out), whatever the
-    // rollout does with the signal. Both sources are ours, so they reject directly.
-    let rejectAttempt: (reason: unknown) => void = () => undefined;
-    const abortAttempt = (reason: unknown): void => {
-      attemptController.abort(reason);
-      rejectAttempt(reason);
+  /** What an attempt does: run the rollout in its scope, then stamp, validate and score its trajectory. */
+  const work = async (attempt: Attempt<S>): Promise<Trajectory> => {
+    const { recorder, scenario } = attempt;
+    const attemptSignal = attempt.controller.signal;
+    const startTime = new Date().toISOString();
+    // Read twice per rollout: an answer given at once (`() => model.getStep()`) skips the microtask queue.
+    const initialRead = policyVersion?.();
+    const initialVersion = isPromiseLike(initialRead) ? await initialRead : initialRead;
+    const context: RolloutContext = {
+      signal: attemptSignal,
+      trajectory: recorder,
+      index: attempt.index,
+      groupIndex: attempt.groupIndex,
+      attempt: attempt.attempt,
     };
-    running.add(abortAttempt);
-    const timer = Number.isFinite(timeout)
-      ? setTimeout(() => abortAttempt(new RolloutTimeoutError(timeout)), timeout)
-      : undefined;
-    const recorder = new TrajectoryRecorder();
-    const attemptSignal = attemptController.signal;
-    try {
-      const work = async (): Promise<Trajectory> => {
-        const startTime = new Date().toISOString();
-        // Read twice per rollout: an answer given at once (`() => model.getStep()`) skips the microtask queue.
-        const initialRead = policyVersion?.();
-        const initialVersion = isPromiseLike(initialRead) ? await initialRead : initialRead;
-        const context: RolloutContext = { signal: attemptSignal, trajectory: recorder, index, groupIndex, attempt };
-        const returned: unknown = await runInRolloutScope({ recorder, signal: attemptSignal }, () =>
-          rollout(scenario, context),
-        );
-        recorder.close();
-        const finalRead = policyVersion?.();
-        const finalVersion = isPromiseLike(finalRead) ? await finalRead : finalRead;
-        const trajectory = buildTrajectory(recorder[takeTrajectory](), returned);
-        trajectory.start_time ??= startTime;
-        if (initialVersion !== undefined) trajectory.initial_policy_version ??= initialVersion;
-        if (finalVersion !== undefined) trajectory.final_policy_version ??= finalVersion;
-        if (reward !== undefined) {
-          const value = evaluateRewardNow(reward, trajectory, scenario);
-          trajectory.reward = isPromiseLike(value) ? await value : value;
-        }
-        return trajectory;
-      };
-      // One promise settled by whichever comes first: the work, or an abort (rejectAttempt).
-      return await new Promise<Trajectory>((resolve, reject) => {
-        rejectAttempt = reject;
-        work().then(resolve, reject);
-      });
-    } finally {
-      clearTimeout(timer);
-      running.delete(abortAttempt);
-      recorder.close();
+    const returned: unknown = await runInRolloutScope({ recorder, signal: attemptSignal }, rollout, scenario, context);
+    recorder.close();
+    const finalRead = policyVersion?.();
+    const finalVersion = isPromiseLike(finalRead) ? await finalRead : finalRead;
+    const trajectory = buildTrajectory(recorder[takeTrajectory](), returned);
+    trajectory.start_time ??= startTime;
+    if (initialVersion !== undefined) trajectory.initial_policy_version ??= initialVersion;
+    if (finalVersion !== undefined) trajectory.final_policy_version ??= finalVersion;
+    if (reward !== undefined) {
+      const value = evaluateRewardNow(reward, trajectory, scenario);
+      trajectory.reward = isPromiseLike(value) ? await value : value;
     }
+    return trajectory;
   };
 
   const runRollout = async (scenario: S, groupIndex: number, index: number): Promise<Outcome> => {
     for (let attempt = 0; ; attempt += 1) {
       if (stopped) return undefined;
       if (heard('rollout:start')) emit('rollout:start', { groupIndex, index, attempt });
+      const current = new Attempt(scenario, groupIndex, index, attempt);
+      running.add(current);
+      if (Number.isFinite(timeout)) current.timer = setTimeout(timeOut, timeout, current, timeout);
       try {
-        const trajectory = await runAttempt(scenario, groupIndex, index, attempt);
+        // One promise settled by whichever comes first: the work, or an abort (the gather stopped,
+        // or the attempt timed out). Both sources are ours, so they reject directly.
+        const trajectory = await new Promise<Trajectory>((resolve, reject) => {
+          current.reject = reject;
+          work(current).then(resolve, reject);
+        });
+        current.finish(running);
         if (stopped) return undefined;
         stats.done += 1;
         stats.finished += 1;
         stats.rewardSum += trajectory.reward;
-        emit('rollout:end', { groupIndex, index, attempt, trajectory });
+        if (heard('rollout:end')) emit('rollout:end', { groupIndex, index, attempt, trajectory });
         progress();
-        return { trajectory };
+        return trajectory;
       } catch (error) {
+        current.finish(running);
         if (stopped) return undefined;
         const exception = toTrajectoryException(error);
         const willRetry = attempt < maxRetries && isRetryable(error);
@@ -370,7 +408,7 @@ export async function gatherTrajectoryGroups<S>(
           );
           return undefined;
         }
-        return { exception };
+        return new Failed(exception);
       }
     }
   };
@@ -380,8 +418,8 @@ export async function gatherTrajectoryGroups<S>(
     const exceptions: TrajectoryException[] = [];
     for (const outcome of outcomes) {
       if (outcome === undefined) continue;
-      if ('trajectory' in outcome) trajectories.push(outcome.trajectory);
-      else exceptions.push(outcome.exception);
+      if (outcome instanceof Failed) exceptions.push(outcome.exception);
+      else trajectories.push(outcome);
     }
     let group: TrajectoryGroup = { trajectories, exceptions };
     if (scoreGroup !== undefined && trajectories.length > 0 && !stopped) {

@@ -50,14 +50,15 @@ function closeScope(): void {
 }
 
 /**
- * Runs `fn` with `scope` as the current rollout scope (and everything it awaits). The scope is open
- * until what `fn` returned settles.
+ * Runs `fn(...args)` with `scope` as the current rollout scope (and everything it awaits). The
+ * scope is open until what `fn` returned settles. (Arguments rather than a closure: the runner
+ * calls it once per rollout.)
  */
-export function runInRolloutScope<T>(scope: RolloutScope, fn: () => T): T {
+export function runInRolloutScope<A extends unknown[], T>(scope: RolloutScope, fn: (...args: A) => T, ...args: A): T {
   openScopes += 1;
   let result: T;
   try {
-    result = storage.run(scope, fn);
+    result = storage.run(scope, fn, ...args);
   } catch (error) {
     closeScope();
     throw error;
@@ -66,15 +67,19 @@ export function runInRolloutScope<T>(scope: RolloutScope, fn: () => T): T {
     closeScope();
     return result;
   }
-  const settled = (value: unknown): unknown => {
-    closeScope();
-    return value;
-  };
-  const failed = (error: unknown): never => {
-    closeScope();
-    throw error;
-  };
-  return Promise.resolve(result).then(settled, failed) as T;
+  return Promise.resolve(result).then(closeScopeWith, closeScopeAndThrow) as T;
+}
+
+/** Closes a scope whose function fulfilled with `value` (shared, so that no closure is built per rollout). */
+function closeScopeWith(value: unknown): unknown {
+  closeScope();
+  return value;
+}
+
+/** Closes a scope whose function rejected with `error`. */
+function closeScopeAndThrow(error: unknown): never {
+  closeScope();
+  throw error;
 }
 
 /**

@@ -22,8 +22,15 @@ import { functionTools, messageKey, sameTools } from './message-equality.js';
  */
 export const takeTrajectory: unique symbol = Symbol('policyloop.takeTrajectory');
 
-/** Told how many items a conversation appended: how a trajectory keeps the run's order. */
-const appendListeners = new WeakMap<HistoryRecorder, (count: number) => void>();
+/**
+ * Tells the trajectory `owner` that its conversation number `history` (0 = the main one) appended
+ * `count` items: how a trajectory keeps the run's order. Set by {@link TrajectoryRecorder}'s static
+ * block (its order is private to it).
+ */
+let appendOrderOf: (owner: TrajectoryRecorder, history: number, count: number) => void = () => undefined;
+
+/** Makes `history` conversation number `index` of `owner` (set by {@link HistoryRecorder}'s static block). */
+let attachHistory: (history: HistoryRecorder, owner: TrajectoryRecorder, index: number) => void = () => undefined;
 
 /**
  * One conversation: messages (context) and Choices (trainable turns), in order, plus the tools it
@@ -36,6 +43,16 @@ const appendListeners = new WeakMap<HistoryRecorder, (count: number) => void>();
 export class HistoryRecorder {
   /** The items in order, as they go on the wire (`messages_and_choices`). */
   readonly messagesAndChoices: MessageOrChoice[] = [];
+  /** The trajectory this conversation belongs to (told of every append), and its number there. */
+  #owner: TrajectoryRecorder | undefined = undefined;
+  #index = 0;
+
+  static {
+    attachHistory = (history, owner, index) => {
+      history.#owner = owner;
+      history.#index = index;
+    };
+  }
 
   /**
    * The items, handed over without a copy (they are copies the recorder made as it recorded them);
@@ -52,14 +69,14 @@ export class HistoryRecorder {
   /** Appends messages (context, not trained on). Returns `this` for chaining. */
   addMessage(...messages: ChatCompletionMessageParam[]): this {
     for (const message of messages) this.messagesAndChoices.push(clonePlain(message));
-    appendListeners.get(this)?.(messages.length);
+    if (this.#owner !== undefined) appendOrderOf(this.#owner, this.#index, messages.length);
     return this;
   }
 
   /** Appends a sampled Choice (a trainable turn, keep its `logprobs`). Returns `this`. */
   addChoice(choice: Choice): this {
     this.messagesAndChoices.push(clonePlain(choice));
-    appendListeners.get(this)?.(1);
+    if (this.#owner !== undefined) appendOrderOf(this.#owner, this.#index, 1);
     return this;
   }
 
@@ -145,21 +162,22 @@ export class TrajectoryRecorder extends HistoryRecorder {
   /** The conversation of each item as it was recorded (see `TURN_ORDER_KEY`). */
   #order: number[] = [];
 
-  constructor() {
-    super();
-    appendListeners.set(this, (count) => this.#appendOrder(0, count));
+  static {
+    appendOrderOf = (owner, history, count) => {
+      for (let index = 0; index < count; index += 1) owner.#order.push(history);
+    };
   }
 
-  #appendOrder(history: number, count: number): void {
-    for (let index = 0; index < count; index += 1) this.#order.push(history);
+  constructor() {
+    super();
+    attachHistory(this, this, 0);
   }
 
   /** A new, empty sub-agent conversation in `additional_histories`. */
   addHistory(): HistoryRecorder {
     const history = new HistoryRecorder();
     this.additionalHistories.push(history);
-    const index = this.additionalHistories.length;
-    appendListeners.set(history, (count) => this.#appendOrder(index, count));
+    attachHistory(history, this, this.additionalHistories.length);
     return history;
   }
 
@@ -186,10 +204,12 @@ export class TrajectoryRecorder extends HistoryRecorder {
   recordCompletion(completion: RecordedCompletion): HistoryRecorder | null {
     if (this.#closed) return null;
     const { messages, tools, choice, into } = completion;
-    const candidates = into === undefined ? [this, ...this.additionalHistories] : [into];
     let target: HistoryRecorder | undefined;
     let covered = 0;
-    for (const history of candidates) {
+    // The main conversation, then each sub-agent's (or only `into`), without an array per completion.
+    const count = into === undefined ? this.additionalHistories.length + 1 : 1;
+    for (let position = 0; position < count; position += 1) {
+      const history = into ?? (position === 0 ? this : (this.additionalHistories[position - 1] as HistoryRecorder));
       const continued = history.continuedBy(messages, tools);
       if (continued !== null) {
         target = history;
@@ -198,8 +218,7 @@ export class TrajectoryRecorder extends HistoryRecorder {
       }
     }
     if (target === undefined) target = this.addHistory();
-    const fresh = messages.slice(covered) as ChatCompletionMessageParam[];
-    target.addMessage(...fresh);
+    target.addMessage(...(messages.slice(covered) as ChatCompletionMessageParam[]));
     target.addChoice(choice);
     const offered = functionTools(tools);
     if (offered !== null) target.tools = clonePlain(offered);

@@ -56,6 +56,25 @@ function accepts(schema: z.ZodType, value: unknown): boolean {
 }
 
 const SYSTEM_KEYS = ['name'] as const;
+
+// Loops rather than `every` with a closure: these run for every item of every trajectory.
+function allOptionalStrings(item: Json, keys: readonly string[]): boolean {
+  for (let index = 0; index < keys.length; index += 1) if (!isOptionalString(item[keys[index] as string])) return false;
+  return true;
+}
+
+function allUndefined(item: Json, keys: readonly string[]): boolean {
+  for (let index = 0; index < keys.length; index += 1) if (item[keys[index] as string] !== undefined) return false;
+  return true;
+}
+
+function allNullish(item: Json, keys: readonly string[]): boolean {
+  for (let index = 0; index < keys.length; index += 1) {
+    const value = item[keys[index] as string];
+    if (value !== undefined && value !== null) return false;
+  }
+  return true;
+}
 const ASSISTANT_KEYS = ['audio', 'function_call', 'name', 'tool_calls'] as const;
 
 /** A message with plain string content and only plain optional keys; anything else defers to zod. */
@@ -65,17 +84,13 @@ function isMessage(item: Json): boolean {
     case 'system':
     case 'developer':
     case 'user':
-      if (typeof item['content'] === 'string' && SYSTEM_KEYS.every((key) => isOptionalString(item[key]))) return true;
+      if (typeof item['content'] === 'string' && allOptionalStrings(item, SYSTEM_KEYS)) return true;
       break;
     case 'tool':
       if (typeof item['content'] === 'string' && typeof item['tool_call_id'] === 'string') return true;
       break;
     case 'assistant':
-      if (
-        isNullishString(item['content']) &&
-        isNullishString(item['refusal']) &&
-        ASSISTANT_KEYS.every((key) => item[key] === undefined)
-      )
+      if (isNullishString(item['content']) && isNullishString(item['refusal']) && allUndefined(item, ASSISTANT_KEYS))
         return true;
       break;
     default:
@@ -121,7 +136,7 @@ function isChoice(item: Json): boolean {
     message['role'] === 'assistant' &&
     isNullishString(message['content']) &&
     isNullishString(message['refusal']) &&
-    MESSAGE_KEYS.every((key) => message[key] === undefined || message[key] === null) &&
+    allNullish(message, MESSAGE_KEYS) &&
     (logprobs === undefined ||
       logprobs === null ||
       (isRecord(logprobs) && isLogprobList(logprobs['content']) && isLogprobList(logprobs['refusal'])))
@@ -217,7 +232,9 @@ function fillTrajectory(value: unknown): boolean {
 /** An object whose values are all strings, numbers, booleans or null (trajectory metadata). */
 function isScalarRecord(value: unknown): boolean {
   if (!isRecord(value)) return false;
-  for (const entry of Object.values(value)) {
+  for (const key in value) {
+    if (!Object.hasOwn(value, key)) continue;
+    const entry = value[key];
     if (entry !== null && typeof entry !== 'string' && typeof entry !== 'boolean' && !isNumber(entry)) return false;
   }
   return true;
