@@ -152,22 +152,37 @@ export async function readCheckpointWeights(config: ModelConfig, directory: stri
 
 /** Reads a checkpoint's AdamW state, or null when it has none (or it does not fit). */
 export async function readOptimizerState(config: ModelConfig, directory: string): Promise<OptimizerState | null> {
-  let file;
+  return readOptimizerFile(
+    path.join(directory, OPTIMIZER_FILE),
+    parameterSpecs(config).map((spec) => ({ name: spec.name })),
+  );
+}
+
+/**
+ * Reads the AdamW moments `m.<name>` and `v.<name>` of each expected weight from an optimizer
+ * file (built-in checkpoints and LoRA adapters alike), or null when the file cannot be read or a
+ * moment is missing or, where a `length` is given, its first moment has another size.
+ */
+export async function readOptimizerFile(
+  file: string,
+  expected: readonly { readonly name: string; readonly length?: number }[],
+): Promise<OptimizerState | null> {
+  let contents;
   try {
-    file = await readSafetensors(path.join(directory, OPTIMIZER_FILE));
+    contents = await readSafetensors(file);
   } catch {
     return null;
   }
   const firstMoments: HostWeights = new Map();
   const secondMoments: HostWeights = new Map();
-  for (const spec of parameterSpecs(config)) {
-    const m = file.tensors.get(`m.${spec.name}`);
-    const v = file.tensors.get(`v.${spec.name}`);
-    if (!m || !v) return null;
-    firstMoments.set(spec.name, m);
-    secondMoments.set(spec.name, v);
+  for (const { name, length } of expected) {
+    const m = contents.tensors.get(`m.${name}`);
+    const v = contents.tensors.get(`v.${name}`);
+    if (!m || !v || (length !== undefined && m.data.length !== length)) return null;
+    firstMoments.set(name, m);
+    secondMoments.set(name, v);
   }
-  return { step: Number(file.metadata['adam_step'] ?? 0), firstMoments, secondMoments };
+  return { step: Number(contents.metadata['adam_step'] ?? 0), firstMoments, secondMoments };
 }
 
 /** Reads a checkpoint's `metadata.json`. */

@@ -13,6 +13,7 @@ import type { TensorFlow } from '../backend.js';
 import { SeededRandom } from '../random.js';
 import { readSafetensors, writeSafetensors } from '../safetensors.js';
 import type { HostTensor } from '../safetensors.js';
+import { readOptimizerFile } from '../weights.js';
 import type { HostWeights, OptimizerState } from '../weights.js';
 import type { HfModelConfig } from './config.js';
 import { linearModulePath, linearShape, transposeHost } from './files.js';
@@ -283,20 +284,8 @@ export async function readAdapter(
 
 /** Reads the AdamW moments stored with an adapter checkpoint, or null when absent or not fitting. */
 export async function readAdapterOptimizer(directory: string, weights: HostWeights): Promise<OptimizerState | null> {
-  let file;
-  try {
-    file = await readSafetensors(path.join(directory, ADAPTER_OPTIMIZER_FILE));
-  } catch {
-    return null;
-  }
-  const firstMoments: HostWeights = new Map();
-  const secondMoments: HostWeights = new Map();
-  for (const [name, tensor] of weights) {
-    const m = file.tensors.get(`m.${name}`);
-    const v = file.tensors.get(`v.${name}`);
-    if (!m || !v || m.data.length !== tensor.data.length) return null;
-    firstMoments.set(name, m);
-    secondMoments.set(name, v);
-  }
-  return { step: Number(file.metadata['adam_step'] ?? 0), firstMoments, secondMoments };
+  return readOptimizerFile(
+    path.join(directory, ADAPTER_OPTIMIZER_FILE),
+    [...weights].map(([name, tensor]) => ({ name, length: tensor.data.length })),
+  );
 }
