@@ -130,17 +130,22 @@ export async function writeCheckpoint(
     step: String(metadata.step),
   });
   await rename(`${weightsPath}.tmp`, weightsPath);
-  if (optimizer) {
-    const moments: HostWeights = new Map();
-    for (const [name, tensor] of optimizer.firstMoments) moments.set(`m.${name}`, tensor);
-    for (const [name, tensor] of optimizer.secondMoments) moments.set(`v.${name}`, tensor);
-    const optimizerPath = path.join(directory, OPTIMIZER_FILE);
-    await writeSafetensors(`${optimizerPath}.tmp`, moments, { adam_step: String(optimizer.step) });
-    await rename(`${optimizerPath}.tmp`, optimizerPath);
-  }
+  if (optimizer) await writeOptimizerFile(path.join(directory, OPTIMIZER_FILE), optimizer);
   const metadataPath = path.join(directory, METADATA_FILE);
   await writeFile(`${metadataPath}.tmp`, `${JSON.stringify(metadata, null, 2)}\n`);
   await rename(`${metadataPath}.tmp`, metadataPath);
+}
+
+/**
+ * Writes AdamW moments as `m.<name>` and `v.<name>` with the step as `adam_step` (built-in
+ * checkpoints and LoRA adapters alike), under a temporary name then renamed.
+ */
+export async function writeOptimizerFile(file: string, optimizer: OptimizerState): Promise<void> {
+  const moments: HostWeights = new Map();
+  for (const [name, tensor] of optimizer.firstMoments) moments.set(`m.${name}`, tensor);
+  for (const [name, tensor] of optimizer.secondMoments) moments.set(`v.${name}`, tensor);
+  await writeSafetensors(`${file}.tmp`, moments, { adam_step: String(optimizer.step) });
+  await rename(`${file}.tmp`, file);
 }
 
 /** Reads a checkpoint's weights, checked against the model's parameters. */
