@@ -79,6 +79,23 @@ export function growSegments(tf: TensorFlow, segments: readonly Tensor3D[], adde
 }
 
 /**
+ * Attention weights `[rows, queries, keyLength]` applied to a cache layer's value segments
+ * `[rows, segmentLength, width]` (the weights split along the keys to match), summed.
+ */
+export function attendSegments(tf: TensorFlow, weights: Tensor3D, values: readonly Tensor3D[]): Tensor3D {
+  const weightParts =
+    values.length === 1
+      ? [weights]
+      : tf.split(
+          weights,
+          values.map((segment) => segment.shape[1]),
+          2,
+        );
+  const attended = values.map((segment, index) => tf.matMul(weightParts[index] as Tensor3D, segment));
+  return attended.length === 1 ? (attended[0] as Tensor3D) : (tf.addN(attended) as Tensor3D);
+}
+
+/**
  * Additive mask of sliding-window attention over blocks: `[blocks, window, 2 * window]`, where the
  * queries of block `b` see the keys of blocks `b - 1` and `b`. Query `i` (position `bW + i`) sees
  * key `j` (position `(b - 1)W + j`) when `i < j <= i + W`: itself and the `W - 1` tokens before it.
@@ -335,19 +352,7 @@ export function decodeStep(
     const joined = scoreParts.length === 1 ? (scoreParts[0] as Tensor3D) : tf.concat(scoreParts, 2);
     const scores = tf.reshape(tf.mul(joined, 1 / Math.sqrt(headDimension)), [batch, heads, 1, keyLength]);
     const weights = tf.reshape(tf.softmax(tf.add(scores, mask)), [batch * heads, 1, keyLength]) as Tensor3D;
-    const weightParts =
-      values.length === 1
-        ? [weights]
-        : tf.split(
-            weights,
-            values.map((segment) => segment.shape[1]),
-            2,
-          );
-    const attended = values.map((segment, index) => tf.matMul(weightParts[index] as Tensor3D, segment));
-    const merged = tf.reshape(attended.length === 1 ? (attended[0] as Tensor3D) : tf.addN(attended), [
-      batch,
-      d,
-    ]) as Tensor2D;
+    const merged = tf.reshape(attendSegments(tf, weights, values), [batch, d]) as Tensor2D;
     x = tf.add(x, tf.matMul(merged, parameter(parameters, `${prefix}.attention.output`) as Tensor2D));
     x = tf.add(x, mlp(tf, parameters, prefix, x));
   }

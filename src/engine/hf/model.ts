@@ -13,7 +13,7 @@ import type { TensorFlow } from '../backend.js';
 import { transposeLast } from '../gradients.js';
 import type { HfModelConfig } from './config.js';
 import { inverseFrequencies, rotaryTables } from './config.js';
-import { disposeCache, growSegments, lastPromptRows } from '../transformer.js';
+import { attendSegments, disposeCache, growSegments, lastPromptRows } from '../transformer.js';
 import type { KeyValueCache } from '../transformer.js';
 
 /** The linear layers of a block that LoRA can adapt, by their transformers module names. */
@@ -303,16 +303,7 @@ export function decodeStep(
     const joined = parts.length === 1 ? (parts[0] as Tensor3D) : tf.concat(parts, 2);
     const scores = tf.add(tf.reshape(tf.mul(joined, scale), [batch, c.headCount, keyLength]), mask);
     const weightsAll = tf.reshape(tf.softmax(scores), [rowsKv, groups, keyLength]) as Tensor3D;
-    const weightParts =
-      values.length === 1
-        ? [weightsAll]
-        : tf.split(
-            weightsAll,
-            values.map((segment) => segment.shape[1]),
-            2,
-          );
-    const attended = values.map((segment, index) => tf.matMul(weightParts[index] as Tensor3D, segment));
-    const merged = tf.reshape(attended.length === 1 ? (attended[0] as Tensor3D) : tf.addN(attended), [
+    const merged = tf.reshape(attendSegments(tf, weightsAll, values), [
       batch,
       c.headCount * c.headDimension,
     ]) as Tensor2D;
