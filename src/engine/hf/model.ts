@@ -319,6 +319,8 @@ export const disposeHfCache: (cache: HfKeyValueCache) => void = disposeCache;
 
 /**
  * The cache rows of the given sequences, in order (each sequence owns `kvHeads` consecutive rows).
+ * Not shared with the built-in models' `selectCacheRows`: that one copies `headCount` rows per
+ * sequence through host memory, this one gathers on the backend.
  */
 export function selectHfCacheRows(
   tf: TensorFlow,

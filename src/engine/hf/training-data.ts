@@ -98,7 +98,10 @@ export function buildHfRlData(
 
 /**
  * Builds SFT sequences: each learned assistant message (`all`, or the `last` of each row) is one
- * sequence, its tokens up to and including the first end-of-turn token learned.
+ * sequence, its tokens up to and including the first end-of-turn token learned. Apart from the
+ * built-in `buildSftSequences` (one multi-span sequence per row): a model's chat template may
+ * render earlier turns differently once later ones follow (Qwen3 drops old reasoning), so each
+ * turn is learned after the prompt exactly as sampling renders it.
  */
 export function buildHfSftSequences(
   rows: readonly SFTRow[],
