@@ -29,7 +29,7 @@ export interface ChoiceOptions {
 export function tokenLogprobs(
   sequence: GeneratedSequence,
   tokensAsIds: boolean,
-  tokenizer: Tokenizer = BYTE_TOKENIZER,
+  tokenizer: Pick<Tokenizer, 'tokenString' | 'tokenBytes'> = BYTE_TOKENIZER,
 ): ChatCompletionTokenLogprob[] {
   return sequence.tokens.map((id, index) => ({
     token: tokenizer.tokenString(id, tokensAsIds),

@@ -150,16 +150,51 @@ interface RowState {
   keptTokens: number;
 }
 
-function finishOnStop(state: RowState, decodeTokens: (ids: readonly number[]) => string): void {
+/**
+ * What {@link generateRows} needs of a model: a batched prefill and decoding step over a key/value
+ * cache, and the text rules that end a row. The built-in toy engine and the Hugging Face models
+ * each provide one.
+ */
+export interface BatchDecoder {
+  readonly vocabularySize: number;
+  readonly contextLength: number;
+  /** Attention heads (to bound the attention scores of one prefill pass). */
+  readonly headCount: number;
+  /** Sliding attention window in tokens; `undefined` = every earlier token is in sight. */
+  readonly attentionWindow: number | undefined;
+  /**
+   * Runs right-padded `prompts` (all padded to `promptLength`) inside `tf.tidy`: the logits of each
+   * row's last prompt token `[rows, vocabulary]` and the filled cache (kept tensors).
+   */
+  prefill(prompts: readonly (readonly number[])[], promptLength: number): { logits: Tensor2D; cache: KeyValueCache };
+  /**
+   * One decoding step inside `tf.tidy`: `tokens[row]` at `positions[row]` over the cache plus itself,
+   * `keyMask` `[rows, cacheLength + 1]` of 0 or -1e9. Returns the next logits and the grown cache.
+   */
+  decodeStep(
+    cache: KeyValueCache,
+    tokens: readonly number[],
+    positions: Int32Array,
+    keyMask: Float32Array,
+  ): { logits: Tensor2D; cache: KeyValueCache };
+  /** The given batch rows of a cache, in order (new kept tensors). */
+  selectCacheRows(cache: KeyValueCache, rows: readonly number[]): KeyValueCache;
+  /** The completion text of token ids. */
+  decodeText(ids: readonly number[]): string;
+  /** Whether a sampled token ends the row (kept in its tokens, left out of its text). */
+  isEndToken(id: number): boolean;
+}
+
+function finishOnStop(state: RowState, decoder: BatchDecoder): void {
   const { stop } = state.row.sampling;
-  const ended = state.tokens[state.tokens.length - 1] === END_TOKEN_ID;
+  const ended = decoder.isEndToken(state.tokens[state.tokens.length - 1] as number);
   const body = ended ? state.tokens.slice(0, -1) : state.tokens;
   if (stop.length > 0) {
     // Only the end of the text can hold a new match: decode a tail long enough for every stop sequence.
     const longest = maxOf(stop.map((sequence) => sequence.length));
-    const tail = decodeTokens(body.slice(Math.max(0, body.length - 4 * longest - 4)));
+    const tail = decoder.decodeText(body.slice(Math.max(0, body.length - 4 * longest - 4)));
     if (stop.some((sequence) => sequence.length > 0 && tail.includes(sequence))) {
-      const text = decodeTokens(body);
+      const text = decoder.decodeText(body);
       let cut = -1;
       for (const sequence of stop) {
         if (sequence.length === 0) continue;
@@ -167,7 +202,7 @@ function finishOnStop(state: RowState, decodeTokens: (ids: readonly number[]) =>
         if (at >= 0 && (cut < 0 || at < cut)) cut = at;
       }
       let kept = body.length;
-      while (kept > 0 && decodeTokens(body.slice(0, kept)).length > cut) kept -= 1;
+      while (kept > 0 && decoder.decodeText(body.slice(0, kept)).length > cut) kept -= 1;
       state.finishReason = 'stop';
       state.text = text.slice(0, cut);
       state.keptTokens = kept;
@@ -177,7 +212,7 @@ function finishOnStop(state: RowState, decodeTokens: (ids: readonly number[]) =>
   state.keptTokens = state.tokens.length;
   if (ended) state.finishReason = 'stop';
   else if (state.tokens.length >= state.row.sampling.maxTokens) state.finishReason = 'length';
-  if (state.finishReason !== null) state.text = decodeTokens(body);
+  if (state.finishReason !== null) state.text = decoder.decodeText(body);
 }
 
 /** Host copies of the embedding tables: looking tokens up in JS beats the wasm gather kernel. */
@@ -227,6 +262,53 @@ export async function generate(
   embeddings: HostEmbeddings,
   rows: readonly GenerationRow[],
 ): Promise<GeneratedSequence[]> {
+  const tokenizer = tokenizerOf(config);
+  return generateRows(
+    tf,
+    {
+      vocabularySize: config.vocabularySize,
+      contextLength: config.contextLength,
+      headCount: config.headCount,
+      attentionWindow: config.attentionWindow,
+      prefill: (prompts, promptLength) => {
+        const embedded = new Float32Array(prompts.length * promptLength * config.modelDimension);
+        prompts.forEach((prompt, index) => embed(embeddings, config, prompt, 0, embedded, index * promptLength));
+        return prefill(
+          tf,
+          config,
+          parameters,
+          embedded,
+          prompts.length,
+          promptLength,
+          prompts.map((prompt) => prompt.length),
+        );
+      },
+      decodeStep: (cache, tokens, positions, keyMask) => {
+        const embedded = new Float32Array(tokens.length * config.modelDimension);
+        tokens.forEach((token, row) => embed(embeddings, config, [token], positions[row] as number, embedded, row));
+        return decodeStep(tf, config, parameters, cache, embedded, tokens.length, keyMask);
+      },
+      selectCacheRows: (cache, selected) => selectCacheRows(tf, config, cache, selected),
+      decodeText: (ids) => tokenizer.decodeTokens(ids),
+      isEndToken: (id) => id === END_TOKEN_ID,
+    },
+    rows,
+  );
+}
+
+/**
+ * The generation loop shared by every model: extends every row until it ends, sharing each forward
+ * pass across rows. Rows must have prompts of at least one token, shorter than the context, and
+ * `maxTokens >= 1` that fits the context. A returned sequence keeps its final end token (so a
+ * trainer learns to stop); its `text` does not.
+ */
+export async function generateRows(
+  tf: TensorFlow,
+  model: BatchDecoder,
+  rows: readonly GenerationRow[],
+): Promise<GeneratedSequence[]> {
+  if (rows.length === 0) return [];
+  const vocabulary = model.vocabularySize;
   const states: RowState[] = rows.map((row) => ({
     row,
     tokens: [],
@@ -236,9 +318,7 @@ export async function generate(
     text: '',
     keptTokens: 0,
   }));
-  if (rows.length === 0) return [];
   const promptLength = maxOf(rows.map((row) => row.prompt.length));
-  const decodeTokens = (ids: readonly number[]): string => tokenizerOf(config).decodeTokens(ids);
   let cache: KeyValueCache;
   let logitsData: Float32Array;
   {
@@ -256,35 +336,30 @@ export async function generate(
       }
       return index;
     });
-    const window = config.attentionWindow;
+    const window = model.attentionWindow;
     const perRow =
       window !== undefined && window < promptLength
-        ? config.headCount * Math.ceil(promptLength / window) * window * 2 * window
-        : config.headCount * promptLength * promptLength;
+        ? model.headCount * Math.ceil(promptLength / window) * window * 2 * window
+        : model.headCount * promptLength * promptLength;
     const chunkRows = Math.max(1, Math.floor(PREFILL_SCORE_BUDGET / perRow));
     const parts: { cache: KeyValueCache; logits: Float32Array }[] = [];
-    for (let start = 0; start < unique.length; start += chunkRows) {
-      const chunk = unique.slice(start, start + chunkRows);
-      const embedded = new Float32Array(chunk.length * promptLength * config.modelDimension);
-      chunk.forEach((prompt, index) => embed(embeddings, config, prompt, 0, embedded, index * promptLength));
-      const result = tf.tidy(() => {
-        const output = prefill(
-          tf,
-          config,
-          parameters,
-          embedded,
-          chunk.length,
-          promptLength,
-          chunk.map((prompt) => prompt.length),
-        );
-        return { logits: output.logits, keys: output.cache.keys, values: output.cache.values };
-      });
-      parts.push({
-        cache: { keys: result.keys, values: result.values },
-        logits: (await result.logits.data()) as Float32Array,
-      });
-      result.logits.dispose();
-      await yieldToEventLoop();
+    try {
+      for (let start = 0; start < unique.length; start += chunkRows) {
+        const chunk = unique.slice(start, start + chunkRows);
+        const result = tf.tidy(() => {
+          const output = model.prefill(chunk, promptLength);
+          return { logits: output.logits, keys: output.cache.keys, values: output.cache.values };
+        });
+        parts.push({
+          cache: { keys: result.keys, values: result.values },
+          logits: (await result.logits.data()) as Float32Array,
+        });
+        result.logits.dispose();
+        await yieldToEventLoop();
+      }
+    } catch (error) {
+      for (const part of parts) disposeCache(part.cache);
+      throw error;
     }
     const joinLayers = (pick: (part: KeyValueCache) => Tensor3D[][]): Tensor3D[][] =>
       pick((parts[0] as { cache: KeyValueCache }).cache).map((_, layer) => [
@@ -300,7 +375,7 @@ export async function generate(
         ? (parts[0] as { cache: KeyValueCache }).cache
         : { keys: joinLayers((part) => part.keys), values: joinLayers((part) => part.values) };
     if (parts.length > 1) for (const part of parts) disposeCache(part.cache);
-    const uniqueLogits = new Float32Array(unique.length * config.vocabularySize);
+    const uniqueLogits = new Float32Array(unique.length * vocabulary);
     let offset = 0;
     for (const part of parts) {
       uniqueLogits.set(part.logits, offset);
@@ -311,14 +386,11 @@ export async function generate(
       cache = joined;
       logitsData = uniqueLogits;
     } else {
-      cache = selectCacheRows(tf, config, joined, rowToUnique);
+      cache = model.selectCacheRows(joined, rowToUnique);
       disposeCache(joined);
-      logitsData = new Float32Array(rows.length * config.vocabularySize);
+      logitsData = new Float32Array(rows.length * vocabulary);
       rowToUnique.forEach((uniqueRow, row) =>
-        logitsData.set(
-          uniqueLogits.subarray(uniqueRow * config.vocabularySize, (uniqueRow + 1) * config.vocabularySize),
-          row * config.vocabularySize,
-        ),
+        logitsData.set(uniqueLogits.subarray(uniqueRow * vocabulary, (uniqueRow + 1) * vocabulary), row * vocabulary),
       );
     }
   }
@@ -328,7 +400,6 @@ export async function generate(
   let step = 0;
   try {
     for (;;) {
-      const vocabulary = config.vocabularySize;
       cacheRows.forEach((stateIndex, position) => {
         const state = states[stateIndex] as RowState;
         if (state.finishReason !== null) return;
@@ -339,17 +410,15 @@ export async function generate(
         state.tokens.push(sampled.id);
         state.logprobs.push(sampled.logprob);
         state.alternatives.push(sampled.alternatives);
-        finishOnStop(state, decodeTokens);
-        if (state.finishReason === null && state.row.prompt.length + state.tokens.length >= config.contextLength)
+        finishOnStop(state, model);
+        if (state.finishReason === null && state.row.prompt.length + state.tokens.length >= model.contextLength)
           state.finishReason = 'length';
         if (state.row.isCancelled?.()) state.finishReason = 'length';
       });
       const remaining = cacheRows.filter((stateIndex) => (states[stateIndex] as RowState).finishReason === null);
       if (remaining.length === 0) break;
       if (remaining.length <= cacheRows.length / 2) {
-        const selected = selectCacheRows(
-          tf,
-          config,
+        const selected = model.selectCacheRows(
           cache,
           remaining.map((stateIndex) => cacheRows.indexOf(stateIndex)),
         );
@@ -359,14 +428,16 @@ export async function generate(
       }
       step += 1;
       const keyLength = promptLength + step;
-      const window = config.attentionWindow;
-      const embedded = new Float32Array(cacheRows.length * config.modelDimension);
+      const window = model.attentionWindow;
+      const tokens: number[] = [];
+      const positions = new Int32Array(cacheRows.length);
       const keyMask = new Float32Array(cacheRows.length * keyLength);
       cacheRows.forEach((stateIndex, position) => {
         const state = states[stateIndex] as RowState;
         // A finished row keeps decoding at a valid position; its output is never read.
-        const at = Math.min(state.row.prompt.length + state.tokens.length - 1, config.contextLength - 1);
-        embed(embeddings, config, [state.tokens[state.tokens.length - 1] as number], at, embedded, position);
+        const at = Math.min(state.row.prompt.length + state.tokens.length - 1, model.contextLength - 1);
+        positions[position] = at;
+        tokens.push(state.tokens[state.tokens.length - 1] as number);
         for (let key = state.row.prompt.length; key < promptLength; key += 1)
           keyMask[position * keyLength + key] = -1e9;
         if (window !== undefined && at >= window) {
@@ -381,12 +452,12 @@ export async function generate(
       });
       const previous = cache;
       const result = tf.tidy(() => {
-        const output = decodeStep(tf, config, parameters, previous, embedded, cacheRows.length, keyMask);
+        const output = model.decodeStep(previous, tokens, positions, keyMask);
         return { logits: output.logits, keys: output.cache.keys, values: output.cache.values };
       });
       cache = { keys: result.keys, values: result.values };
       disposeReplaced(previous, cache);
-      logitsData = (await (result.logits as Tensor2D).data()) as Float32Array;
+      logitsData = (await result.logits.data()) as Float32Array;
       result.logits.dispose();
       await yieldToEventLoop();
     }

@@ -3,7 +3,7 @@
  * weights and optimizer state, takes gradient steps, and writes the new checkpoint.
  */
 import type { Tensor, Tensor1D } from '@tensorflow/tfjs-core';
-import type { ExperimentalTrainingConfig } from '../schema/index.js';
+import type { ExperimentalTrainingConfig, SFTRow, TrajectoryGroup } from '../schema/index.js';
 import { loadTensorFlow } from './backend.js';
 import type { TensorFlow } from './backend.js';
 import { MODEL_CONFIGS, tokenizerOf } from './model-config.js';
@@ -357,32 +357,44 @@ export async function loadPolicyWeights(config: ModelConfig, checkpointPath: str
 }
 
 /**
- * Runs a training job in this thread and writes its checkpoint to `job.outputPath`.
- * Rejects with an Error whose message is fit for the user.
+ * How a model turns a job's data into training sequences: its tokenizer or chat template, then
+ * the context rules (truncation, and cropping for a sliding window).
  */
-export async function runTrainingJob(job: EngineTrainingJob, hooks: TrainingHooks): Promise<EngineTrainingResult> {
-  const tf = await loadTensorFlow();
-  const config = modelConfigOf(job.policy.baseModel);
-  const weights = await loadPolicyWeights(config, job.policy.checkpointPath);
-  const optimizer = new AdamW(
-    weights,
-    job.policy.checkpointPath ? await readOptimizerState(config, job.policy.checkpointPath) : null,
-  );
-  let metrics: Record<string, number> = {};
+export interface SequenceBuilder {
+  readonly contextLength: number;
+  readonly rl: (
+    groups: readonly TrajectoryGroup[],
+    config: ExperimentalTrainingConfig | null,
+  ) => { data: RlData; sequences: TrainingSequence[]; truncated: number };
+  readonly sft: (
+    rows: readonly SFTRow[],
+    assistantTurns: 'all' | 'last',
+  ) => { sequences: TrainingSequence[]; truncated: number };
+}
 
+/**
+ * The gradient steps of a job, shared by every model: one RL step over all its sequences, or SFT
+ * batches with their learning-rate schedule. Emits `training_started` and `gradient_step` events,
+ * updates `trainable.weights` through `optimizer`, and returns the last metrics (the checkpoint's).
+ */
+export async function runSteps(
+  tf: TensorFlow,
+  job: EngineTrainingJob,
+  hooks: TrainingHooks,
+  trainable: TrainableModel,
+  optimizer: AdamW,
+  build: SequenceBuilder,
+): Promise<Record<string, number>> {
+  let metrics: Record<string, number> = {};
   if (job.kind === 'rl') {
-    const data = buildRlData(job.trajectoryGroups, job.config, tokenizerOf(config));
-    const truncation = truncate(config, data.sequences);
-    const truncated = truncation.truncated;
-    const sequences = cropToReceptiveField(config, truncation.sequences);
+    const { data, sequences, truncated } = build.rl(job.trajectoryGroups, job.config);
     // A step without a trainable token would change nothing yet use up a step: fail the job.
     if (!sequences.some((sequence) => sequence.mask.includes(1)))
-      throw new Error(nothingToTrain(data, truncated, config.contextLength));
+      throw new Error(nothingToTrain(data, truncated, build.contextLength));
     const learningRate = job.config?.learning_rate ?? DEFAULT_LEARNING_RATE;
     hooks.onEvent({ type: 'training_started', data: { num_sequences: 1 } });
     checkCancelled(hooks);
-    const settings = lossSettings('rl', job.config);
-    const step = computeStep(tf, builtInTrainable(tf, config, weights), sequences, settings);
+    const step = computeStep(tf, trainable, sequences, lossSettings('rl', job.config));
     checkCancelled(hooks);
     // No trainable token left (checked above; kept for safety): no update, not even weight decay.
     const gradNorm = step.trainableTokens > 0 ? optimizer.step(step.gradients, learningRate) : 0;
@@ -406,11 +418,7 @@ export async function runTrainingJob(job: EngineTrainingJob, hooks: TrainingHook
     };
     hooks.onEvent({ type: 'gradient_step', data: metrics });
   } else {
-    const assistantTurns = job.config?.assistant_turns ?? 'all';
-    const built = buildSftSequences(job.rows, assistantTurns, tokenizerOf(config));
-    const truncation = truncate(config, built);
-    const truncated = truncation.truncated;
-    const sequences = cropToReceptiveField(config, truncation.sequences);
+    const { sequences, truncated } = build.sft(job.rows, job.config?.assistant_turns ?? 'all');
     const requestedBatch = job.config?.batch_size;
     if (typeof requestedBatch === 'number' && !(Number.isInteger(requestedBatch) && requestedBatch >= 1)) {
       throw new Error(`config.batch_size must be a positive integer or "auto", got ${requestedBatch}.`);
@@ -434,7 +442,7 @@ export async function runTrainingJob(job: EngineTrainingJob, hooks: TrainingHook
       const learningRate = Array.isArray(rates)
         ? (rates[Math.min(index, rates.length - 1)] ?? DEFAULT_SFT_LEARNING_RATE)
         : (rates ?? DEFAULT_SFT_LEARNING_RATE);
-      const step = computeStep(tf, builtInTrainable(tf, config, weights), batch, lossSettings('sft', null));
+      const step = computeStep(tf, trainable, batch, lossSettings('sft', null));
       const gradNorm = step.trainableTokens > 0 ? optimizer.step(step.gradients, learningRate) : 0;
       totalTokens += step.trainableTokens;
       lossSum += step.loss * step.trainableTokens;
@@ -458,6 +466,33 @@ export async function runTrainingJob(job: EngineTrainingJob, hooks: TrainingHook
       num_trainable_tokens_total: totalTokens,
     };
   }
+  return metrics;
+}
+
+/**
+ * Runs a training job in this thread and writes its checkpoint to `job.outputPath`.
+ * Rejects with an Error whose message is fit for the user.
+ */
+export async function runTrainingJob(job: EngineTrainingJob, hooks: TrainingHooks): Promise<EngineTrainingResult> {
+  const tf = await loadTensorFlow();
+  const config = modelConfigOf(job.policy.baseModel);
+  const weights = await loadPolicyWeights(config, job.policy.checkpointPath);
+  const optimizer = new AdamW(
+    weights,
+    job.policy.checkpointPath ? await readOptimizerState(config, job.policy.checkpointPath) : null,
+  );
+  const metrics = await runSteps(tf, job, hooks, builtInTrainable(tf, config, weights), optimizer, {
+    contextLength: config.contextLength,
+    rl: (groups, trainingConfig) => {
+      const data = buildRlData(groups, trainingConfig, tokenizerOf(config));
+      const truncation = truncate(config, data.sequences);
+      return { data, sequences: cropToReceptiveField(config, truncation.sequences), truncated: truncation.truncated };
+    },
+    sft: (rows, assistantTurns) => {
+      const truncation = truncate(config, buildSftSequences(rows, assistantTurns, tokenizerOf(config)));
+      return { sequences: cropToReceptiveField(config, truncation.sequences), truncated: truncation.truncated };
+    },
+  });
   checkCancelled(hooks);
   await writeCheckpoint(job.outputPath, weights, optimizer.state(), {
     format: 'policyloop-checkpoint',

@@ -36,7 +36,8 @@ export interface RlData {
   readonly rewardStdDev: number;
 }
 
-function isChoiceItem(item: unknown): boolean {
+/** Whether an item of `messages_and_choices` is a Choice (a sampled completion) rather than a message. */
+export function isChoiceItem(item: unknown): boolean {
   const record = item as Record<string, unknown>;
   return record['role'] === undefined && 'message' in record;
 }
@@ -46,21 +47,27 @@ export function scalesRewards(config: ExperimentalTrainingConfig | null): boolea
   return config?.scale_rewards ?? config?.normalize_advantages ?? true;
 }
 
+/** One conversation of a trajectory (its main one or an additional history) and where it is in the request. */
+export interface RlHistory {
+  readonly items: TrajectoryGroup['trajectories'][number]['messages_and_choices'];
+  readonly tools: TrajectoryGroup['trajectories'][number]['tools'];
+  /** The JSON path of the trajectory or history, for error messages. */
+  readonly where: string;
+}
+
 /**
- * Builds RL sequences: advantage = reward - group mean (divided by the group std unless
- * `scale_rewards`/`normalize_advantages` is false); groups whose rewards are all equal are skipped.
- * Only `Choice` items are learned; their token ids come from their logprobs (`bytes` or
- * `token_id:N`). Throws an Error fit for the user when a Choice lacks logprobs (unless
- * `allow_training_without_logprobs`) or its tokens are not this engine's.
+ * The group statistics of RL data, shared by every model's sequence builder: advantage = reward -
+ * group mean (divided by the group std unless `scale_rewards`/`normalize_advantages` is false);
+ * groups whose rewards are all equal are skipped. Calls `visit` with each history (the main
+ * conversation and each additional history, trained alike) of every trajectory in a trainable
+ * group, with the trajectory's advantage.
  */
-export function buildRlData(
+export function visitRlHistories(
   groups: readonly TrajectoryGroup[],
   config: ExperimentalTrainingConfig | null,
-  tokenizer: Tokenizer = BYTE_TOKENIZER,
-): RlData {
+  visit: (history: RlHistory, advantage: number) => void,
+): Omit<RlData, 'sequences'> {
   const scale = scalesRewards(config);
-  const allowWithoutLogprobs = config?.allow_training_without_logprobs ?? false;
-  const sequences: TrainingSequence[] = [];
   let groupsTrainable = 0;
   let trajectories = 0;
   let rewardSum = 0;
@@ -90,79 +97,20 @@ export function buildRlData(
       // The main conversation and each additional history (sub-agent) are trained alike.
       const histories = [
         {
-          messages_and_choices: trajectory.messages_and_choices,
+          items: trajectory.messages_and_choices,
           tools: trajectory.tools,
           where: `trajectory_groups[${groupIndex}].trajectories[${trajectoryIndex}]`,
         },
         ...(trajectory.additional_histories ?? []).map((history, historyIndex) => ({
-          messages_and_choices: history.messages_and_choices,
+          items: history.messages_and_choices,
           tools: history.tools,
           where: `trajectory_groups[${groupIndex}].trajectories[${trajectoryIndex}].additional_histories[${historyIndex}]`,
         })),
       ];
-      for (const history of histories) {
-        const builder = new TemplateBuilder(tokenizer).appendTools(history.tools);
-        const oldLogprobs: number[] = [];
-        const pad = (): void => {
-          while (oldLogprobs.length < builder.tokens.length) oldLogprobs.push(Number.NaN);
-        };
-        const items = history.messages_and_choices;
-        items.forEach((item, itemIndex) => {
-          const where = `${history.where}.messages_and_choices[${itemIndex}]`;
-          if (!isChoiceItem(item)) {
-            builder.appendMessage(item as Record<string, unknown>, false, where);
-            pad();
-            return;
-          }
-          const choice = item as {
-            message: Record<string, unknown>;
-            logprobs?: { content?: { token: string; bytes?: number[] | null; logprob: number }[] | null } | null;
-          };
-          builder.tokens.push(specialTokenId('<|assistant|>'));
-          pad();
-          const entries = choice.logprobs?.content ?? null;
-          // An empty logprobs list is a completion of no tokens (e.g. a stop sequence matched at
-          // once), not a Choice without logprobs, as long as the message is empty too.
-          const body =
-            entries && entries.length === 0 ? assistantBodyTokens(choice.message, `${where}.message`, tokenizer) : [];
-          let ids: number[];
-          let logprobs: number[];
-          if (entries && (entries.length > 0 || body.length === 0)) {
-            ids = entries.map((entry, entryIndex) => {
-              const id = tokenizer.recoverTokenId(entry);
-              if (id === null) {
-                throw new Error(
-                  `Cannot recover the token id of ${where}.logprobs.content[${entryIndex}] (token ${JSON.stringify(entry.token)}): expected a token of this model's ${tokenizer.name} tokenizer (its \`bytes\`, a special token, or "token_id:<id>"). Was this Choice sampled from another model?`,
-                );
-              }
-              return id;
-            });
-            logprobs = entries.map((entry) => entry.logprob);
-          } else if (allowWithoutLogprobs) {
-            ids = assistantBodyTokens(choice.message, `${where}.message`, tokenizer);
-            ids.push(END_TOKEN_ID);
-            logprobs = ids.map(() => Number.NaN);
-          } else {
-            throw new Error(
-              `${where} is a Choice without logprobs: request chat completions with logprobs: true, or set experimental_config.allow_training_without_logprobs to train it with the current policy's logprobs.`,
-            );
-          }
-          builder.appendTokens(ids, true);
-          pushAll(oldLogprobs, logprobs);
-          if (itemIndex < items.length - 1 && ids[ids.length - 1] !== END_TOKEN_ID) {
-            builder.tokens.push(END_TOKEN_ID);
-            pad();
-          }
-        });
-        const mask = builder.tokens.map(() => 0);
-        for (const span of builder.spans) for (let index = span.start; index < span.end; index += 1) mask[index] = 1;
-        if (builder.spans.length > 0)
-          sequences.push({ tokens: builder.tokens, mask, weights: builder.tokens.map(() => advantage), oldLogprobs });
-      }
+      for (const history of histories) visit(history, advantage);
     });
   });
   return {
-    sequences,
     groupsSubmitted: groups.length,
     groupsTrainable,
     trajectories,
@@ -170,6 +118,82 @@ export function buildRlData(
     reward: trajectories > 0 ? rewardSum / trajectories : 0,
     rewardStdDev: groupsWithTrajectories > 0 ? stdSum / groupsWithTrajectories : 0,
   };
+}
+
+/**
+ * Builds RL sequences: advantage = reward - group mean (divided by the group std unless
+ * `scale_rewards`/`normalize_advantages` is false); groups whose rewards are all equal are skipped.
+ * Only `Choice` items are learned; their token ids come from their logprobs (`bytes` or
+ * `token_id:N`). Throws an Error fit for the user when a Choice lacks logprobs (unless
+ * `allow_training_without_logprobs`) or its tokens are not this engine's.
+ */
+export function buildRlData(
+  groups: readonly TrajectoryGroup[],
+  config: ExperimentalTrainingConfig | null,
+  tokenizer: Tokenizer = BYTE_TOKENIZER,
+): RlData {
+  const allowWithoutLogprobs = config?.allow_training_without_logprobs ?? false;
+  const sequences: TrainingSequence[] = [];
+  const statistics = visitRlHistories(groups, config, (history, advantage) => {
+    const builder = new TemplateBuilder(tokenizer).appendTools(history.tools);
+    const oldLogprobs: number[] = [];
+    const pad = (): void => {
+      while (oldLogprobs.length < builder.tokens.length) oldLogprobs.push(Number.NaN);
+    };
+    const items = history.items;
+    items.forEach((item, itemIndex) => {
+      const where = `${history.where}.messages_and_choices[${itemIndex}]`;
+      if (!isChoiceItem(item)) {
+        builder.appendMessage(item as Record<string, unknown>, false, where);
+        pad();
+        return;
+      }
+      const choice = item as {
+        message: Record<string, unknown>;
+        logprobs?: { content?: { token: string; bytes?: number[] | null; logprob: number }[] | null } | null;
+      };
+      builder.tokens.push(specialTokenId('<|assistant|>'));
+      pad();
+      const entries = choice.logprobs?.content ?? null;
+      // An empty logprobs list is a completion of no tokens (e.g. a stop sequence matched at
+      // once), not a Choice without logprobs, as long as the message is empty too.
+      const body =
+        entries && entries.length === 0 ? assistantBodyTokens(choice.message, `${where}.message`, tokenizer) : [];
+      let ids: number[];
+      let logprobs: number[];
+      if (entries && (entries.length > 0 || body.length === 0)) {
+        ids = entries.map((entry, entryIndex) => {
+          const id = tokenizer.recoverTokenId(entry);
+          if (id === null) {
+            throw new Error(
+              `Cannot recover the token id of ${where}.logprobs.content[${entryIndex}] (token ${JSON.stringify(entry.token)}): expected a token of this model's ${tokenizer.name} tokenizer (its \`bytes\`, a special token, or "token_id:<id>"). Was this Choice sampled from another model?`,
+            );
+          }
+          return id;
+        });
+        logprobs = entries.map((entry) => entry.logprob);
+      } else if (allowWithoutLogprobs) {
+        ids = assistantBodyTokens(choice.message, `${where}.message`, tokenizer);
+        ids.push(END_TOKEN_ID);
+        logprobs = ids.map(() => Number.NaN);
+      } else {
+        throw new Error(
+          `${where} is a Choice without logprobs: request chat completions with logprobs: true, or set experimental_config.allow_training_without_logprobs to train it with the current policy's logprobs.`,
+        );
+      }
+      builder.appendTokens(ids, true);
+      pushAll(oldLogprobs, logprobs);
+      if (itemIndex < items.length - 1 && ids[ids.length - 1] !== END_TOKEN_ID) {
+        builder.tokens.push(END_TOKEN_ID);
+        pad();
+      }
+    });
+    const mask = builder.tokens.map(() => 0);
+    for (const span of builder.spans) for (let index = span.start; index < span.end; index += 1) mask[index] = 1;
+    if (builder.spans.length > 0)
+      sequences.push({ tokens: builder.tokens, mask, weights: builder.tokens.map(() => advantage), oldLogprobs });
+  });
+  return { sequences, ...statistics };
 }
 
 /**

@@ -68,6 +68,34 @@ export interface KeyValueCache {
 const CACHE_BLOCK = 32;
 
 /**
+ * A cache layer's segments with `added` (kept) appended along the token `axis`: segment 0 is the
+ * prompt; a generated block grows until it holds CACHE_BLOCK tokens, then a new one starts.
+ */
+export function growSegments(tf: TensorFlow, segments: readonly Tensor3D[], added: Tensor3D, axis: number): Tensor3D[] {
+  const last = segments[segments.length - 1] as Tensor3D;
+  if (segments.length > 1 && (last.shape[axis] as number) < CACHE_BLOCK)
+    return [...segments.slice(0, -1), tf.keep(tf.concat([last, added], axis))];
+  return [...segments, tf.keep(added)];
+}
+
+/**
+ * Attention weights `[rows, queries, keyLength]` applied to a cache layer's value segments
+ * `[rows, segmentLength, width]` (the weights split along the keys to match), summed.
+ */
+export function attendSegments(tf: TensorFlow, weights: Tensor3D, values: readonly Tensor3D[]): Tensor3D {
+  const weightParts =
+    values.length === 1
+      ? [weights]
+      : tf.split(
+          weights,
+          values.map((segment) => segment.shape[1]),
+          2,
+        );
+  const attended = values.map((segment, index) => tf.matMul(weightParts[index] as Tensor3D, segment));
+  return attended.length === 1 ? (attended[0] as Tensor3D) : (tf.addN(attended) as Tensor3D);
+}
+
+/**
  * Additive mask of sliding-window attention over blocks: `[blocks, window, 2 * window]`, where the
  * queries of block `b` see the keys of blocks `b - 1` and `b`. Query `i` (position `bW + i`) sees
  * key `j` (position `(b - 1)W + j`) when `i < j <= i + W`: itself and the `W - 1` tokens before it.
@@ -265,14 +293,18 @@ export function prefill(
   const cache: KeyValueCache = { keys: [], values: [] };
   const input = tf.tensor2d(embedded, [batch * length, config.modelDimension]);
   const hidden = hiddenStates(tf, config, parameters, input, batch, length, cache);
-  const last = tf.gather(
+  return { logits: project(tf, parameters, lastPromptRows(tf, hidden, length, lengths)), cache };
+}
+
+/** The rows of each prompt's last token in right-padded `[batch * length, width]` hidden states. */
+export function lastPromptRows(tf: TensorFlow, hidden: Tensor2D, length: number, lengths: readonly number[]): Tensor2D {
+  return tf.gather(
     hidden,
     tf.tensor1d(
       lengths.map((rowLength, row) => row * length + rowLength - 1),
       'int32',
     ),
   ) as Tensor2D;
-  return { logits: project(tf, parameters, last), cache };
 }
 
 /**
@@ -311,15 +343,8 @@ export function decodeStep(
       Tensor2D,
     ];
     const toHeads = (t: Tensor2D): Tensor3D => tf.reshape(t, [batch * heads, 1, headDimension]);
-    const grow = (segments: readonly Tensor3D[], added: Tensor3D): Tensor3D[] => {
-      const last = segments[segments.length - 1] as Tensor3D;
-      // Segment 0 is the prompt; a generated block grows until it holds CACHE_BLOCK tokens.
-      if (segments.length > 1 && last.shape[1] < CACHE_BLOCK)
-        return [...segments.slice(0, -1), tf.keep(tf.concat([last, added], 1))];
-      return [...segments, tf.keep(added)];
-    };
-    const keys = grow(cache.keys[layer] as Tensor3D[], toHeads(k));
-    const values = grow(cache.values[layer] as Tensor3D[], toHeads(v));
+    const keys = growSegments(tf, cache.keys[layer] as Tensor3D[], toHeads(k), 1);
+    const values = growSegments(tf, cache.values[layer] as Tensor3D[], toHeads(v), 1);
     next.keys.push(keys);
     next.values.push(values);
     const query = toHeads(q);
@@ -327,19 +352,7 @@ export function decodeStep(
     const joined = scoreParts.length === 1 ? (scoreParts[0] as Tensor3D) : tf.concat(scoreParts, 2);
     const scores = tf.reshape(tf.mul(joined, 1 / Math.sqrt(headDimension)), [batch, heads, 1, keyLength]);
     const weights = tf.reshape(tf.softmax(tf.add(scores, mask)), [batch * heads, 1, keyLength]) as Tensor3D;
-    const weightParts =
-      values.length === 1
-        ? [weights]
-        : tf.split(
-            weights,
-            values.map((segment) => segment.shape[1]),
-            2,
-          );
-    const attended = values.map((segment, index) => tf.matMul(weightParts[index] as Tensor3D, segment));
-    const merged = tf.reshape(attended.length === 1 ? (attended[0] as Tensor3D) : tf.addN(attended), [
-      batch,
-      d,
-    ]) as Tensor2D;
+    const merged = tf.reshape(attendSegments(tf, weights, values), [batch, d]) as Tensor2D;
     x = tf.add(x, tf.matMul(merged, parameter(parameters, `${prefix}.attention.output`) as Tensor2D));
     x = tf.add(x, mlp(tf, parameters, prefix, x));
   }

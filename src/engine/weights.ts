@@ -130,17 +130,22 @@ export async function writeCheckpoint(
     step: String(metadata.step),
   });
   await rename(`${weightsPath}.tmp`, weightsPath);
-  if (optimizer) {
-    const moments: HostWeights = new Map();
-    for (const [name, tensor] of optimizer.firstMoments) moments.set(`m.${name}`, tensor);
-    for (const [name, tensor] of optimizer.secondMoments) moments.set(`v.${name}`, tensor);
-    const optimizerPath = path.join(directory, OPTIMIZER_FILE);
-    await writeSafetensors(`${optimizerPath}.tmp`, moments, { adam_step: String(optimizer.step) });
-    await rename(`${optimizerPath}.tmp`, optimizerPath);
-  }
+  if (optimizer) await writeOptimizerFile(path.join(directory, OPTIMIZER_FILE), optimizer);
   const metadataPath = path.join(directory, METADATA_FILE);
   await writeFile(`${metadataPath}.tmp`, `${JSON.stringify(metadata, null, 2)}\n`);
   await rename(`${metadataPath}.tmp`, metadataPath);
+}
+
+/**
+ * Writes AdamW moments as `m.<name>` and `v.<name>` with the step as `adam_step` (built-in
+ * checkpoints and LoRA adapters alike), under a temporary name then renamed.
+ */
+export async function writeOptimizerFile(file: string, optimizer: OptimizerState): Promise<void> {
+  const moments: HostWeights = new Map();
+  for (const [name, tensor] of optimizer.firstMoments) moments.set(`m.${name}`, tensor);
+  for (const [name, tensor] of optimizer.secondMoments) moments.set(`v.${name}`, tensor);
+  await writeSafetensors(`${file}.tmp`, moments, { adam_step: String(optimizer.step) });
+  await rename(`${file}.tmp`, file);
 }
 
 /** Reads a checkpoint's weights, checked against the model's parameters. */
@@ -152,22 +157,37 @@ export async function readCheckpointWeights(config: ModelConfig, directory: stri
 
 /** Reads a checkpoint's AdamW state, or null when it has none (or it does not fit). */
 export async function readOptimizerState(config: ModelConfig, directory: string): Promise<OptimizerState | null> {
-  let file;
+  return readOptimizerFile(
+    path.join(directory, OPTIMIZER_FILE),
+    parameterSpecs(config).map((spec) => ({ name: spec.name })),
+  );
+}
+
+/**
+ * Reads the AdamW moments `m.<name>` and `v.<name>` of each expected weight from an optimizer
+ * file (built-in checkpoints and LoRA adapters alike), or null when the file cannot be read or a
+ * moment is missing or, where a `length` is given, its first moment has another size.
+ */
+export async function readOptimizerFile(
+  file: string,
+  expected: readonly { readonly name: string; readonly length?: number }[],
+): Promise<OptimizerState | null> {
+  let contents;
   try {
-    file = await readSafetensors(path.join(directory, OPTIMIZER_FILE));
+    contents = await readSafetensors(file);
   } catch {
     return null;
   }
   const firstMoments: HostWeights = new Map();
   const secondMoments: HostWeights = new Map();
-  for (const spec of parameterSpecs(config)) {
-    const m = file.tensors.get(`m.${spec.name}`);
-    const v = file.tensors.get(`v.${spec.name}`);
-    if (!m || !v) return null;
-    firstMoments.set(spec.name, m);
-    secondMoments.set(spec.name, v);
+  for (const { name, length } of expected) {
+    const m = contents.tensors.get(`m.${name}`);
+    const v = contents.tensors.get(`v.${name}`);
+    if (!m || !v || (length !== undefined && m.data.length !== length)) return null;
+    firstMoments.set(name, m);
+    secondMoments.set(name, v);
   }
-  return { step: Number(file.metadata['adam_step'] ?? 0), firstMoments, secondMoments };
+  return { step: Number(contents.metadata['adam_step'] ?? 0), firstMoments, secondMoments };
 }
 
 /** Reads a checkpoint's `metadata.json`. */

@@ -1,5 +1,6 @@
 /** Turns sequences sampled from a Hugging Face model into OpenAI-shaped choices. */
-import type { ChatCompletionTokenLogprob, Choice } from '../../schema/index.js';
+import type { Choice } from '../../schema/index.js';
+import { tokenLogprobs } from '../completion.js';
 import type { GeneratedSequence } from '../sampler.js';
 import type { TextLayer } from './text.js';
 import type { ParseAssistantOptions as ParseOptions } from './text-layer.js';
@@ -14,20 +15,6 @@ export interface HfChoiceOptions {
   readonly text: TextLayer;
   /** The request's tools (a call to one of its custom tools becomes a custom tool call). */
   readonly tools: ParseOptions['tools'];
-}
-
-function logprobEntries(sequence: GeneratedSequence, options: HfChoiceOptions): ChatCompletionTokenLogprob[] {
-  const { text: strings, tokensAsIds } = options;
-  return sequence.tokens.map((id, index) => ({
-    token: strings.tokenString(id, tokensAsIds),
-    bytes: strings.tokenBytes(id),
-    logprob: sequence.logprobs[index] as number,
-    top_logprobs: (sequence.alternatives[index] ?? []).map((alternative) => ({
-      token: strings.tokenString(alternative.id, tokensAsIds),
-      bytes: strings.tokenBytes(alternative.id),
-      logprob: alternative.logprob,
-    })),
-  }));
 }
 
 /**
@@ -57,6 +44,8 @@ export function buildHfChoice(sequence: GeneratedSequence, index: number, option
       ...(toolCalls ? { tool_calls: toolCalls } : {}),
       ...(parsed.reasoning !== undefined ? { reasoning_content: parsed.reasoning } : {}),
     },
-    logprobs: options.logprobs ? { content: logprobEntries(sequence, options), refusal: null } : null,
+    logprobs: options.logprobs
+      ? { content: tokenLogprobs(sequence, options.tokensAsIds, options.text), refusal: null }
+      : null,
   };
 }

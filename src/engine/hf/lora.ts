@@ -13,7 +13,8 @@ import type { TensorFlow } from '../backend.js';
 import { SeededRandom } from '../random.js';
 import { readSafetensors, writeSafetensors } from '../safetensors.js';
 import type { HostTensor } from '../safetensors.js';
-import type { HostWeights, OptimizerState } from '../weights.js';
+import { readOptimizerFile, writeOptimizerFile } from '../weights.js';
+import type { CheckpointMetadata, HostWeights, OptimizerState } from '../weights.js';
 import type { HfModelConfig } from './config.js';
 import { linearModulePath, linearShape, transposeHost } from './files.js';
 import { LINEAR_MODULES } from './model.js';
@@ -163,15 +164,7 @@ export function adapterConfig(settings: LoraSettings, baseModel: string): Record
 }
 
 /** Metadata of a policyloop checkpoint of a Hugging Face base model. */
-export interface AdapterCheckpointMetadata {
-  readonly format: 'policyloop-checkpoint';
-  readonly base_model: string;
-  readonly step: number;
-  readonly kind: 'rl' | 'sft';
-  readonly training_config: unknown;
-  readonly optimizer_steps: number;
-  readonly metrics: Record<string, number>;
-  readonly created_at: string;
+export interface AdapterCheckpointMetadata extends CheckpointMetadata {
   readonly adapter: 'peft-lora';
 }
 
@@ -210,15 +203,7 @@ export async function writeAdapter(
     writeFile(file, `${JSON.stringify(adapterConfig(settings, baseModel), null, 2)}\n`),
   );
   if (!extra) return;
-  if (extra.optimizer) {
-    const moments: HostWeights = new Map();
-    for (const [name, tensor] of extra.optimizer.firstMoments) moments.set(`m.${name}`, tensor);
-    for (const [name, tensor] of extra.optimizer.secondMoments) moments.set(`v.${name}`, tensor);
-    const optimizerStep = String(extra.optimizer.step);
-    await writeAtomically(path.join(directory, ADAPTER_OPTIMIZER_FILE), (file) =>
-      writeSafetensors(file, moments, { adam_step: optimizerStep }),
-    );
-  }
+  if (extra.optimizer) await writeOptimizerFile(path.join(directory, ADAPTER_OPTIMIZER_FILE), extra.optimizer);
   await writeAtomically(path.join(directory, 'metadata.json'), (file) =>
     writeFile(file, `${JSON.stringify(extra.metadata, null, 2)}\n`),
   );
@@ -283,20 +268,8 @@ export async function readAdapter(
 
 /** Reads the AdamW moments stored with an adapter checkpoint, or null when absent or not fitting. */
 export async function readAdapterOptimizer(directory: string, weights: HostWeights): Promise<OptimizerState | null> {
-  let file;
-  try {
-    file = await readSafetensors(path.join(directory, ADAPTER_OPTIMIZER_FILE));
-  } catch {
-    return null;
-  }
-  const firstMoments: HostWeights = new Map();
-  const secondMoments: HostWeights = new Map();
-  for (const [name, tensor] of weights) {
-    const m = file.tensors.get(`m.${name}`);
-    const v = file.tensors.get(`v.${name}`);
-    if (!m || !v || m.data.length !== tensor.data.length) return null;
-    firstMoments.set(name, m);
-    secondMoments.set(name, v);
-  }
-  return { step: Number(file.metadata['adam_step'] ?? 0), firstMoments, secondMoments };
+  return readOptimizerFile(
+    path.join(directory, ADAPTER_OPTIMIZER_FILE),
+    [...weights].map(([name, tensor]) => ({ name, length: tensor.data.length })),
+  );
 }

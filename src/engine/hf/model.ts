@@ -13,6 +13,8 @@ import type { TensorFlow } from '../backend.js';
 import { transposeLast } from '../gradients.js';
 import type { HfModelConfig } from './config.js';
 import { inverseFrequencies, rotaryTables } from './config.js';
+import { attendSegments, disposeCache, growSegments, lastPromptRows } from '../transformer.js';
+import type { KeyValueCache } from '../transformer.js';
 
 /** The linear layers of a block that LoRA can adapt, by their transformers module names. */
 export const LINEAR_MODULES = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] as const;
@@ -129,17 +131,12 @@ function mlp(tf: TensorFlow, model: RunnableModel, layer: number, x: Tensor2D): 
 }
 
 /**
- * Key/value cache of every layer. Keys are stored transposed, `[batch * kvHeads, headDim, t]`,
- * values as `[batch * kvHeads, t, headDim]`, each a list of segments in key order (the prompt,
- * then blocks of generated tokens; only the last block is copied when a token is appended).
+ * Key/value cache of every layer, the built-in models' {@link KeyValueCache} shape with keys stored
+ * transposed, `[batch * kvHeads, headDim, t]`, values as `[batch * kvHeads, t, headDim]`, each a
+ * list of segments in key order (the prompt, then blocks of generated tokens; only the last block
+ * is copied when a token is appended).
  */
-export interface HfKeyValueCache {
-  readonly keys: Tensor3D[][];
-  readonly values: Tensor3D[][];
-}
-
-/** Generated tokens per cache block. */
-const CACHE_BLOCK = 32;
+export type HfKeyValueCache = KeyValueCache;
 
 /** Causal mask `[groups * length, length]` for queries laid out group-major. */
 function causalMask(tf: TensorFlow, groups: number, length: number): Tensor2D {
@@ -262,14 +259,7 @@ export function prefill(
   const positions = Int32Array.from({ length: batch * length }, (_, index) => index % length);
   const embedded = tf.tensor2d(embedRows(model, tokens), [batch * length, model.config.hiddenSize]);
   const hidden = hiddenStates(tf, model, embedded, batch, length, positions, cache);
-  const last = tf.gather(
-    hidden,
-    tf.tensor1d(
-      lengths.map((rowLength, row) => row * length + rowLength - 1),
-      'int32',
-    ),
-  ) as Tensor2D;
-  return { logits: project(tf, model, last), cache };
+  return { logits: project(tf, model, lastPromptRows(tf, hidden, length, lengths)), cache };
 }
 
 /**
@@ -304,30 +294,16 @@ export function decodeStep(
     const query = tf.reshape(q, [rowsKv, groups, c.headDimension]) as Tensor3D;
     const newKey = tf.reshape(k, [rowsKv, c.headDimension, 1]) as Tensor3D;
     const newValue = tf.reshape(v, [rowsKv, 1, c.headDimension]) as Tensor3D;
-    const grow = (segments: readonly Tensor3D[], added: Tensor3D, axis: number): Tensor3D[] => {
-      const last = segments[segments.length - 1] as Tensor3D;
-      if (segments.length > 1 && (last.shape[axis] as number) < CACHE_BLOCK)
-        return [...segments.slice(0, -1), tf.keep(tf.concat([last, added], axis))];
-      return [...segments, tf.keep(added)];
-    };
-    const keys = grow(cache.keys[layer] as Tensor3D[], newKey, 2);
-    const values = grow(cache.values[layer] as Tensor3D[], newValue, 1);
+    // Keys are stored transposed: they grow along axis 2.
+    const keys = growSegments(tf, cache.keys[layer] as Tensor3D[], newKey, 2);
+    const values = growSegments(tf, cache.values[layer] as Tensor3D[], newValue, 1);
     next.keys.push(keys);
     next.values.push(values);
     const parts = keys.map((segment) => tf.matMul(query, segment));
     const joined = parts.length === 1 ? (parts[0] as Tensor3D) : tf.concat(parts, 2);
     const scores = tf.add(tf.reshape(tf.mul(joined, scale), [batch, c.headCount, keyLength]), mask);
     const weightsAll = tf.reshape(tf.softmax(scores), [rowsKv, groups, keyLength]) as Tensor3D;
-    const weightParts =
-      values.length === 1
-        ? [weightsAll]
-        : tf.split(
-            weightsAll,
-            values.map((segment) => segment.shape[1]),
-            2,
-          );
-    const attended = values.map((segment, index) => tf.matMul(weightParts[index] as Tensor3D, segment));
-    const merged = tf.reshape(attended.length === 1 ? (attended[0] as Tensor3D) : tf.addN(attended), [
+    const merged = tf.reshape(attendSegments(tf, weightsAll, values), [
       batch,
       c.headCount * c.headDimension,
     ]) as Tensor2D;
@@ -339,20 +315,12 @@ export function decodeStep(
 }
 
 /** Disposes every tensor of a cache. */
-export function disposeHfCache(cache: HfKeyValueCache): void {
-  for (const layer of [...cache.keys, ...cache.values]) for (const segment of layer) segment.dispose();
-}
-
-/** Disposes the tensors of `previous` that `next` no longer holds. */
-export function disposeReplacedHf(previous: HfKeyValueCache, next: HfKeyValueCache): void {
-  const kept = new Set<Tensor>();
-  for (const layer of [...next.keys, ...next.values]) for (const segment of layer) kept.add(segment);
-  for (const layer of [...previous.keys, ...previous.values])
-    for (const segment of layer) if (!kept.has(segment)) segment.dispose();
-}
+export const disposeHfCache: (cache: HfKeyValueCache) => void = disposeCache;
 
 /**
  * The cache rows of the given sequences, in order (each sequence owns `kvHeads` consecutive rows).
+ * Not shared with the built-in models' `selectCacheRows`: that one copies `headCount` rows per
+ * sequence through host memory, this one gathers on the backend.
  */
 export function selectHfCacheRows(
   tf: TensorFlow,

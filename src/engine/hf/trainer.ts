@@ -5,19 +5,8 @@
 import type { Tensor, Tensor2D } from '@tensorflow/tfjs-core';
 import type { TensorFlow } from '../backend.js';
 import { AdamW } from '../optimizer.js';
-import {
-  AUTO_SFT_BATCH_SIZE,
-  DEFAULT_LEARNING_RATE,
-  DEFAULT_SFT_LEARNING_RATE,
-  checkCancelled,
-  computeStep,
-  lossSettings,
-  nothingToTrain,
-  truncate,
-} from '../trainer.js';
+import { checkCancelled, runSteps, truncate } from '../trainer.js';
 import type { TrainableModel, TrainingHooks } from '../trainer.js';
-import { scalesRewards } from '../training-data.js';
-import type { TrainingSequence } from '../training-data.js';
 import type { HfModelConfig } from './config.js';
 import type { EngineTrainingJob, EngineTrainingResult } from '../types.js';
 import type { HostWeights } from '../weights.js';
@@ -105,84 +94,15 @@ export async function runHfTrainingJob(
     optimizer = new AdamW(weights, null);
   }
   const trainable = trainableAdapter(tf, model, settings, weights);
-  let metrics: Record<string, number> = {};
-  if (job.kind === 'rl') {
-    const data = buildHfRlData(job.trajectoryGroups, job.config, model.text);
-    const { sequences, truncated } = truncate(model.config, data.sequences);
-    if (!sequences.some((sequence) => sequence.mask.includes(1)))
-      throw new Error(nothingToTrain(data, truncated, model.config.contextLength));
-    const learningRate = job.config?.learning_rate ?? DEFAULT_LEARNING_RATE;
-    hooks.onEvent({ type: 'training_started', data: { num_sequences: 1 } });
-    checkCancelled(hooks);
-    const step = computeStep(tf, trainable, sequences, lossSettings('rl', job.config));
-    checkCancelled(hooks);
-    const gradNorm = step.trainableTokens > 0 ? optimizer.step(step.gradients, learningRate) : 0;
-    metrics = {
-      loss: step.loss,
-      policy_loss: step.loss,
-      grad_norm: gradNorm,
-      entropy: step.entropy,
-      learning_rate: learningRate,
-      num_trajectories: data.trajectories,
-      num_trainable_tokens: step.trainableTokens,
-      num_groups_submitted: data.groupsSubmitted,
-      num_groups_trainable: data.groupsTrainable,
-      num_sequences_truncated: truncated,
-      reward: data.reward,
-      reward_std_dev: data.rewardStdDev,
-      importance_ratio: step.meanRatio,
-      clip_fraction: step.clippedFraction,
-      kl_div: step.approximateKl,
-      scale_rewards: scalesRewards(job.config) ? 1 : 0,
-    };
-    hooks.onEvent({ type: 'gradient_step', data: metrics });
-  } else {
-    const built = buildHfSftSequences(job.rows, job.config?.assistant_turns ?? 'all', model.text);
-    const { sequences, truncated } = truncate(model.config, built);
-    const requestedBatch = job.config?.batch_size;
-    if (typeof requestedBatch === 'number' && !(Number.isInteger(requestedBatch) && requestedBatch >= 1))
-      throw new Error(`config.batch_size must be a positive integer or "auto", got ${requestedBatch}.`);
-    const batchSize =
-      typeof requestedBatch === 'number'
-        ? requestedBatch
-        : Math.min(AUTO_SFT_BATCH_SIZE, Math.max(1, sequences.length));
-    const batches: TrainingSequence[][] = [];
-    for (let start = 0; start < sequences.length; start += batchSize)
-      batches.push(sequences.slice(start, start + batchSize));
-    const rates = job.config?.learning_rate;
-    hooks.onEvent({ type: 'training_started', data: { num_sequences: batches.length } });
-    let totalTokens = 0;
-    let lossSum = 0;
-    for (const [index, batch] of batches.entries()) {
-      await new Promise((resolve) => setImmediate(resolve));
-      checkCancelled(hooks);
-      const learningRate = Array.isArray(rates)
-        ? (rates[Math.min(index, rates.length - 1)] ?? DEFAULT_SFT_LEARNING_RATE)
-        : (rates ?? DEFAULT_SFT_LEARNING_RATE);
-      const step = computeStep(tf, trainable, batch, lossSettings('sft', null));
-      const gradNorm = step.trainableTokens > 0 ? optimizer.step(step.gradients, learningRate) : 0;
-      totalTokens += step.trainableTokens;
-      lossSum += step.loss * step.trainableTokens;
-      metrics = {
-        loss: step.loss,
-        grad_norm: gradNorm,
-        entropy: step.entropy,
-        learning_rate: learningRate,
-        num_trajectories: batch.length,
-        num_trainable_tokens: step.trainableTokens,
-        num_groups_trainable: 0,
-        num_sequences_truncated: truncated,
-        batch_index: index,
-        num_batches: batches.length,
-      };
-      hooks.onEvent({ type: 'gradient_step', data: metrics });
-    }
-    metrics = {
-      ...metrics,
-      mean_loss: totalTokens > 0 ? lossSum / totalTokens : 0,
-      num_trainable_tokens_total: totalTokens,
-    };
-  }
+  // No sliding window on these models: sequences are truncated, not cropped.
+  const metrics = await runSteps(tf, job, hooks, trainable, optimizer, {
+    contextLength: model.config.contextLength,
+    rl: (groups, config) => {
+      const data = buildHfRlData(groups, config, model.text);
+      return { data, ...truncate(model.config, data.sequences) };
+    },
+    sft: (rows, assistantTurns) => truncate(model.config, buildHfSftSequences(rows, assistantTurns, model.text)),
+  });
   checkCancelled(hooks);
   const state = optimizer.state();
   await writeAdapter(job.outputPath, model.config, settings, weights, job.policy.baseModel, {

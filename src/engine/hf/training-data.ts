@@ -4,17 +4,12 @@
  * before it, rendered with the generation prompt exactly as sampling renders it, then the turn.
  */
 import type { ExperimentalTrainingConfig, SFTRow, TrajectoryGroup } from '../../schema/index.js';
-import { scalesRewards } from '../training-data.js';
+import { isChoiceItem, visitRlHistories } from '../training-data.js';
 import type { RlData, TrainingSequence } from '../training-data.js';
 import type { TextLayer } from './text.js';
 
 type ChatMessages = Parameters<TextLayer['renderChat']>[0];
 type Tools = Parameters<TextLayer['renderChat']>[1]['tools'];
-
-function isChoiceItem(item: unknown): boolean {
-  const record = item as Record<string, unknown>;
-  return record['role'] === undefined && 'message' in record;
-}
 
 /** An OpenAI assistant message as the chat template expects it (no null fields it would print). */
 function assistantMessage(message: Record<string, unknown>): Record<string, unknown> {
@@ -54,104 +49,59 @@ export function buildHfRlData(
   config: ExperimentalTrainingConfig | null,
   text: TextLayer,
 ): RlData {
-  const scale = scalesRewards(config);
   const allowWithoutLogprobs = config?.allow_training_without_logprobs ?? false;
   const stopIds = text.stopTokenIds;
   const sequences: TrainingSequence[] = [];
-  let groupsTrainable = 0;
-  let trajectories = 0;
-  let rewardSum = 0;
-  let stdSum = 0;
-  let groupsWithTrajectories = 0;
-  let choices = 0;
-  groups.forEach((group, groupIndex) => {
-    for (const trajectory of group.trajectories)
-      for (const items of [
-        trajectory.messages_and_choices,
-        ...(trajectory.additional_histories ?? []).map((history) => history.messages_and_choices),
-      ])
-        choices += items.filter(isChoiceItem).length;
-    const rewards = group.trajectories.map((trajectory) => trajectory.reward ?? 0);
-    trajectories += rewards.length;
-    if (rewards.length === 0) return;
-    groupsWithTrajectories += 1;
-    rewardSum += rewards.reduce((a, b) => a + b, 0);
-    const mean = rewards.reduce((a, b) => a + b, 0) / rewards.length;
-    const std = Math.sqrt(rewards.reduce((a, b) => a + (b - mean) ** 2, 0) / rewards.length);
-    stdSum += std;
-    if (std < 1e-9) return;
-    groupsTrainable += 1;
-    group.trajectories.forEach((trajectory, trajectoryIndex) => {
-      const advantage = scale ? ((trajectory.reward ?? 0) - mean) / (std + 1e-6) : (trajectory.reward ?? 0) - mean;
-      const histories = [
-        {
-          items: trajectory.messages_and_choices,
-          tools: trajectory.tools,
-          where: `trajectory_groups[${groupIndex}].trajectories[${trajectoryIndex}]`,
-        },
-        ...(trajectory.additional_histories ?? []).map((history, historyIndex) => ({
-          items: history.messages_and_choices,
-          tools: history.tools,
-          where: `trajectory_groups[${groupIndex}].trajectories[${trajectoryIndex}].additional_histories[${historyIndex}]`,
-        })),
-      ];
-      for (const history of histories) {
-        const messages: unknown[] = [];
-        history.items.forEach((item, itemIndex) => {
-          if (!isChoiceItem(item)) {
-            messages.push(item);
-            return;
-          }
-          const where = `${history.where}.messages_and_choices[${itemIndex}]`;
-          const choice = item as {
-            message: Record<string, unknown>;
-            logprobs?: { content?: { token: string; logprob: number }[] | null } | null;
-          };
-          const prompt = promptTokens(text, messages, history.tools as readonly unknown[] | null | undefined);
-          messages.push(assistantMessage(choice.message));
-          const entries = choice.logprobs?.content ?? null;
-          let ids: number[];
-          let logprobs: number[] | null;
-          if (entries && entries.length > 0) {
-            ids = entries.map((entry, entryIndex) => {
-              const id = text.recoverTokenId(entry);
-              if (id === null)
-                throw new Error(
-                  `Cannot recover the token id of ${where}.logprobs.content[${entryIndex}] (token ${JSON.stringify(entry.token)}): expected a token of this model's tokenizer (its text, or "token_id:<id>"). Was this Choice sampled from another model?`,
-                );
-              return id;
-            });
-            logprobs = entries.map((entry) => entry.logprob);
-          } else if (entries && entries.length === 0) {
-            return;
-          } else if (allowWithoutLogprobs) {
-            const body = typeof choice.message['content'] === 'string' ? choice.message['content'] : '';
-            ids = [...text.encode(body), ...(stopIds.length > 0 ? [stopIds[0] as number] : [])];
-            logprobs = null;
-          } else {
-            throw new Error(
-              `${where} is a Choice without logprobs: request chat completions with logprobs: true, or set experimental_config.allow_training_without_logprobs to train it with the current policy's logprobs.`,
-            );
-          }
-          sequences.push(sequenceOf(prompt, ids, advantage, logprobs));
-        });
+  const statistics = visitRlHistories(groups, config, (history, advantage) => {
+    const messages: unknown[] = [];
+    history.items.forEach((item, itemIndex) => {
+      if (!isChoiceItem(item)) {
+        messages.push(item);
+        return;
       }
+      const where = `${history.where}.messages_and_choices[${itemIndex}]`;
+      const choice = item as {
+        message: Record<string, unknown>;
+        logprobs?: { content?: { token: string; logprob: number }[] | null } | null;
+      };
+      const prompt = promptTokens(text, messages, history.tools as readonly unknown[] | null | undefined);
+      messages.push(assistantMessage(choice.message));
+      const entries = choice.logprobs?.content ?? null;
+      let ids: number[];
+      let logprobs: number[] | null;
+      if (entries && entries.length > 0) {
+        ids = entries.map((entry, entryIndex) => {
+          const id = text.recoverTokenId(entry);
+          if (id === null)
+            throw new Error(
+              `Cannot recover the token id of ${where}.logprobs.content[${entryIndex}] (token ${JSON.stringify(entry.token)}): expected a token of this model's tokenizer (its text, or "token_id:<id>"). Was this Choice sampled from another model?`,
+            );
+          return id;
+        });
+        logprobs = entries.map((entry) => entry.logprob);
+      } else if (entries && entries.length === 0) {
+        return;
+      } else if (allowWithoutLogprobs) {
+        const body = typeof choice.message['content'] === 'string' ? choice.message['content'] : '';
+        ids = [...text.encode(body), ...(stopIds.length > 0 ? [stopIds[0] as number] : [])];
+        logprobs = null;
+      } else {
+        throw new Error(
+          `${where} is a Choice without logprobs: request chat completions with logprobs: true, or set experimental_config.allow_training_without_logprobs to train it with the current policy's logprobs.`,
+        );
+      }
+      sequences.push(sequenceOf(prompt, ids, advantage, logprobs));
     });
   });
-  return {
-    sequences,
-    groupsSubmitted: groups.length,
-    groupsTrainable,
-    trajectories,
-    choices,
-    reward: trajectories > 0 ? rewardSum / trajectories : 0,
-    rewardStdDev: groupsWithTrajectories > 0 ? stdSum / groupsWithTrajectories : 0,
-  };
+  return { sequences, ...statistics };
 }
 
 /**
  * Builds SFT sequences: each learned assistant message (`all`, or the `last` of each row) is one
- * sequence, its tokens up to and including the first end-of-turn token learned.
+ * sequence, its tokens up to and including the first end-of-turn token learned. Apart from the
+ * built-in `buildSftSequences` (one multi-span sequence per row): a model's chat template may
+ * render earlier turns differently once later ones follow (Qwen3 drops old reasoning), so each
+ * turn is learned after the prompt exactly as sampling renders it.
  */
 export function buildHfSftSequences(
   rows: readonly SFTRow[],
