@@ -217,6 +217,11 @@ export interface SFTOptions extends JobOptions {
    * which cannot read local files: upload the file as a W&B artifact and pass its URL).
    */
   trainingDataUrl?: string | undefined;
+  /**
+   * Further `config` keys, sent as given (`learningRate`, `batchSize` and `assistantTurns` win):
+   * the local engine's LoRA keys `lora_rank`, `lora_alpha`, `lora_target_modules` for real models.
+   */
+  config?: Partial<SFTTrainingConfigInput> | undefined;
 }
 
 /** What a training call returns. */
@@ -707,7 +712,7 @@ export class TrainableModel extends EventEmitter<TrainableModelEvents> {
     checkSFTOptions(options);
     const { connection, model, backend, files } = this.registered();
     const { url, rows } = await this.resolveSFTSource(source, options.trainingDataUrl, backend, files);
-    const config: SFTTrainingConfigInput = {};
+    const config: SFTTrainingConfigInput = { ...options.config };
     if (options.learningRate !== undefined) config.learning_rate = options.learningRate;
     if (options.batchSize !== undefined) config.batch_size = options.batchSize;
     if (options.assistantTurns !== undefined) config.assistant_turns = options.assistantTurns;
