@@ -73,6 +73,17 @@ describe('examples', () => {
     ).toHaveLength(2);
     expect(output).toMatch(/^after 2 RL steps: success [01]\.\d{3}, \d+ s$/m);
   }, 300_000);
+  it('qwen-agent serves the tiny Qwen3, warms it up with SFT into writing the tool call, then runs RL steps (a short run)', async () => {
+    // The full run is the curve of docs/engine.md (Real models); 1 RL step shows the loop runs.
+    const output = await runExample('qwen-agent', { POLICYLOOP_EXAMPLE_STEPS: '1' });
+    expect(output).toMatch(/^random Qwen3: greedy reward 0\.000, \d+ s$/m);
+    // 30 SFT passes: every greedy reply calls `weather` (0.5 each), with one city for all (0.625).
+    expect(output).toMatch(/^warm start: SFT x 30 \(step 1\): greedy reward 0\.625, \d+ s$/m);
+    expect(output).toMatch(
+      /^RL step 1\/1: rollout reward [01]\.\d{3}( \(no gradient: skipped\))?, greedy reward [01]\.\d{3}, \d+ s$/m,
+    );
+    expect(output).toMatch(/^after 1 RL steps: greedy reward [01]\.\d{3}, \d+ s$/m);
+  }, 300_000);
   it('handoff-agent warms up on recorded handoff runs, then RLTrainer trains the Agents SDK agents (a short run)', async () => {
     // The full run is the curve of docs/recipes.md. Here 2 scenarios and 40 warm-start passes
     // (40 optimizer steps, as in the 40-pass run there, where 0.59 of the rollouts handed off),

@@ -36,6 +36,16 @@ const TOKENS_PER_PASS = 8192;
 /** Most attention scores (rows × heads × queries × keys) per forward pass, bounding its memory. */
 const SCORES_PER_PASS = 24 * 1024 * 1024;
 
+/**
+ * Most learned positions × vocabulary rows per forward pass. Each learned position's logits are
+ * held about ten times over (logits, log-softmax, its exponent, the one-hot targets, products,
+ * and their gradients): with Qwen3's 151,936 ids that is ~6 MB a position, so 16 rollouts of 28
+ * learned tokens in one pass needed ~2.7 GB and ran the wasm heap out ("memory access out of
+ * bounds"). 16M floats (64 MB a copy) keep ~105 Qwen3 positions per pass; the built-in models'
+ * small vocabularies never reach it.
+ */
+export const LOGITS_PER_PASS = 16 * 1024 * 1024;
+
 /** Attention scores of one row of `length` tokens (full, or sliding-window blocks). */
 function scoresPerRow(config: ModelConfig, length: number): number {
   const window = config.attentionWindow;
@@ -116,10 +126,20 @@ function builtInTrainable(tf: TensorFlow, config: ModelConfig, weights: HostWeig
   };
 }
 
-function passes(config: TrainableModel, sequences: readonly TrainingSequence[]): TrainingSequence[][] {
+/**
+ * The sequences of one optimizer step split into forward passes, each bounded in padded tokens,
+ * attention scores and learned positions' logits (a single sequence over a bound still gets a
+ * pass of its own).
+ */
+export function trainingPasses(
+  config: Pick<TrainableModel, 'vocabularySize' | 'scoresPerRow' | 'tokensPerPass'>,
+  sequences: readonly TrainingSequence[],
+): TrainingSequence[][] {
+  const learnedOf = (sequence: TrainingSequence): number => sequence.mask.slice(1).reduce((a, b) => a + b, 0);
   const sorted = [...sequences].sort((a, b) => a.tokens.length - b.tokens.length);
   const result: TrainingSequence[][] = [];
   let current: TrainingSequence[] = [];
+  let learned = 0;
   for (const sequence of sorted) {
     const length = maxOf(
       current.map((item) => item.tokens.length),
@@ -129,12 +149,15 @@ function passes(config: TrainableModel, sequences: readonly TrainingSequence[]):
     if (
       current.length > 0 &&
       (rows * length > (config.tokensPerPass ?? TOKENS_PER_PASS) ||
-        rows * config.scoresPerRow(length) > SCORES_PER_PASS)
+        rows * config.scoresPerRow(length) > SCORES_PER_PASS ||
+        (learned + learnedOf(sequence)) * config.vocabularySize > LOGITS_PER_PASS)
     ) {
       result.push(current);
       current = [];
+      learned = 0;
     }
     current.push(sequence);
+    learned += learnedOf(sequence);
   }
   if (current.length > 0) result.push(current);
   return result;
@@ -166,7 +189,7 @@ export function computeStep(
   let klSum = 0;
   if (trainableTokens === 0)
     return { loss: 0, entropy: 0, gradients, trainableTokens, meanRatio: 1, clippedFraction: 0, approximateKl: 0 };
-  for (const pass of passes(config, sequences)) {
+  for (const pass of trainingPasses(config, sequences)) {
     const length = Math.min(config.contextLength + 1, maxOf(pass.map((sequence) => sequence.tokens.length)));
     const steps = length - 1;
     const batch = pass.length;

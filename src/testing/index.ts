@@ -1,7 +1,8 @@
 /**
  * `policyloop/testing`: helpers to test reward functions, rollouts and judges: hand-built Choices,
  * trajectories and groups, a scripted chat-completions client, and the real local service on a
- * random loopback port.
+ * random loopback port; and `writeTinyQwen3`, a tiny random-weight Qwen3 model folder with the real
+ * Qwen3 tokenizer and chat template, for offline tests and examples on a real model's text.
  * @module
  */
 export { makeChoice, type MakeChoiceOptions, type MakeToolCall } from './make-choice.js';
@@ -14,3 +15,4 @@ export {
   type ScriptedResponse,
 } from './scripted-chat-client.js';
 export { startTestService, type StartTestServiceOptions, type TestService } from './start-test-service.js';
+export { writeTinyQwen3, type TinyQwen3Options } from '../engine/hf/tiny-qwen3.js';

@@ -3,7 +3,13 @@
  * (through {@link TrainingJobs}) how a training job is sent, retried or not, followed and recorded.
  */
 import type { TrainingClient } from '../client/index.js';
-import type { ExperimentalTrainingConfig, SFTRow, TrajectoryGroup, TrajectoryInput } from '../schema/index.js';
+import type {
+  ExperimentalTrainingConfig,
+  SFTRow,
+  SFTTrainingConfigInput,
+  TrajectoryGroup,
+  TrajectoryInput,
+} from '../schema/index.js';
 import type { RetentionOptions } from './checkpoint-retention.js';
 import type { JobProgress } from './follow-job.js';
 import type { JobEndEvent, JobSubmittedEvent } from './model-events.js';
@@ -153,6 +159,11 @@ export interface SFTOptions extends JobOptions {
    * which cannot read local files: upload the file as a W&B artifact and pass its URL).
    */
   trainingDataUrl?: string | undefined;
+  /**
+   * Further `config` keys, sent as given (`learningRate`, `batchSize` and `assistantTurns` win):
+   * the local engine's LoRA keys `lora_rank`, `lora_alpha`, `lora_target_modules` for real models.
+   */
+  config?: Partial<SFTTrainingConfigInput> | undefined;
 }
 
 /** What a training call returns. */

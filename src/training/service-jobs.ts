@@ -165,7 +165,7 @@ export class ServiceJobs implements TrainingJobs {
     reporter: JobReporter,
   ): Promise<TrainResult> {
     const { url, rows } = await this.resolveSFTSource(model, source, options.trainingDataUrl);
-    const config: SFTTrainingConfigInput = {};
+    const config: SFTTrainingConfigInput = { ...options.config };
     if (options.learningRate !== undefined) config.learning_rate = options.learningRate;
     if (options.batchSize !== undefined) config.batch_size = options.batchSize;
     if (options.assistantTurns !== undefined) config.assistant_turns = options.assistantTurns;

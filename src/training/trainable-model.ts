@@ -490,4 +490,9 @@ function checkSFTOptions(options: SFTOptions): void {
   });
   optional(options.assistantTurns, (turns) => enumOption('assistantTurns', turns, ['all', 'last']));
   optional(options.trainingDataUrl, (url) => stringOption('trainingDataUrl', url, true));
+  optional(options.config, (config) => {
+    if (typeof config !== 'object' || config === null || Array.isArray(config)) {
+      throw invalidOption('config', config, 'an object of SFT `config` keys');
+    }
+  });
 }
