@@ -7,6 +7,7 @@
  */
 import { isDeepStrictEqual } from 'node:util';
 import { describe, expect, it } from 'vitest';
+import { jsonPaths, seededRandom } from '../support/json-fuzz.js';
 import type { z } from 'zod';
 import { boundedSafeParse } from '../../src/schema/bounded-parse.js';
 import * as schemas from '../../src/schema/index.js';
@@ -23,35 +24,11 @@ const corpus = allCases.filter((entry) => {
 
 const copy = <T>(value: T): T => (value === undefined ? value : (JSON.parse(JSON.stringify(value)) as T));
 
-function random(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state * 1_664_525 + 1_013_904_223) >>> 0;
-    return state / 2 ** 32;
-  };
-}
-
 const REPLACEMENTS: unknown[] = [null, 0, -1, 1.5, '', 'x', true, [], {}, [1, 'a', null], { role: 'user' }, 'stop'];
-
-/** Every path to an object key or array index in a JSON value. */
-function paths(
-  value: unknown,
-  prefix: (string | number)[] = [],
-  into: (string | number)[][] = [],
-): (string | number)[][] {
-  if (value !== null && typeof value === 'object') {
-    for (const [key, child] of Object.entries(value)) {
-      const path = [...prefix, Array.isArray(value) ? Number(key) : key];
-      into.push(path);
-      paths(child, path, into);
-    }
-  }
-  return into;
-}
 
 function mutate(value: unknown, next: () => number): unknown {
   const mutated = copy({ root: value }) as Record<string, unknown>;
-  const all = paths(mutated);
+  const all = jsonPaths(mutated);
   const count = 1 + Math.floor(next() * 4);
   for (let step = 0; step < count; step += 1) {
     const path = all[Math.floor(next() * all.length)] as (string | number)[];
@@ -99,7 +76,7 @@ describe('the bounded validator', () => {
   });
 
   it('agrees with zod on 4,000 fuzzed corpus values, stopping at small bounds only where zod rejects', () => {
-    const next = random(15);
+    const next = seededRandom(15);
     let stopped = 0;
     let accepted = 0;
     for (let index = 0; index < 4_000; index += 1) {

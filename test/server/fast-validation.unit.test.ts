@@ -6,6 +6,7 @@
  * trajectory defaults in place).
  */
 import { describe, expect, it } from 'vitest';
+import { jsonPaths, seededRandom } from '../support/json-fuzz.js';
 import { fastParseLogRequest, fastParseTrajectory } from '../../src/schema/fast-parse.js';
 import { LogRequest, Trajectory } from '../../src/schema/index.js';
 import { RequestValidationError } from '../../src/server/http-error.js';
@@ -68,38 +69,13 @@ function wrap(schema: string, value: unknown): unknown {
   }
 }
 
-/** A seeded generator, so a failing case can be replayed. */
-function random(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state * 1_664_525 + 1_013_904_223) >>> 0;
-    return state / 2 ** 32;
-  };
-}
-
 const REPLACEMENTS: unknown[] = [null, 0, -1, 1.5, 2 ** 60, '', 'x', true, [], {}, [1], { role: 'user' }, 'stop'];
 
 const replacement = (next: () => number): unknown => copy(REPLACEMENTS[Math.floor(next() * REPLACEMENTS.length)]);
 
-/** Every path to an object key or array index in a JSON value. */
-function paths(
-  value: unknown,
-  prefix: (string | number)[] = [],
-  into: (string | number)[][] = [],
-): (string | number)[][] {
-  if (value !== null && typeof value === 'object') {
-    for (const [key, child] of Object.entries(value)) {
-      const path = [...prefix, Array.isArray(value) ? Number(key) : key];
-      into.push(path);
-      paths(child, path, into);
-    }
-  }
-  return into;
-}
-
 function mutate(body: unknown, next: () => number): unknown {
   const mutated = copy(body);
-  const all = paths(mutated);
+  const all = jsonPaths(mutated);
   const count = 1 + Math.floor(next() * 3);
   for (let step = 0; step < count && all.length > 0; step += 1) {
     const path = all[Math.floor(next() * all.length)] as (string | number)[];
@@ -140,7 +116,7 @@ describe('the fast log-request validator', () => {
   });
 
   it('gives the same verdict, value and 422 as zod on 3,000 fuzzed log requests', () => {
-    const next = random(12);
+    const next = seededRandom(12);
     const valid = corpus.filter((entry) => entry.valid).map((entry) => wrap(entry.schema, entry.value));
     const bases = [...baseRequests, ...valid];
     let accepted = 0;
