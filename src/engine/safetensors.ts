@@ -14,18 +14,24 @@ export interface HostTensor {
 
 const littleEndian = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
-/** Serialises tensors (in name order) to safetensors bytes. */
+/**
+ * Serialises tensors (in name order) to safetensors bytes, as F32 or, with `dtype: 'BF16'`, as
+ * bfloat16 (each value's upper 16 bits: rounded toward zero).
+ */
 export function encodeSafetensors(
   tensors: ReadonlyMap<string, HostTensor>,
   metadata: Record<string, string> = {},
+  options: { readonly dtype?: 'F32' | 'BF16' } = {},
 ): Uint8Array {
+  const dtype = options.dtype ?? 'F32';
+  const width = dtype === 'BF16' ? 2 : 4;
   const names = [...tensors.keys()].sort();
   const header: Record<string, unknown> = { __metadata__: metadata };
   let offset = 0;
   for (const name of names) {
     const tensor = tensors.get(name) as HostTensor;
-    const bytes = tensor.data.length * 4;
-    header[name] = { dtype: 'F32', shape: [...tensor.shape], data_offsets: [offset, offset + bytes] };
+    const bytes = tensor.data.length * width;
+    header[name] = { dtype, shape: [...tensor.shape], data_offsets: [offset, offset + bytes] };
     offset += bytes;
   }
   const headerJson = new TextEncoder().encode(JSON.stringify(header));
@@ -40,12 +46,16 @@ export function encodeSafetensors(
   let position = 8 + headerBytes.length;
   for (const name of names) {
     const tensor = tensors.get(name) as HostTensor;
-    if (littleEndian) {
+    if (dtype === 'BF16') {
+      const bits = new Uint32Array(tensor.data.buffer, tensor.data.byteOffset, tensor.data.length);
+      for (let index = 0; index < bits.length; index += 1)
+        view.setUint16(position + index * 2, (bits[index] as number) >>> 16, true);
+    } else if (littleEndian) {
       out.set(new Uint8Array(tensor.data.buffer, tensor.data.byteOffset, tensor.data.byteLength), position);
     } else {
       tensor.data.forEach((value, index) => view.setFloat32(position + index * 4, value, true));
     }
-    position += tensor.data.byteLength;
+    position += tensor.data.length * width;
   }
   return out;
 }

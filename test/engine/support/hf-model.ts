@@ -97,7 +97,7 @@ export async function writeTinyModel(directory: string, options: TinyModelOption
     const mine = names.filter((_, nameIndex) => nameIndex % shards === index);
     const part = new Map(mine.map((name) => [name, tensors.get(name) as HostTensor]));
     for (const name of mine) weightMap[name] = file;
-    const bytes = options.dtype === 'BF16' ? encodeBf16(part) : encodeSafetensors(part, { format: 'pt' });
+    const bytes = encodeSafetensors(part, { format: 'pt' }, { dtype: options.dtype ?? 'F32' });
     await writeFile(path.join(directory, file), bytes);
   }
   if (shards > 1)
@@ -106,32 +106,6 @@ export async function writeTinyModel(directory: string, options: TinyModelOption
       JSON.stringify({ metadata: {}, weight_map: weightMap }),
     );
   return directory;
-}
-
-/** BF16 safetensors bytes (values rounded to bfloat16 by truncation). */
-function encodeBf16(tensors: ReadonlyMap<string, HostTensor>): Uint8Array {
-  const names = [...tensors.keys()].sort();
-  const header: Record<string, unknown> = {};
-  let offset = 0;
-  for (const name of names) {
-    const tensor = tensors.get(name) as HostTensor;
-    header[name] = { dtype: 'BF16', shape: tensor.shape, data_offsets: [offset, offset + tensor.data.length * 2] };
-    offset += tensor.data.length * 2;
-  }
-  const json = new TextEncoder().encode(JSON.stringify(header));
-  const out = new Uint8Array(8 + json.length + offset);
-  const view = new DataView(out.buffer);
-  view.setBigUint64(0, BigInt(json.length), true);
-  out.set(json, 8);
-  let position = 8 + json.length;
-  for (const name of names) {
-    const tensor = tensors.get(name) as HostTensor;
-    const bits = new Uint32Array(tensor.data.buffer, tensor.data.byteOffset, tensor.data.length);
-    for (let index = 0; index < bits.length; index += 1)
-      view.setUint16(position + index * 2, (bits[index] as number) >>> 16, true);
-    position += tensor.data.length * 2;
-  }
-  return out;
 }
 
 /**
