@@ -90,6 +90,18 @@ describe('safetensors', () => {
     expect(decoded.tensors.get('b')).toEqual(tensors.get('b'));
   });
 
+  it('writes BF16 as the upper half of each float32 (rounded toward zero), which reads back as such', () => {
+    const data = Float32Array.from([1.5, -2, Math.PI, 1e-7, -1e7, 0]);
+    const bytes = encodeSafetensors(new Map([['w', { shape: [2, 3], data }]]), {}, { dtype: 'BF16' });
+    const decoded = decodeSafetensors(bytes, { dtypes: ['BF16'] }).tensors.get('w');
+    const truncated = new Float32Array(new Uint32Array(data.buffer.slice(0)).map((bits) => (bits >>> 16) << 16).buffer);
+    expect(decoded?.shape).toEqual([2, 3]);
+    expect(Array.from(decoded?.data ?? [])).toEqual(Array.from(truncated));
+    expect(decoded?.data[2]).not.toBe(Math.fround(Math.PI));
+    // The header names the dtype: a reader that accepts only F32 refuses it, naming BF16.
+    expect(() => decodeSafetensors(bytes)).toThrow(/BF16/);
+  });
+
   it('refuses malformed files with messages that say what was found', () => {
     const good = encodeSafetensors(tensors);
     expect(() => decodeSafetensors(good.subarray(0, 4))).toThrow(/at least 8 bytes, got 4/);
