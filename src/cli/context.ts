@@ -35,9 +35,10 @@ export class ExitCode extends Error {
 
 /**
  * The client for `options`: `--api-key`, else POLICYLOOP_API_KEY, else WANDB_API_KEY;
- * `--base-url`, else POLICYLOOP_BASE_URL, else the hosted service. Chat completions go to
- * POLICYLOOP_INFERENCE_BASE_URL, else the training API's URL (the local service answers both),
- * except on the hosted service (its own inference URL).
+ * `--base-url`, else POLICYLOOP_BASE_URL, else the hosted service. The inference API (only its
+ * model list) is POLICYLOOP_INFERENCE_BASE_URL, else the training API's URL (the local service
+ * answers both), except on the hosted service (its own inference URL). Chat completions always go
+ * to the training API.
  */
 export function makeClient(options: CommonOptions): TrainingClient {
   const apiKey = options.apiKey ?? readFirstEnv([ENV.apiKey, ENV.wandbApiKey])?.value;

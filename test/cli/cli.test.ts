@@ -269,6 +269,45 @@ describe('commands', () => {
     }
   });
 
+  it('chat sends its completion to the training API, not the inference API (which only lists models)', async () => {
+    const seen: { service: string; method: string; url: string; body: string }[] = [];
+    const fake = (service: string): Server =>
+      createServer((request, response) => {
+        let body = '';
+        request.on('data', (chunk) => {
+          body += chunk;
+        });
+        request.on('end', () => {
+          seen.push({ service, method: request.method ?? '', url: request.url ?? '', body });
+          response.writeHead(200, { 'content-type': 'application/json' });
+          response.end(JSON.stringify({ choices: [{ message: { role: 'assistant', content: `from ${service}` } }] }));
+        });
+      });
+    const training = fake('training');
+    const inference = fake('inference');
+    await Promise.all(
+      [training, inference].map((server) => new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))),
+    );
+    try {
+      const port = (server: Server) => (server.address() as AddressInfo).port;
+      const name = 'wandb-artifact:///team/project/agent:step3';
+      const result = await runCli(['chat', name, 'hi'], {
+        POLICYLOOP_BASE_URL: `http://127.0.0.1:${port(training)}/v1`,
+        POLICYLOOP_INFERENCE_BASE_URL: `http://127.0.0.1:${port(inference)}/v1`,
+        POLICYLOOP_API_KEY: 'k',
+      });
+      expect(result.code, result.stderr).toBe(0);
+      expect(result.stdout.trim()).toBe('from training');
+      expect(seen.map(({ service, method, url }) => [service, method, url])).toEqual([
+        ['training', 'POST', '/v1/chat/completions'],
+      ]);
+      expect(JSON.parse(seen[0]?.body ?? '{}').model).toBe(name);
+    } finally {
+      training.close();
+      inference.close();
+    }
+  });
+
   it('chat prints the reply of the latest checkpoint, or of a pinned step', async () => {
     const reply = await runCli(['chat', 'cli/agent', 'hello', '--max-tokens', '4', '--temperature', '0'], env);
     expect(reply.code).toBe(0);

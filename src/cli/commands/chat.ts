@@ -37,7 +37,9 @@ export async function chat(
     ...(options.system === undefined ? [] : [{ role: 'system', content: options.system }]),
     { role: 'user', content: prompt },
   ];
-  const response = await fetch(`${client.inferenceBaseURL}/chat/completions`, {
+  // Chat completions, of base and trained models alike, are a route of the training API (the
+  // inference API only lists models): the same host the other commands talk to.
+  const response = await fetch(`${client.baseURL}/chat/completions`, {
     method: 'POST',
     headers: { authorization: `Bearer ${client.apiKey}`, 'content-type': 'application/json' },
     body: JSON.stringify({
