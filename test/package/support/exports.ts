@@ -11,6 +11,7 @@ export const root = path.resolve(import.meta.dirname, '../../..');
 /** The public entries: package export and source file. */
 export const entries = {
   policyloop: 'src/index.ts',
+  'policyloop/training': 'src/training.ts',
   'policyloop/schema': 'src/schema/index.ts',
   'policyloop/client': 'src/client/index.ts',
   'policyloop/server': 'src/server/index.ts',
