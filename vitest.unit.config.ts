@@ -6,6 +6,8 @@ import base from './vitest.config.js';
  * train no network and run no demo or example. `npm test` runs them along with everything else.
  */
 export default defineConfig({
+  // Everything of the base config, the entries mapping (`policyloop`, `policyloop/training`, ...) included.
+  ...base,
   test: {
     ...base.test,
     include: ['test/**/*.unit.test.ts', 'src/**/*.unit.test.ts'],

@@ -14,7 +14,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { finalAssistantText, LocalBackend, RLTrainer, TrainableModel } from 'policyloop';
-import type { StepEndEvent } from 'policyloop';
+import type { StepEndEvent } from 'policyloop/training';
 import { capitalsReward, makeScenarios } from '../examples/tasks/uppercase.js';
 
 const STEPS = 20;

@@ -26,7 +26,8 @@ import v8 from 'node:v8';
 import vm from 'node:vm';
 import { PerformanceObserver } from 'node:perf_hooks';
 import OpenAI from 'openai';
-import { captureCompletions, gatherTrajectoryGroups, GatherEmitter } from 'policyloop';
+import { captureCompletions, gatherTrajectoryGroups } from 'policyloop';
+import { GatherEmitter } from 'policyloop/training';
 
 const ROLLOUTS = 2_000;
 const CONCURRENCY = 256;

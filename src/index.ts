@@ -1,9 +1,14 @@
 /**
  * policyloop: train LLM agents with reinforcement learning from TypeScript.
  *
- * The root entry holds what a user script needs, and nothing heavy: the model and its backends;
- * gathering, capturing and recording rollouts; rewards and the helpers that read a trajectory; the
- * `Trajectory` and `TrajectoryGroup` schemas; and every error a script may catch. The other entries:
+ * The root entry holds what a training script imports, and nothing heavy: the models, backends and
+ * trainer it constructs; the functions it calls to gather, capture and record rollouts, to reward
+ * them and to read a trajectory; the types it writes when it defines its own rollout, reward,
+ * schedule or backend; the `Trajectory` and `TrajectoryGroup` schemas; and every error a script may
+ * catch. It has a budget (docs/architecture.md, "The root entry"). The other entries:
+ * - `policyloop/training`: the training domain's building blocks (log batcher, job follower,
+ *   recorders, staleness split) and every type a script gets by inference: options, results,
+ *   event payloads;
  * - `policyloop/schema`: every wire schema of the training API (zod schemas and their types);
  * - `policyloop/client`: the raw HTTP client of the training API, `TrainingClient`;
  * - `policyloop/server`: the local training service (loads Hono, SQLite and the engine);
@@ -11,154 +16,54 @@
  * @module
  */
 
-// The model and its backends.
-export {
-  TrainableModel,
-  type TrainableModelOptions,
-  type WaitOptions,
-  type OpenAIClientOptions,
-  type ModelFetchOptions,
-  type LogOptions,
-  type JobOptions,
-  type TrainOptions,
-  type SFTOptions,
-  type SFTSource,
-  type TrainResult,
-  type PruneResult,
-} from './training/trainable-model.js';
-export type {
-  TrainableModelEvents,
-  TrainingJobKind,
-  JobSubmittedEvent,
-  JobEndEvent,
-  GroupsDroppedEvent,
-  HistoryRowEvent,
-  HistoryErrorEvent,
-  HistoryMismatchEvent,
-} from './training/model-events.js';
-export {
-  RLTrainer,
-  type RLTrainerOptions,
-  type RLValidationOptions,
-  type RLKeepOptions,
-  type RLBudget,
-  type RLRunOptions,
-  type RLStopReason,
-  type RLTrainerSummary,
-  type RLTrainerEvents,
-  type StepStartEvent,
-  type StepEndEvent,
-  type RLGroupsDroppedEvent,
-  type RLRolloutFailedEvent,
-  type ValidationEndEvent,
-} from './training/rl-trainer.js';
+// The models, backends and trainer a script constructs.
+export { TrainableModel } from './training/trainable-model.js';
+export { PromptedModel } from './training/prompted-model.js';
+export type { Backend } from './training/backend.js';
+export { LocalBackend } from './training/local-backend.js';
+export { HostedBackend } from './training/hosted-backend.js';
+export { RLTrainer } from './training/rl-trainer.js';
 export {
   constantLearningRate,
   cosineDecay,
   linearDecay,
   withWarmup,
-  type DecayOptions,
   type LearningRateSchedule,
-  type ScheduleContext,
 } from './training/schedules.js';
-export { PromptedModel, type PromptedModelOptions, type PromptedLogOptions } from './training/prompted-model.js';
-export type { Backend, BackendConnection } from './training/backend.js';
-export { LocalBackend, type LocalBackendOptions } from './training/local-backend.js';
-export { HostedBackend, type HostedBackendOptions } from './training/hosted-backend.js';
-export type { ModelFiles } from './training/model-files.js';
-export type { HistoryRow, HistoryDifference } from './training/history.js';
-export type { RetentionOptions } from './training/checkpoint-retention.js';
-export { toSFTRows } from './training/sft-data.js';
-export { followTrainingJob, type FollowJobOptions, type FollowedJob, type JobProgress } from './training/follow-job.js';
-export {
-  LogBatcher,
-  type LogBatcherOptions,
-  type LogBatcherEvents,
-  type LogBatcherStats,
-  type BatchSentEvent,
-  type BatchRetryEvent,
-  type BatchSpooledEvent,
-  type SpoolReplayResult,
-} from './training/log-batcher.js';
 
 // Gathering, capturing and recording rollouts.
-export {
-  gatherTrajectoryGroups,
-  type GatherOptions,
-  type GroupScorer,
-  type GroupScorerContext,
-} from './rollout/gather-trajectory-groups.js';
-export type { RolloutContext, RolloutFn, ScenarioOf } from './rollout/rollout-function.js';
-export {
-  GatherEmitter,
-  type GatherEventMap,
-  type GroupEndEvent,
-  type GatherProgressEvent,
-  type RolloutEndEvent,
-  type RolloutErrorEvent,
-  type RolloutStartEvent,
-} from './rollout/gather-events.js';
-export { attachProgressBar, type ProgressStream } from './rollout/progress-bar.js';
-export { captureCompletions, type CaptureCompletionsOptions } from './rollout/capture-completions.js';
-export { captureFetch, type CaptureFetchOptions } from './rollout/capture-fetch.js';
-export type {
-  ChatCompletionCreateBody,
-  ChatCompletionRequestOptions,
-  ChatCompletionsClient,
-} from './schema/chat-client.js';
-export {
-  captureInto,
-  currentTrajectory,
-  recordTrajectory,
-  type RecordTrajectoryOptions,
-} from './rollout/rollout-scope.js';
-export { HistoryRecorder, TrajectoryRecorder, type RecordedCompletion } from './rollout/trajectory-recorder.js';
-export { dropStaleGroups, type StalenessSplit } from './rollout/drop-stale-groups.js';
+export { gatherTrajectoryGroups } from './rollout/gather-trajectory-groups.js';
+export type { RolloutContext, RolloutFn } from './rollout/rollout-function.js';
+export { attachProgressBar } from './rollout/progress-bar.js';
+export { captureCompletions } from './rollout/capture-completions.js';
+export { captureFetch } from './rollout/capture-fetch.js';
+export type { ChatCompletionsClient } from './schema/chat-client.js';
+export { captureInto, currentTrajectory, recordTrajectory } from './rollout/rollout-scope.js';
 
 // Rewards, and reading a trajectory.
-export { evaluateReward, type RewardFn, type WeightedReward } from './rewards/reward-function.js';
-export { combineRewards, type RewardSet, type RewardSpec } from './rewards/combine-rewards.js';
-export {
-  exactMatch,
-  normalizeAnswer,
-  normalizedMatch,
-  regexMatch,
-  type ExpectedValue,
-  type NormalizeOptions,
-} from './rewards/match-rewards.js';
-export { extractJson, validJson, type SafeParser } from './rewards/json-reward.js';
-export { containsValue, toolCalledWith, type ExpectedArguments } from './rewards/tool-call-reward.js';
-export { lengthPenalty, type LengthPenaltyOptions } from './rewards/length-penalty.js';
-export {
-  DEFAULT_JUDGE_RUBRIC,
-  relativeJudge,
-  type GroupJudge,
-  type JudgeCallOptions,
-  type JudgeScore,
-  type RelativeJudgeOptions,
-} from './rewards/relative-judge.js';
+export type { RewardFn } from './rewards/reward-function.js';
+export { combineRewards } from './rewards/combine-rewards.js';
+export { exactMatch, normalizeAnswer, normalizedMatch, regexMatch } from './rewards/match-rewards.js';
+export { extractJson, validJson } from './rewards/json-reward.js';
+export { containsValue, toolCalledWith } from './rewards/tool-call-reward.js';
+export { lengthPenalty } from './rewards/length-penalty.js';
+export { DEFAULT_JUDGE_RUBRIC, relativeJudge } from './rewards/relative-judge.js';
 export {
   assistantTexts,
   choicesOf,
   completionTokenCount,
   finalAssistantText,
   toolCallsOf,
-  type AssistantTextsOptions,
-  type HasMessagesAndChoices,
-  type ModelToolCall,
 } from './rewards/trajectory-text.js';
 
-// The training data: trajectories and groups (every other wire schema is in `policyloop/schema`).
+// The training data: trajectories, groups and SFT rows (every other wire schema is in `policyloop/schema`).
 export {
   Trajectory,
   TrajectoryGroup,
   isChoice,
   runItems,
-  type RunItem,
-  type RunReadOptions,
   type TrajectoryInput,
   type TrajectoryGroupInput,
-  type Choice,
   type SFTRow,
 } from './schema/index.js';
 
@@ -186,7 +91,7 @@ export {
   InvalidTrajectoryError,
   RolloutTimeoutError,
 } from './rollout/rollout-errors.js';
-export { JudgeError, RewardFunctionError, type JudgeFailure } from './rewards/reward-errors.js';
+export { JudgeError, RewardFunctionError } from './rewards/reward-errors.js';
 export {
   TrainingJobFailedError,
   MissingLogprobsError,
@@ -195,5 +100,4 @@ export {
   LogFlushTimeoutError,
   NoLearningSignalError,
   TrainingJobUncertainError,
-  type ChoiceLocation,
 } from './training/errors.js';

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
-import { LocalBackend } from '../src/index.js';
+import { LocalBackend } from 'policyloop';
 
 const run = promisify(execFile);
 const root = path.resolve(import.meta.dirname, '..');

@@ -9,9 +9,9 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { TrainingClient } from '../../src/client/index.js';
-import type { TrajectoryGroupInput } from '../../src/schema/index.js';
-import { LocalBackend, TrainableModel } from '../../src/training/index.js';
+import type { TrainingClient } from 'policyloop/client';
+import type { TrajectoryGroupInput } from 'policyloop';
+import { LocalBackend, TrainableModel } from 'policyloop';
 import { killChildren, runCli } from './support/run-cli.js';
 
 const BASE_MODEL = 'policyloop/tiny-chat';

@@ -5,8 +5,9 @@
  */
 import { describe, expect, it } from 'vitest';
 import { reportHtml, toolCallText } from '../../src/cli/report-html.js';
-import { Trajectory, TrajectoryRecorder } from '../../src/index.js';
-import { makeChoice } from '../../src/testing/index.js';
+import { Trajectory } from 'policyloop';
+import { TrajectoryRecorder } from 'policyloop/training';
+import { makeChoice } from 'policyloop/testing';
 
 const SYSTEM = 'You are the triage agent of an airline. '.repeat(10);
 

@@ -1,12 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import {
-  DEFAULT_BASE_URL,
-  InvalidArgumentError,
-  MissingApiKeyError,
-  TrainingClient,
-  VERSION,
-} from '../../src/client/index.js';
+import { InvalidArgumentError, MissingApiKeyError } from 'policyloop';
+import { DEFAULT_BASE_URL, TrainingClient, VERSION } from 'policyloop/client';
 import { fakeFetch, json } from './fake-fetch.js';
 
 function clearEnv(): void {

@@ -12,9 +12,9 @@ import {
   PolicyloopError,
   RateLimitError,
   ResponseValidationError,
-  TrainingClient,
   UnprocessableEntityError,
-} from '../../src/client/index.js';
+} from 'policyloop';
+import { TrainingClient } from 'policyloop/client';
 import { fakeFetch, json, type Reply } from './fake-fetch.js';
 import { JOB_ID, MODEL_ID, uuid } from './fixtures.js';
 

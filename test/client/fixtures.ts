@@ -1,5 +1,5 @@
 /** Wire fixtures shared by the client tests. */
-import type { TrajectoryGroupInput } from '../../src/schema/index.js';
+import type { TrajectoryGroupInput } from 'policyloop';
 
 export const MODEL_ID = '6f1c2b9e-3a4d-4e5f-8a6b-7c8d9e0f1a2b';
 export const JOB_ID = '0b6a1f52-9d3e-4c7a-b1e8-2f4d6a8c0e13';

@@ -80,6 +80,18 @@ if (models[0] !== 'base-model') throw new Error('unexpected answer ' + JSON.stri
     expect(child.stdout).toMatch(/imported \d+ exports/);
   });
 
+  it('policyloop/training imports, and a log batcher is made, without them', () => {
+    const child = importWithoutHeavyModules(
+      'src/training.ts',
+      `
+const spoolPath = (await import('node:os')).tmpdir() + '/policyloop-unused-spool.jsonl';
+const batcher = new entry.LogBatcher({ client: { models: { log: async () => ({}) } }, modelId: 'm', spoolPath });
+if (batcher.stats().bufferedGroups !== 0) throw new Error('unexpected stats ' + JSON.stringify(batcher.stats()));
+`,
+    );
+    expect(child.status, child.stderr).toBe(0);
+  });
+
   it('policyloop/schema imports without them', () => {
     const child = importWithoutHeavyModules(
       'src/schema/index.ts',

@@ -7,8 +7,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { InvalidArgumentError, NotFoundError, TrainingClient } from '../../src/client/index.js';
-import { serve, type ServeHandle } from '../../src/server/index.js';
+import { InvalidArgumentError, NotFoundError } from 'policyloop';
+import { TrainingClient } from 'policyloop/client';
+import { serve, type ServeHandle } from 'policyloop/server';
 import { createStandInEngine } from '../server/support/stand-in-engine.js';
 
 const UNKNOWN_ID = '00000000-0000-4000-8000-000000000000';

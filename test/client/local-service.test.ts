@@ -6,14 +6,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  AuthenticationError,
-  NotFoundError,
-  TrainingClient,
-  UnprocessableEntityError,
-} from '../../src/client/index.js';
-import { serve, type ServeHandle } from '../../src/server/index.js';
-import { SystemCheckResponse } from '../../src/schema/index.js';
+import { AuthenticationError, NotFoundError, UnprocessableEntityError } from 'policyloop';
+import { TrainingClient } from 'policyloop/client';
+import { serve, type ServeHandle } from 'policyloop/server';
+import { SystemCheckResponse } from 'policyloop/schema';
 
 let server: ServeHandle;
 let client: TrainingClient;

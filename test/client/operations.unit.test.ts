@@ -1,13 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import {
-  APIUserAbortError,
-  InvalidArgumentError,
-  TrainingClient,
-  VERSION,
-  type RequestOptions,
-} from '../../src/client/index.js';
+import { APIUserAbortError, InvalidArgumentError } from 'policyloop';
+import { TrainingClient, VERSION, type RequestOptions } from 'policyloop/client';
 import { fakeFetch, json, type Reply } from './fake-fetch.js';
-import { isSystemCheckObject } from '../../src/schema/index.js';
+import { isSystemCheckObject } from 'policyloop/schema';
 import { fullJob, group, JOB_ID, MODEL_ID, modelResponse, uuid } from './fixtures.js';
 
 const BASE = 'http://127.0.0.1:8000/v1';

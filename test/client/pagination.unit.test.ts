@@ -1,12 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import {
-  APIUserAbortError,
-  NotFoundError,
-  Page,
-  PagePromise,
-  PolicyloopError,
-  TrainingClient,
-} from '../../src/client/index.js';
+import { APIUserAbortError, NotFoundError, PolicyloopError } from 'policyloop';
+import { Page, PagePromise, TrainingClient } from 'policyloop/client';
 import { fakeFetch, json, type RecordedRequest } from './fake-fetch.js';
 import { JOB_ID, MODEL_ID, uuid } from './fixtures.js';
 

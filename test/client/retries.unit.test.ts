@@ -7,8 +7,8 @@ import {
   InternalServerError,
   NotFoundError,
   RateLimitError,
-  TrainingClient,
-} from '../../src/client/index.js';
+} from 'policyloop';
+import { TrainingClient } from 'policyloop/client';
 import { delay } from '../../src/internal/delay.js';
 import { fakeFetch, hangingFetch, json, type Reply } from './fake-fetch.js';
 import { JOB_ID, MODEL_ID, modelResponse } from './fixtures.js';

@@ -4,8 +4,8 @@
  * `top_logprobs` array, as the AI SDK's parser requires), and an RL job trains on such rollouts.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestService } from '../../src/testing/index.js';
-import type { TestService } from '../../src/testing/index.js';
+import { startTestService } from 'policyloop/testing';
+import type { TestService } from 'policyloop/testing';
 import { AGENT_TOOLS, agentAnswer, agentMessages } from './support/agent-prompt.js';
 
 let service: TestService;

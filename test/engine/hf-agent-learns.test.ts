@@ -22,8 +22,8 @@ import {
   weatherReward,
   weatherScenarios,
 } from '../../examples/tasks/weather-call.js';
-import { gatherTrajectoryGroups, isChoice, LocalBackend, TrainableModel } from '../../src/index.js';
-import { writeTinyQwen3 } from '../../src/testing/index.js';
+import { gatherTrajectoryGroups, isChoice, LocalBackend, TrainableModel } from 'policyloop';
+import { writeTinyQwen3 } from 'policyloop/testing';
 
 let directory: string;
 let backend: LocalBackend;

@@ -12,7 +12,8 @@ import path from 'node:path';
 import { createEngine } from '../../src/engine/index.js';
 import type { Engine, EngineTrainingEvent, PolicyRef } from '../../src/engine/index.js';
 import { readSafetensors } from '../../src/engine/safetensors.js';
-import type { ChatCompletionRequestBody, Choice, SFTRow, TrajectoryGroup } from '../../src/schema/index.js';
+import type { SFTRow, TrajectoryGroup } from 'policyloop';
+import type { ChatCompletionRequestBody, Choice } from 'policyloop/schema';
 import { standInTextLayer, writeTinyModel } from './support/hf-model.js';
 
 let root: string;

@@ -14,11 +14,11 @@ import { loadTensorFlow } from '../../src/engine/backend.js';
 import { disposeBase, loadBaseTensors, readHfConfig } from '../../src/engine/hf/files.js';
 import { disposeLora, readAdapter, uploadLora } from '../../src/engine/hf/lora.js';
 import { forwardLogits, runnable } from '../../src/engine/hf/model.js';
-import { writeTinyQwen3 } from '../../src/engine/hf/tiny-qwen3.js';
+import { writeTinyQwen3 } from 'policyloop/testing';
 import { readSafetensors } from '../../src/engine/safetensors.js';
-import { DEV_API_KEY, createApp } from '../../src/server/index.js';
-import type { App } from '../../src/server/index.js';
-import type { Choice } from '../../src/schema/index.js';
+import { DEV_API_KEY, createApp } from 'policyloop/server';
+import type { App } from 'policyloop/server';
+import type { Choice } from 'policyloop/schema';
 
 const MODEL_ID = 'policyloop-test/tiny-qwen3';
 let app: App;

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadTextLayer } from '../../src/engine/hf/text-layer.js';
-import { writeTinyQwen3 } from '../../src/engine/hf/tiny-qwen3.js';
+import { writeTinyQwen3 } from 'policyloop/testing';
 import { decodeSafetensors } from '../../src/engine/safetensors.js';
 
 let root: string;

@@ -12,7 +12,8 @@ import type { Engine, EngineTrainingJob, PolicyRef } from '../../src/engine/inde
 import { loadTensorFlow } from '../../src/engine/backend.js';
 import type { TensorFlow } from '../../src/engine/backend.js';
 import { parameterSpecs } from '../../src/engine/weights.js';
-import type { ChatCompletionRequestBody, TrajectoryGroup } from '../../src/schema/index.js';
+import type { TrajectoryGroup } from 'policyloop';
+import type { ChatCompletionRequestBody } from 'policyloop/schema';
 
 const base: PolicyRef = { baseModel: TINY_CHAT.id, checkpointPath: null, key: TINY_CHAT.id };
 const PARAMETER_TENSORS = parameterSpecs(TINY_CHAT).length;

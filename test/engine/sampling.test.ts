@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { EngineInputError, VOCABULARY_SIZE, createEngine, recoverTokenId } from '../../src/engine/index.js';
 import type { Engine, PolicyRef } from '../../src/engine/index.js';
-import type { ChatCompletionRequestBody } from '../../src/schema/index.js';
+import type { ChatCompletionRequestBody } from 'policyloop/schema';
 
 const base: PolicyRef = { baseModel: 'policyloop/tiny-chat', checkpointPath: null, key: 'policyloop/tiny-chat' };
 const ask = (content: string, extra: Partial<ChatCompletionRequestBody> = {}): ChatCompletionRequestBody =>

@@ -6,9 +6,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { DEV_API_KEY, createApp } from '../../src/server/index.js';
-import type { App } from '../../src/server/index.js';
-import type { Choice } from '../../src/schema/index.js';
+import { DEV_API_KEY, createApp } from 'policyloop/server';
+import type { App } from 'policyloop/server';
+import type { Choice } from 'policyloop/schema';
 import { capitalsReward, makeScenarios } from '../../examples/tasks/uppercase.js';
 
 let app: App;

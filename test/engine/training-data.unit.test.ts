@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { END_TOKEN_ID, decodeTokens, encodeText, tokenBytes, tokenString } from '../../src/engine/index.js';
 import { buildRlData, buildSftSequences } from '../../src/engine/training-data.js';
 import type { TrainingSequence } from '../../src/engine/training-data.js';
-import type { Choice, SFTRow, TrajectoryGroup } from '../../src/schema/index.js';
+import type { SFTRow, TrajectoryGroup } from 'policyloop';
+import type { Choice } from 'policyloop/schema';
 
 /** A Choice whose logprobs say it sampled `text` then `<|end|>`, each token with logprob -1. */
 function choiceOf(text: string, options: { end?: boolean; tokensAsIds?: boolean } = {}): Choice {

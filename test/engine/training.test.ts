@@ -5,8 +5,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { DEFAULT_LEARNING_RATE, DEFAULT_SFT_LEARNING_RATE, createEngine } from '../../src/engine/index.js';
 import type { Engine, EngineTrainingEvent, PolicyRef } from '../../src/engine/index.js';
-import { Trajectory } from '../../src/schema/index.js';
-import type { ChatCompletionRequestBody, Choice, SFTRow, TrajectoryGroup } from '../../src/schema/index.js';
+import { Trajectory } from 'policyloop';
+import type { SFTRow, TrajectoryGroup } from 'policyloop';
+import type { ChatCompletionRequestBody, Choice } from 'policyloop/schema';
 import { capitalsReward, makeScenarios } from '../../examples/tasks/uppercase.js';
 
 const BASE = 'policyloop/tiny-chat';

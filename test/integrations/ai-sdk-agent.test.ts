@@ -22,7 +22,8 @@ import {
   demonstration,
   lookupResult,
 } from '../../examples/tasks/city-codes.js';
-import { type Choice, gatherTrajectoryGroups, isChoice, LocalBackend, TrainableModel } from '../../src/index.js';
+import { gatherTrajectoryGroups, isChoice, LocalBackend, TrainableModel } from 'policyloop';
+import type { Choice } from 'policyloop/schema';
 
 let dataDir: string;
 let backend: LocalBackend;

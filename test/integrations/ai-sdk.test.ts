@@ -9,7 +9,7 @@ import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import { generateText, type LanguageModel, type ModelMessage, stepCountIs, streamText, tool } from 'ai';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { captureFetch, gatherTrajectoryGroups, recordTrajectory } from '../../src/index.js';
+import { captureFetch, gatherTrajectoryGroups, recordTrajectory } from 'policyloop';
 import {
   CITIES,
   choicesIn,

@@ -10,7 +10,7 @@ import { createReactAgent } from '@langchain/langgraph/prebuilt';
 import { ChatOpenAI } from '@langchain/openai';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { captureFetch, gatherTrajectoryGroups, recordTrajectory } from '../../src/index.js';
+import { captureFetch, gatherTrajectoryGroups, recordTrajectory } from 'policyloop';
 import {
   CITIES,
   choicesIn,

@@ -8,7 +8,7 @@ import { Agent } from '@mastra/core/agent';
 import { createTool } from '@mastra/core/tools';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { captureFetch, gatherTrajectoryGroups } from '../../src/index.js';
+import { captureFetch, gatherTrajectoryGroups } from 'policyloop';
 import {
   CITIES,
   countingFetch,

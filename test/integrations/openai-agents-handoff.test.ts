@@ -31,10 +31,10 @@ import {
   recordTrajectory,
   toolCalledWith,
   toolCallsOf,
-  toSFTRows,
   TrainableModel,
   type Trajectory,
-} from '../../src/index.js';
+} from 'policyloop';
+import { toSFTRows } from 'policyloop/training';
 
 let dataDir: string;
 let backend: LocalBackend;

@@ -8,7 +8,7 @@ import { Agent, OpenAIChatCompletionsModel, run, setTracingDisabled, tool } from
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { captureFetch, gatherTrajectoryGroups } from '../../src/index.js';
+import { captureFetch, gatherTrajectoryGroups } from 'policyloop';
 import {
   CITIES,
   countingFetch,

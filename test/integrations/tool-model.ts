@@ -8,14 +8,14 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, expect } from 'vitest';
 import {
-  type Choice,
   currentTrajectory,
   isChoice,
   LocalBackend,
   TrainableModel,
   type TrajectoryGroupInput,
   type TrajectoryInput,
-} from '../../src/index.js';
+} from 'policyloop';
+import type { Choice } from 'policyloop/schema';
 
 /** Short on purpose: the local model reads at most 512 tokens (bytes), tool schemas included. */
 export const SYSTEM = 'Be brief.';

@@ -78,16 +78,19 @@ describe('npm pack from a fresh clone', () => {
     );
     const script = [
       "const root = await import('policyloop');",
+      "const training = await import('policyloop/training');",
       "const schema = await import('policyloop/schema');",
       "const client = await import('policyloop/client');",
       "const testing = await import('policyloop/testing');",
       'console.log(JSON.stringify({',
-      '  root: typeof root.TrainableModel, schema: typeof schema.TrajectoryGroup?.parse,',
+      '  root: typeof root.TrainableModel, training: typeof training.LogBatcher,',
+      '  schema: typeof schema.TrajectoryGroup?.parse,',
       '  client: typeof client.TrainingClient, testing: typeof testing.makeChoice }));',
     ].join('\n');
     const printed = run(process.execPath, ['--input-type=module', '-e', script], project);
     expect(JSON.parse(printed.trim())).toEqual({
       root: 'function',
+      training: 'function',
       schema: 'function',
       client: 'function',
       testing: 'function',

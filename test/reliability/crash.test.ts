@@ -7,8 +7,8 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
-import { TrainingClient } from '../../src/client/index.js';
-import { DEV_API_KEY, INTERRUPTED_MESSAGE } from '../../src/server/index.js';
+import { TrainingClient } from 'policyloop/client';
+import { DEV_API_KEY, INTERRUPTED_MESSAGE } from 'policyloop/server';
 import { temporaryDirectory, waitFor } from '../server/support/harness.js';
 import { killHard, startServeProcess } from './support/serve-process.js';
 

@@ -8,8 +8,8 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TrainingClient } from '../../src/client/index.js';
-import { LogBatcher } from '../../src/training/index.js';
+import { TrainingClient } from 'policyloop/client';
+import { LogBatcher } from 'policyloop/training';
 import { startServer, temporaryDirectory, type TestServer } from '../server/support/harness.js';
 import { createStandInEngine } from '../server/support/stand-in-engine.js';
 import { type FaultProxy, startFaultProxy } from './support/fault-proxy.js';

@@ -7,8 +7,8 @@
 import type { ChildProcess } from 'node:child_process';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TrainingClient } from '../../src/client/index.js';
-import { DEV_API_KEY } from '../../src/server/index.js';
+import { TrainingClient } from 'policyloop/client';
+import { DEV_API_KEY } from 'policyloop/server';
 import { temporaryDirectory } from '../server/support/harness.js';
 import { killHard, percentile, type ServeProcess, startServeProcess } from './support/serve-process.js';
 

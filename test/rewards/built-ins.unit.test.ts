@@ -12,8 +12,8 @@ import {
   toolCalledWith,
   toolCallsOf,
   validJson,
-} from '../../src/rewards/index.js';
-import { makeChoice, makeTrajectory } from '../../src/testing/index.js';
+} from 'policyloop';
+import { makeChoice, makeTrajectory } from 'policyloop/testing';
 
 const answer = (text: string) => makeTrajectory({ user: 'q', answer: text });
 

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { combineRewards, evaluateReward, RewardFunctionError } from '../../src/rewards/index.js';
-import { PolicyloopError } from '../../src/internal/errors.js';
-import { makeTrajectory } from '../../src/testing/index.js';
+import { combineRewards, RewardFunctionError } from 'policyloop';
+import { evaluateReward } from 'policyloop/training';
+import { PolicyloopError } from 'policyloop';
+import { makeTrajectory } from 'policyloop/testing';
 
 describe('combineRewards', () => {
   it('sums weighted rewards and records each named value in trajectory.metrics', async () => {

@@ -5,9 +5,10 @@
  */
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { gatherTrajectoryGroups } from '../../src/rollout/index.js';
-import { JudgeError, relativeJudge, type JudgeScore } from '../../src/rewards/index.js';
-import { makeGroup, startTestService, type TestService } from '../../src/testing/index.js';
+import { gatherTrajectoryGroups } from 'policyloop';
+import { JudgeError, relativeJudge } from 'policyloop';
+import type { JudgeScore } from 'policyloop/training';
+import { makeGroup, startTestService, type TestService } from 'policyloop/testing';
 
 let service: TestService;
 let client: OpenAI;

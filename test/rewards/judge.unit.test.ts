@@ -1,8 +1,9 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { APIUserAbortError, InvalidArgumentError } from '../../src/index.js';
-import { gatherTrajectoryGroups } from '../../src/rollout/index.js';
-import { JudgeError, relativeJudge, type JudgeScore } from '../../src/rewards/index.js';
-import { makeGroup, scriptedChatClient } from '../../src/testing/index.js';
+import { APIUserAbortError, InvalidArgumentError } from 'policyloop';
+import { gatherTrajectoryGroups } from 'policyloop';
+import { JudgeError, relativeJudge } from 'policyloop';
+import type { JudgeScore } from 'policyloop/training';
+import { makeGroup, scriptedChatClient } from 'policyloop/testing';
 
 const scores = (...values: [number, string][]) =>
   JSON.stringify({

@@ -14,11 +14,10 @@ import {
   runItems,
   toolCalledWith,
   toolCallsOf,
-  toSFTRows,
   Trajectory,
-  TrajectoryRecorder,
-} from '../../src/index.js';
-import { makeChoice, scriptedChatClient } from '../../src/testing/index.js';
+} from 'policyloop';
+import { toSFTRows, TrajectoryRecorder } from 'policyloop/training';
+import { makeChoice, scriptedChatClient } from 'policyloop/testing';
 
 /** An agent that asks a sub-agent (agent as a tool) and answers after it: main, sub, main. */
 function agentAsTool(recorder = new TrajectoryRecorder()): TrajectoryRecorder {

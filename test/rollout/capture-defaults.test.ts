@@ -9,9 +9,9 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { captureCompletions, recordTrajectory } from '../../src/rollout/index.js';
-import { startTestService, type TestService } from '../../src/testing/index.js';
-import { LocalBackend, TrainableModel } from '../../src/training/index.js';
+import { captureCompletions, recordTrajectory } from 'policyloop';
+import { startTestService, type TestService } from 'policyloop/testing';
+import { LocalBackend, TrainableModel } from 'policyloop';
 
 let service: TestService;
 let dataDir: string;

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { captureFetch, recordTrajectory } from '../../src/rollout/index.js';
-import { type Choice, isChoice } from '../../src/schema/index.js';
-import { makeChoice } from '../../src/testing/index.js';
+import { captureFetch, recordTrajectory } from 'policyloop';
+import { isChoice } from 'policyloop';
+import type { Choice } from 'policyloop/schema';
+import { makeChoice } from 'policyloop/testing';
 
 const URL_ = 'http://127.0.0.1:1/v1/chat/completions';
 

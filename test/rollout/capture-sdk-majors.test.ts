@@ -12,10 +12,11 @@
 import OpenAI6 from 'openai';
 import OpenAI7 from 'openai-v7';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { captureCompletions, recordTrajectory } from '../../src/rollout/index.js';
-import type { ChatCompletionsClient } from '../../src/schema/chat-client.js';
-import { type Choice, isChoice, Trajectory } from '../../src/schema/index.js';
-import { startTestService, type TestService } from '../../src/testing/index.js';
+import { captureCompletions, recordTrajectory } from 'policyloop';
+import type { ChatCompletionsClient } from 'policyloop';
+import { isChoice, Trajectory } from 'policyloop';
+import type { Choice } from 'policyloop/schema';
+import { startTestService, type TestService } from 'policyloop/testing';
 
 let service: TestService;
 

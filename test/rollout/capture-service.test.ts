@@ -4,14 +4,10 @@
  */
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  captureCompletions,
-  gatherTrajectoryGroups,
-  recordTrajectory,
-  type RolloutFn,
-} from '../../src/rollout/index.js';
-import { isChoice, Trajectory, type Choice } from '../../src/schema/index.js';
-import { startTestService, type TestService } from '../../src/testing/index.js';
+import { captureCompletions, gatherTrajectoryGroups, recordTrajectory, type RolloutFn } from 'policyloop';
+import { isChoice, Trajectory } from 'policyloop';
+import type { Choice } from 'policyloop/schema';
+import { startTestService, type TestService } from 'policyloop/testing';
 
 let service: TestService;
 

@@ -1,13 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import {
-  captureCompletions,
-  captureInto,
-  currentTrajectory,
-  recordTrajectory,
-  TrajectoryRecorder,
-} from '../../src/rollout/index.js';
-import { isChoice, Trajectory, type Choice } from '../../src/schema/index.js';
-import { makeChoice, scriptedChatClient } from '../../src/testing/index.js';
+import { captureCompletions, captureInto, currentTrajectory, recordTrajectory } from 'policyloop';
+import { TrajectoryRecorder } from 'policyloop/training';
+import { isChoice, Trajectory } from 'policyloop';
+import type { Choice } from 'policyloop/schema';
+import { makeChoice, scriptedChatClient } from 'policyloop/testing';
 
 type Message = Record<string, unknown>;
 

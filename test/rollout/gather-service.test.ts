@@ -5,17 +5,14 @@
  */
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { APIUserAbortError, TrainingClient } from '../../src/client/index.js';
-import {
-  captureCompletions,
-  dropStaleGroups,
-  ExceptionBudgetExceededError,
-  gatherTrajectoryGroups,
-  type RolloutFn,
-} from '../../src/rollout/index.js';
-import { choicesOf, completionTokenCount, lengthPenalty, regexMatch } from '../../src/rewards/index.js';
-import { isChoice, type ModelResponse } from '../../src/schema/index.js';
-import { startTestService, type TestService } from '../../src/testing/index.js';
+import { APIUserAbortError } from 'policyloop';
+import { TrainingClient } from 'policyloop/client';
+import { captureCompletions, ExceptionBudgetExceededError, gatherTrajectoryGroups, type RolloutFn } from 'policyloop';
+import { dropStaleGroups } from 'policyloop/training';
+import { choicesOf, completionTokenCount, lengthPenalty, regexMatch } from 'policyloop';
+import { isChoice } from 'policyloop';
+import type { ModelResponse } from 'policyloop/schema';
+import { startTestService, type TestService } from 'policyloop/testing';
 
 let service: TestService;
 let training: TrainingClient;

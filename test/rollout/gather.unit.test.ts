@@ -2,17 +2,16 @@ import { describe, expect, it } from 'vitest';
 import {
   captureCompletions,
   ExceptionBudgetExceededError,
-  GatherEmitter,
   gatherTrajectoryGroups,
   InvalidTrajectoryError,
   RolloutTimeoutError,
-  type GatherProgressEvent,
   type RolloutFn,
-} from '../../src/rollout/index.js';
-import { RewardFunctionError, exactMatch, finalAssistantText } from '../../src/rewards/index.js';
-import { APIUserAbortError, InvalidArgumentError, PolicyloopError } from '../../src/index.js';
-import { isChoice } from '../../src/schema/index.js';
-import { makeChoice, scriptedChatClient } from '../../src/testing/index.js';
+} from 'policyloop';
+import { GatherEmitter, type GatherProgressEvent } from 'policyloop/training';
+import { RewardFunctionError, exactMatch, finalAssistantText } from 'policyloop';
+import { APIUserAbortError, InvalidArgumentError, PolicyloopError } from 'policyloop';
+import { isChoice } from 'policyloop';
+import { makeChoice, scriptedChatClient } from 'policyloop/testing';
 
 interface Question {
   readonly question: string;

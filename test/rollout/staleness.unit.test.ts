@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { dropStaleGroups, gatherTrajectoryGroups } from '../../src/rollout/index.js';
-import { makeGroup } from '../../src/testing/index.js';
+import { gatherTrajectoryGroups } from 'policyloop';
+import { dropStaleGroups } from 'policyloop/training';
+import { makeGroup } from 'policyloop/testing';
 
 describe('dropStaleGroups', () => {
   const groupAt = (...versions: (number | null)[]) =>

@@ -7,7 +7,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import * as schemaModule from '../../src/schema/index.js';
+import * as schemaModule from 'policyloop/schema';
 import { corpus, type CorpusCase, type SchemaName } from './corpus/index.js';
 import {
   contractDirectory,

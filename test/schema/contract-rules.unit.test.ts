@@ -4,6 +4,7 @@
  * the rest of the code base relies on.
  */
 import { describe, expect, expectTypeOf, it } from 'vitest';
+import { isChoice, Trajectory, TrajectoryGroup } from 'policyloop';
 import {
   ChatCompletionContentPart,
   ChatCompletionMessage,
@@ -17,7 +18,6 @@ import {
   Choice,
   CreateSFTTrainingJob,
   GradientStepData,
-  isChoice,
   isTerminalEventType,
   LogRequest,
   Metrics,
@@ -26,10 +26,8 @@ import {
   SFTTrainingConfig,
   TrainingJobEventPage,
   TrainingJobResponse,
-  Trajectory,
-  TrajectoryGroup,
   type MessageOrChoice,
-} from '../../src/schema/index.js';
+} from 'policyloop/schema';
 import { artGroup, artTrajectory, JOB_ID, MODEL_ID, textChoice, toolCallChoice } from './corpus/fixtures.js';
 
 describe('defaults', () => {

@@ -4,7 +4,7 @@
  */
 import type OpenAI from 'openai';
 import { describe, expect, it } from 'vitest';
-import { SFTRow } from '../../src/schema/index.js';
+import { SFTRow } from 'policyloop/schema';
 
 const messages: OpenAI.ChatCompletionMessageParam[] = [
   { role: 'system', content: [{ type: 'text', text: 'Be brief.' }] },

@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { jsonPaths, seededRandom } from '../support/json-fuzz.js';
 import type { z } from 'zod';
 import { boundedSafeParse } from '../../src/schema/bounded-parse.js';
-import * as schemas from '../../src/schema/index.js';
+import * as schemas from 'policyloop/schema';
 import { corpus as allCases } from '../schema/corpus/index.js';
 
 /**

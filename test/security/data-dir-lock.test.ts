@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createApp } from '../../src/server/index.js';
+import { createApp } from 'policyloop/server';
 import { temporaryDirectory } from '../server/support/harness.js';
 import { createStandInEngine } from '../server/support/stand-in-engine.js';
 

@@ -5,7 +5,7 @@
  */
 import { request } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createApp, serve, type ServeHandle } from '../../src/server/index.js';
+import { createApp, serve, type ServeHandle } from 'policyloop/server';
 import { killChildren, runCli, startServeCli } from '../cli/support/run-cli.js';
 import { temporaryDirectory } from '../server/support/harness.js';
 import { createStandInEngine } from '../server/support/stand-in-engine.js';

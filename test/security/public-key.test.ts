@@ -6,7 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { DEV_API_KEY, serve, type ServeHandle } from '../../src/server/index.js';
+import { DEV_API_KEY, serve, type ServeHandle } from 'policyloop/server';
 import { temporaryDirectory } from '../server/support/harness.js';
 import { createStandInEngine } from '../server/support/stand-in-engine.js';
 

@@ -14,7 +14,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { createApp, DEV_API_KEY } from '../../src/server/index.js';
+import { createApp, DEV_API_KEY } from 'policyloop/server';
 import { createStandInEngine } from '../server/support/stand-in-engine.js';
 import { call, createModel, expectHealthy, startService } from './support/service.js';
 

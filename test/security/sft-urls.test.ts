@@ -10,7 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { ServeOptions } from '../../src/server/index.js';
+import type { ServeOptions } from 'policyloop/server';
 import { startServer, temporaryDirectory, type TestServer } from '../server/support/harness.js';
 import { registerModel, sftJsonl, waitForJobEnd } from '../server/support/jobs.js';
 import { createStandInEngine } from '../server/support/stand-in-engine.js';

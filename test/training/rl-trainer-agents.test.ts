@@ -23,14 +23,8 @@ import {
   runBooking,
 } from '../../examples/tasks/seat-booking.js';
 import type { TrainingClient } from '../../src/client/index.js';
-import {
-  linearDecay,
-  LocalBackend,
-  RLTrainer,
-  type RLRolloutFailedEvent,
-  type StepEndEvent,
-  TrainableModel,
-} from '../../src/index.js';
+import { linearDecay, LocalBackend, RLTrainer, TrainableModel } from '../../src/index.js';
+import type { RLRolloutFailedEvent, StepEndEvent } from '../../src/training.js';
 import { runCli } from '../cli/support/run-cli.js';
 
 let dataDir: string;

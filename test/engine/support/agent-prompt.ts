@@ -4,7 +4,7 @@
  * result, assistant tool call, tool result, ...), about 6,000 characters once rendered. Used by
  * bench/agent-context.ts and the engine's context tests. Nothing here is in the BPE corpus.
  */
-import type { ChatCompletionMessageParam, ChatCompletionToolParam } from '../../../src/schema/index.js';
+import type { ChatCompletionMessageParam, ChatCompletionToolParam } from 'policyloop/schema';
 
 const SYSTEM = [
   'You are Harbor, the operations assistant of a small shipping company that runs container barges between river ports.',

@@ -1,6 +1,6 @@
 /** The shape of one conformance-corpus instance, and the schema names it may name. */
 import type { z } from 'zod';
-import type * as schemas from '../../../src/schema/index.js';
+import type * as schemas from 'policyloop/schema';
 
 type Module = typeof schemas;
 

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { afterEach, expect } from 'vitest';
-import { DEV_API_KEY } from '../../../src/server/index.js';
+import { DEV_API_KEY } from 'policyloop/server';
 
 const MAIN = fileURLToPath(new URL('../../../src/cli/main.ts', import.meta.url));
 

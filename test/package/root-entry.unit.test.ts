@@ -1,7 +1,9 @@
 /**
- * The root entry `policyloop` is what a user script imports: every error class a script may catch
- * is there, the wire schemas other than `Trajectory` and `TrajectoryGroup` are not (they are in
- * `policyloop/schema`), and neither are the building blocks the library uses internally.
+ * The root entry `policyloop` is what a training script imports, within a budget of names (values
+ * and types, counted by the TypeScript compiler; docs/architecture.md, "The root entry", says why):
+ * every error class a script may catch is there, the wire schemas other than `Trajectory` and
+ * `TrajectoryGroup` are not (they are in `policyloop/schema`), and neither are the building blocks
+ * and the option, result and event types (they are in `policyloop/training`).
  */
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -12,14 +14,28 @@ import * as rewards from '../../src/rewards/index.js';
 import * as rollout from '../../src/rollout/index.js';
 import * as schema from '../../src/schema/index.js';
 import * as training from '../../src/training/index.js';
+import { exportedNames } from './support/exports.js';
+
+/** At most this many names (values and types) in the root entry; docs/architecture.md says why. */
+const ROOT_BUDGET = 80;
 
 const rootExports = root as Record<string, unknown>;
+const names = exportedNames();
 
 function errorClasses(module: object): Array<[string, unknown]> {
   return Object.entries(module).filter(([, value]) => typeof value === 'function' && value.prototype instanceof Error);
 }
 
 describe('the root entry', () => {
+  it(`exports at most ${ROOT_BUDGET} names, values and types counted`, () => {
+    const rootNames = names.get('policyloop') ?? [];
+    // The count is real: it sees every runtime value, and type-only names besides.
+    expect(rootNames).toEqual(expect.arrayContaining(Object.keys(root)));
+    expect(rootNames).toContain('RewardFn');
+    expect(rootNames.length).toBeGreaterThan(Object.keys(root).length);
+    expect(rootNames.length).toBeLessThanOrEqual(ROOT_BUDGET);
+  });
+
   it('exports every error class of the parts a script uses (the same classes)', () => {
     const parts = { client, internalErrors, rewards, rollout, training };
     const classes = Object.values(parts).flatMap(errorClasses);
@@ -40,5 +56,12 @@ describe('the root entry', () => {
     const internals = ['appendHistoryRow', 'planRetention', 'formatProgress', 'modelFiles', 'StreamAccumulator'];
     for (const name of [...elsewhere, ...internals]) expect(rootExports, name).not.toHaveProperty(name);
     expect(client.TrainingClient).toBeTypeOf('function');
+  });
+
+  it('names each thing in one entry: policyloop/training repeats nothing of the root', () => {
+    const rootNames = new Set(names.get('policyloop'));
+    const trainingNames = names.get('policyloop/training') ?? [];
+    expect(trainingNames).toEqual(expect.arrayContaining(['LogBatcher', 'TrainableModelOptions', 'StepEndEvent']));
+    expect(trainingNames.filter((name) => rootNames.has(name))).toEqual([]);
   });
 });

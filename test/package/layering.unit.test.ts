@@ -4,15 +4,11 @@
  * the TypeScript parser, mapped to the top folder it reaches, and checked against the allowed
  * matrix below; the folder graph must have no cycle. A failure names the file and the import.
  */
-import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
+import { type ImportKind, importsOf, typeScriptFiles } from './support/imports.js';
 
 const src = path.resolve(import.meta.dirname, '../../src');
-
-/** How an import loads its target: at module load, only when called, or not at all (types). */
-type ImportKind = 'static' | 'dynamic' | 'type';
 
 /** One import of one source file. */
 interface Edge {
@@ -56,14 +52,6 @@ const allowed: Record<string, Rule[] | 'anything'> = {
   'index.ts': any('schema', 'internal', 'client', 'rollout', 'rewards', 'training'),
 };
 
-function sourceFiles(directory: string): string[] {
-  return readdirSync(directory, { withFileTypes: true }).flatMap((entry) => {
-    const full = path.join(directory, entry.name);
-    if (entry.isDirectory()) return sourceFiles(full);
-    return entry.name.endsWith('.ts') ? [full] : [];
-  });
-}
-
 /** The top folder of a path under `src/` (`index.ts` for a file directly in it), or undefined outside. */
 function topFolder(file: string): string | undefined {
   const relative = path.relative(src, file);
@@ -80,42 +68,9 @@ function targetFolder(file: string, specifier: string): string | undefined {
   return undefined;
 }
 
-/** Every import of one file, with its kind. */
-function importsOf(file: string): Array<{ specifier: string; kind: ImportKind }> {
-  const source = ts.createSourceFile(file, readFileSync(file, 'utf8'), ts.ScriptTarget.ES2022, true);
-  const found: Array<{ specifier: string; kind: ImportKind }> = [];
-  const visit = (node: ts.Node): void => {
-    if (ts.isImportDeclaration(node) && ts.isStringLiteral(node.moduleSpecifier)) {
-      // `import { type A }` still loads the module under verbatimModuleSyntax; only `import type` does not.
-      found.push({ specifier: node.moduleSpecifier.text, kind: node.importClause?.isTypeOnly ? 'type' : 'static' });
-    } else if (ts.isExportDeclaration(node) && node.moduleSpecifier && ts.isStringLiteral(node.moduleSpecifier)) {
-      found.push({ specifier: node.moduleSpecifier.text, kind: node.isTypeOnly ? 'type' : 'static' });
-    } else if (
-      ts.isCallExpression(node) &&
-      node.expression.kind === ts.SyntaxKind.ImportKeyword &&
-      node.arguments[0] &&
-      ts.isStringLiteralLike(node.arguments[0])
-    ) {
-      found.push({ specifier: node.arguments[0].text, kind: 'dynamic' });
-    } else if (
-      ts.isImportTypeNode(node) &&
-      ts.isLiteralTypeNode(node.argument) &&
-      ts.isStringLiteral(node.argument.literal)
-    ) {
-      found.push({ specifier: node.argument.literal.text, kind: 'type' });
-    } else if (ts.isImportEqualsDeclaration(node) && ts.isExternalModuleReference(node.moduleReference)) {
-      const expression = node.moduleReference.expression;
-      if (ts.isStringLiteral(expression)) found.push({ specifier: expression.text, kind: 'static' });
-    }
-    ts.forEachChild(node, visit);
-  };
-  visit(source);
-  return found;
-}
-
 /** Every import between two different top folders of `src/`. */
 function crossFolderEdges(): Edge[] {
-  return sourceFiles(src).flatMap((file) => {
+  return typeScriptFiles(src).flatMap((file) => {
     const from = topFolder(file)!;
     return importsOf(file).flatMap(({ specifier, kind }) => {
       const to = targetFolder(file, specifier);
@@ -191,7 +146,7 @@ describe('layering of src/', () => {
   });
 
   it('has a rule for every top folder of src/', () => {
-    const folders = new Set(sourceFiles(src).map((file) => topFolder(file)!));
+    const folders = new Set(typeScriptFiles(src).map((file) => topFolder(file)!));
     expect([...folders].filter((folder) => !(folder in allowed))).toEqual([]);
   });
 

@@ -1,0 +1,104 @@
+/**
+ * `policyloop/training`: the training domain for scripts that go past the root entry. It holds the
+ * building blocks the models and the trainer are made of (the log batcher, the job follower, the
+ * trajectory recorders, the gather emitter, the staleness split, SFT rows from trajectories,
+ * evaluating one reward) and every type a script usually gets by inference: the options of each
+ * class and function, their results, and the payloads of their events. What a training script
+ * constructs and calls is in the root entry `policyloop`, and is not repeated here.
+ * @module
+ */
+
+// The models, backends and trainer: their options, results and events.
+export type {
+  TrainableModelOptions,
+  WaitOptions,
+  OpenAIClientOptions,
+  ModelFetchOptions,
+  LogOptions,
+  JobOptions,
+  TrainOptions,
+  SFTOptions,
+  SFTSource,
+  TrainResult,
+  PruneResult,
+} from './training/trainable-model.js';
+export type {
+  TrainableModelEvents,
+  TrainingJobKind,
+  JobSubmittedEvent,
+  JobEndEvent,
+  GroupsDroppedEvent,
+  HistoryRowEvent,
+  HistoryErrorEvent,
+  HistoryMismatchEvent,
+} from './training/model-events.js';
+export type {
+  RLTrainerOptions,
+  RLValidationOptions,
+  RLKeepOptions,
+  RLBudget,
+  RLRunOptions,
+  RLStopReason,
+  RLTrainerSummary,
+  RLTrainerEvents,
+  StepStartEvent,
+  StepEndEvent,
+  RLGroupsDroppedEvent,
+  RLRolloutFailedEvent,
+  ValidationEndEvent,
+} from './training/rl-trainer.js';
+export type { DecayOptions, ScheduleContext } from './training/schedules.js';
+export type { PromptedModelOptions, PromptedLogOptions } from './training/prompted-model.js';
+export type { BackendConnection } from './training/backend.js';
+export type { LocalBackendOptions } from './training/local-backend.js';
+export type { HostedBackendOptions } from './training/hosted-backend.js';
+export type { ModelFiles } from './training/model-files.js';
+export type { HistoryRow, HistoryDifference } from './training/history.js';
+export type { RetentionOptions } from './training/checkpoint-retention.js';
+export type { ChoiceLocation } from './training/errors.js';
+
+// Building blocks: SFT rows, following a job, the log batcher.
+export { toSFTRows } from './training/sft-data.js';
+export { followTrainingJob, type FollowJobOptions, type FollowedJob, type JobProgress } from './training/follow-job.js';
+export {
+  LogBatcher,
+  type LogBatcherOptions,
+  type LogBatcherEvents,
+  type LogBatcherStats,
+  type BatchSentEvent,
+  type BatchRetryEvent,
+  type BatchSpooledEvent,
+  type SpoolReplayResult,
+} from './training/log-batcher.js';
+
+// Rollouts: gather options and events, capture options, recorders, staleness.
+export type { GatherOptions, GroupScorer, GroupScorerContext } from './rollout/gather-trajectory-groups.js';
+export type { ScenarioOf } from './rollout/rollout-function.js';
+export {
+  GatherEmitter,
+  type GatherEventMap,
+  type GroupEndEvent,
+  type GatherProgressEvent,
+  type RolloutEndEvent,
+  type RolloutErrorEvent,
+  type RolloutStartEvent,
+} from './rollout/gather-events.js';
+export type { ProgressStream } from './rollout/progress-bar.js';
+export type { CaptureCompletionsOptions } from './rollout/capture-completions.js';
+export type { CaptureFetchOptions } from './rollout/capture-fetch.js';
+export type { ChatCompletionCreateBody, ChatCompletionRequestOptions } from './schema/chat-client.js';
+export type { RecordTrajectoryOptions } from './rollout/rollout-scope.js';
+export { HistoryRecorder, TrajectoryRecorder, type RecordedCompletion } from './rollout/trajectory-recorder.js';
+export { dropStaleGroups, type StalenessSplit } from './rollout/drop-stale-groups.js';
+
+// Rewards: evaluating one, and the option and result types of the built-ins and the judge.
+export { evaluateReward, type WeightedReward } from './rewards/reward-function.js';
+export type { RewardSet, RewardSpec } from './rewards/combine-rewards.js';
+export type { ExpectedValue, NormalizeOptions } from './rewards/match-rewards.js';
+export type { SafeParser } from './rewards/json-reward.js';
+export type { ExpectedArguments } from './rewards/tool-call-reward.js';
+export type { LengthPenaltyOptions } from './rewards/length-penalty.js';
+export type { GroupJudge, JudgeCallOptions, JudgeScore, RelativeJudgeOptions } from './rewards/relative-judge.js';
+export type { AssistantTextsOptions, HasMessagesAndChoices, ModelToolCall } from './rewards/trajectory-text.js';
+export type { JudgeFailure } from './rewards/reward-errors.js';
+export type { RunItem, RunReadOptions } from './schema/index.js';
