@@ -241,13 +241,14 @@ const LOCAL_SERVICE_PACKAGES = [
   'better-sqlite3',
   '@tensorflow/tfjs-core',
   '@tensorflow/tfjs-backend-wasm',
+  'p-queue',
 ];
 
 /**
- * Loads `policyloop/server` on demand (hono, SQLite and the engine are optional dependencies,
- * loaded only when a local service starts). When one of them is not installed (for example after
- * `npm install --omit=optional`), fails with a message that names what to install instead of
- * Node's bare "Cannot find package".
+ * Loads `policyloop/server` on demand (hono, SQLite, the engine and the job queue are optional
+ * dependencies, loaded only when a local service starts). When one of them is not installed (for
+ * example after `npm install --omit=optional`), fails with a message that names what to install
+ * instead of Node's bare "Cannot find package".
  */
 export async function loadLocalService(): Promise<typeof import('../server/index.js')> {
   try {
