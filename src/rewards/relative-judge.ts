@@ -8,7 +8,7 @@ import { abortScope } from '../internal/abort-scope.js';
 import { backoffDelay } from '../internal/backoff.js';
 import { delay, raceSignal } from '../internal/delay.js';
 import { isRetryableStatus, userAbortError } from '../internal/errors.js';
-import { preview } from '../internal/format-issues.js';
+import { describeValue } from '../internal/describe-value.js';
 import {
   functionOption,
   invalidOption,
@@ -282,7 +282,7 @@ export async function judgeConversations(
   }
   const content = answerText(response);
   if (content === undefined) {
-    throw new JudgeError(`Expected the judge's answer to have text content, got ${preview(response, 200)}`, {
+    throw new JudgeError(`Expected the judge's answer to have text content, got ${describeValue(response, 200)}`, {
       reason: 'parse',
       expectedScores: expected,
     });
@@ -294,14 +294,14 @@ export async function judgeConversations(
     } catch (error) {
       const reason = error instanceof Error ? error.message : String(error);
       throw new JudgeError(
-        `The judge's answer was not the JSON asked for and the \`parse\` fallback failed (${reason}); got ${preview(content, 200)}`,
+        `The judge's answer was not the JSON asked for and the \`parse\` fallback failed (${reason}); got ${describeValue(content, 200)}`,
         { reason: 'parse', raw: content, expectedScores: expected, cause: error },
       );
     }
   }
   if (scores === undefined) {
     throw new JudgeError(
-      `Expected the judge to answer {"scores": [{"trajectory_id", "explanation", "score"}, ...]}, got ${preview(content, 200)}`,
+      `Expected the judge to answer {"scores": [{"trajectory_id", "explanation", "score"}, ...]}, got ${describeValue(content, 200)}`,
       { reason: 'parse', raw: content, expectedScores: expected },
     );
   }

@@ -6,7 +6,8 @@ import { setMaxListeners } from 'node:events';
 import { abortReason, delay, isPromiseLike, raceSignal } from '../internal/delay.js';
 import { backoffDelay } from '../internal/backoff.js';
 import { isRetryableStatus, PolicyloopError, userAbortError } from '../internal/errors.js';
-import { formatPath, preview, valueAtPath } from '../internal/format-issues.js';
+import { describeValue } from '../internal/describe-value.js';
+import { formatPath, valueAtPath } from '../internal/format-issues.js';
 import {
   booleanOption,
   functionOption,
@@ -219,7 +220,7 @@ function buildTrajectory(recorded: TrajectoryInput, returned: unknown): Trajecto
   } else {
     if (typeof returned !== 'object' || returned === null || Array.isArray(returned)) {
       throw new InvalidTrajectoryError(
-        `Expected the rollout to return a trajectory object or nothing, got ${preview(returned)}`,
+        `Expected the rollout to return a trajectory object or nothing, got ${describeValue(returned)}`,
         [],
       );
     }
@@ -235,7 +236,7 @@ function buildTrajectory(recorded: TrajectoryInput, returned: unknown): Trajecto
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     const where = issue
-      ? `${formatPath(issue.path)}: ${issue.message}, got ${preview(valueAtPath(merged, issue.path))}`
+      ? `${formatPath(issue.path)}: ${issue.message}, got ${describeValue(valueAtPath(merged, issue.path))}`
       : '';
     throw new InvalidTrajectoryError(`The rollout produced an invalid trajectory (${where})`, parsed.error.issues);
   }
