@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { abortScope } from '../internal/abort-scope.js';
 import { backoffDelay } from '../internal/backoff.js';
 import { delay, raceSignal } from '../internal/delay.js';
-import { isRetryableStatus, userAbortError } from '../internal/errors.js';
+import { isRetryableError, userAbortError } from '../internal/errors.js';
 import { describeValue } from '../internal/describe-value.js';
 import {
   functionOption,
@@ -165,14 +165,6 @@ export function buildJudgeMessages(
   ];
 }
 
-/** Whether a failed judge request may pass when tried again: our errors say so, HTTP errors by status. */
-function isRetryable(error: unknown): boolean {
-  const record = (error ?? {}) as { retryable?: unknown; status?: unknown };
-  if (typeof record.retryable === 'boolean') return record.retryable;
-  if (typeof record.status === 'number') return isRetryableStatus(record.status);
-  return false;
-}
-
 function answerText(response: unknown): string | undefined {
   const choices = (response as { choices?: unknown } | null)?.choices;
   if (!Array.isArray(choices)) return undefined;
@@ -235,7 +227,7 @@ async function requestOnce(
       reason: 'request',
       expectedScores: expected,
       cause: error,
-      retryable: isRetryable(error),
+      retryable: isRetryableError(error),
     });
   } finally {
     scope.dispose();

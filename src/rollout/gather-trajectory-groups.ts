@@ -5,7 +5,7 @@
 import { setMaxListeners } from 'node:events';
 import { abortReason, delay, isPromiseLike, raceSignal } from '../internal/delay.js';
 import { backoffDelay } from '../internal/backoff.js';
-import { isRetryableStatus, PolicyloopError, userAbortError } from '../internal/errors.js';
+import { isRetryableError, userAbortError } from '../internal/errors.js';
 import { describeValue } from '../internal/describe-value.js';
 import { formatPath, valueAtPath } from '../internal/format-issues.js';
 import {
@@ -22,7 +22,6 @@ import {
   timeoutOption,
 } from '../internal/options.js';
 import { toRewardFn, type RewardSpec } from '../rewards/combine-rewards.js';
-import { RewardFunctionError } from '../rewards/reward-errors.js';
 import { evaluateRewardNow } from '../rewards/reward-function.js';
 import { fastParseTrajectory } from '../schema/fast-parse.js';
 import { Trajectory, type TrajectoryException, type TrajectoryGroup, type TrajectoryInput } from '../schema/index.js';
@@ -201,15 +200,6 @@ function checkOptions<S>(value: GatherOptions<S> | undefined) {
   };
 }
 
-/** Whether another attempt may succeed. */
-function isRetryable(error: unknown): boolean {
-  if (error instanceof RewardFunctionError || error instanceof InvalidTrajectoryError) return false;
-  if (error instanceof PolicyloopError) return error.retryable;
-  const status = (error as { status?: unknown } | null)?.status;
-  if (typeof status === 'number' && status >= 400 && status < 500) return isRetryableStatus(status);
-  return true;
-}
-
 /** The recorded trajectory with what the rollout returned laid over it, validated. */
 function buildTrajectory(recorded: TrajectoryInput, returned: unknown): Trajectory {
   let merged: unknown = recorded;
@@ -384,7 +374,7 @@ export async function gatherTrajectoryGroups<S>(
         current.finish(running);
         if (stopped) return undefined;
         const exception = toTrajectoryException(error);
-        const willRetry = attempt < maxRetries && isRetryable(error);
+        const willRetry = attempt < maxRetries && isRetryableError(error, true);
         emit('rollout:error', { groupIndex, index, attempt, error, exception, willRetry });
         if (willRetry) {
           try {

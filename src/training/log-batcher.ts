@@ -12,7 +12,7 @@ import { type SerializedLogSender, serializedLogSender } from '../client/resourc
 import { INITIAL_RETRY_DELAY_MS, retryDelay } from '../client/retry-delay.js';
 import { type AbortScope, abortScope } from '../internal/abort-scope.js';
 import { delay, raceSignal } from '../internal/delay.js';
-import { PolicyloopError, userAbortError } from '../internal/errors.js';
+import { isRetryableError, PolicyloopError, userAbortError } from '../internal/errors.js';
 import {
   integerOption,
   invalidOption,
@@ -470,7 +470,7 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
         this.notify('batch:sent', { split, groupCount: groups.length, bytes, attempts: attempt });
         return true;
       } catch (error) {
-        const retryable = error instanceof PolicyloopError && error.retryable;
+        const retryable = isRetryableError(error);
         if (stop.aborted || !retryable || attempt > this.maxRetries) {
           await this.spool(split, groups, error, attempt, key);
           return false;
