@@ -48,7 +48,7 @@ export type {
 export { ServiceJobs, type JobsBackend } from './service-jobs.js';
 export { dropGroups, type DropRule, type DropContext, type GroupDrop } from './drop-groups.js';
 export { LocalBackend, type LocalBackendOptions } from './local-backend.js';
-export { HostedBackend, HOSTED_BASE_URL, type HostedBackendOptions } from './hosted-backend.js';
+export { HostedBackend, type HostedBackendOptions } from './hosted-backend.js';
 export {
   TrainableModel,
   type TrainableModelOptions,
@@ -75,7 +75,7 @@ export type {
   HistoryMismatchEvent,
 } from './model-events.js';
 export { modelInferenceName } from './inference-name.js';
-export { DEFAULT_DATA_DIR, modelFiles, type ModelFiles } from './model-files.js';
+export { modelFiles, type ModelFiles } from './model-files.js';
 export {
   appendHistoryRow,
   readHistory,
