@@ -61,7 +61,7 @@ export {
   type LearningRateSchedule,
   type ScheduleContext,
 } from './training/schedules.js';
-export { PromptedModel, type PromptedModelOptions, type PromptedLogOptions } from './training/prompted-model.js';
+export { PromptedModel, type PromptedModelOptions } from './training/prompted-model.js';
 export type { Backend, BackendConnection } from './training/backend.js';
 export { LocalBackend, type LocalBackendOptions } from './training/local-backend.js';
 export { HostedBackend, type HostedBackendOptions } from './training/hosted-backend.js';

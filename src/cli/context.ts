@@ -25,13 +25,6 @@ export interface CommonOptions {
 /** A usage error (exit code 2): a bad argument the parser could not catch. */
 export class UsageError extends Error {}
 
-/** A failure already explained to the user; carries the exit code. */
-export class ExitCode extends Error {
-  constructor(readonly code: number) {
-    super(`exit ${code}`);
-  }
-}
-
 /**
  * The client for `options`: `--api-key`, else POLICYLOOP_API_KEY, else WANDB_API_KEY;
  * `--base-url`, else POLICYLOOP_BASE_URL, else the hosted service. Chat completions go to

@@ -15,7 +15,7 @@ import { describeValue } from '../internal/describe-value.js';
 import { formatPath, valueAtPath } from '../internal/format-issues.js';
 import { isRetryableStatus, PolicyloopError } from '../internal/errors.js';
 
-export { APIUserAbortError, InvalidArgumentError, isRetryableStatus, PolicyloopError } from '../internal/errors.js';
+export { APIUserAbortError, InvalidArgumentError, PolicyloopError } from '../internal/errors.js';
 
 /**
  * The service answered with a non-2xx status. `status`, response `headers`, the parsed `body`

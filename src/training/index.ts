@@ -33,7 +33,6 @@ export {
 export {
   PromptedModel,
   type PromptedModelOptions,
-  type PromptedLogOptions,
   type InferenceEndpoint,
   type ModelFetchOptions,
 } from './prompted-model.js';
@@ -68,8 +67,6 @@ export type {
   JobSubmittedEvent,
   JobEndEvent,
   GroupsDroppedEvent,
-  StaleGroupsDroppedEvent,
-  ZeroVarianceGroupsDroppedEvent,
   HistoryRowEvent,
   HistoryErrorEvent,
   HistoryMismatchEvent,

@@ -131,9 +131,6 @@ export interface LogOptions extends WaitOptions {
   send?: boolean | undefined;
 }
 
-/** @deprecated Use {@link LogOptions} (the same options); removed in the next minor version. */
-export type PromptedLogOptions = LogOptions;
-
 /** Where a model answers chat completions. */
 export interface InferenceEndpoint {
   /** Base URL of the OpenAI-compatible API (ends in `/v1`). */
