@@ -11,7 +11,8 @@ import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { TrainingClient } from '../../src/client/index.js';
 import type { TrajectoryGroupInput } from '../../src/schema/index.js';
-import { LocalBackend, TrainableModel } from '../../src/training/index.js';
+import { LocalBackend } from '../../src/training/local-backend.js';
+import { TrainableModel } from '../../src/training/trainable-model.js';
 import { killChildren, runCli } from './support/run-cli.js';
 
 const BASE_MODEL = 'policyloop/tiny-chat';

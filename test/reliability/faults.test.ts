@@ -9,7 +9,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TrainingClient } from '../../src/client/index.js';
-import { LogBatcher } from '../../src/training/index.js';
+import { LogBatcher } from '../../src/training/log-batcher.js';
 import { startServer, temporaryDirectory, type TestServer } from '../server/support/harness.js';
 import { createStandInEngine } from '../server/support/stand-in-engine.js';
 import { type FaultProxy, startFaultProxy } from './support/fault-proxy.js';

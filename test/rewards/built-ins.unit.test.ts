@@ -1,18 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import {
-  assistantTexts,
-  exactMatch,
-  extractJson,
-  finalAssistantText,
-  lengthPenalty,
-  normalizeAnswer,
-  normalizedMatch,
-  regexMatch,
-  toolCalledWith,
-  toolCallsOf,
-  validJson,
-} from '../../src/rewards/index.js';
+import { assistantTexts, finalAssistantText, toolCallsOf } from '../../src/rewards/trajectory-text.js';
+import { exactMatch, normalizeAnswer, normalizedMatch, regexMatch } from '../../src/rewards/match-rewards.js';
+import { extractJson, validJson } from '../../src/rewards/json-reward.js';
+import { lengthPenalty } from '../../src/rewards/length-penalty.js';
+import { toolCalledWith } from '../../src/rewards/tool-call-reward.js';
 import { makeChoice, makeTrajectory } from '../../src/testing/index.js';
 
 const answer = (text: string) => makeTrajectory({ user: 'q', answer: text });

@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { combineRewards, evaluateReward, RewardFunctionError } from '../../src/rewards/index.js';
+import { combineRewards } from '../../src/rewards/combine-rewards.js';
+import { evaluateReward } from '../../src/rewards/reward-function.js';
+import { RewardFunctionError } from '../../src/rewards/reward-errors.js';
 import { PolicyloopError } from '../../src/internal/errors.js';
 import { makeTrajectory } from '../../src/testing/index.js';
 

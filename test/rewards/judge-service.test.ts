@@ -5,8 +5,9 @@
  */
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { gatherTrajectoryGroups } from '../../src/rollout/index.js';
-import { JudgeError, relativeJudge, type JudgeScore } from '../../src/rewards/index.js';
+import { gatherTrajectoryGroups } from '../../src/rollout/gather-trajectory-groups.js';
+import { JudgeError } from '../../src/rewards/reward-errors.js';
+import { relativeJudge, type JudgeScore } from '../../src/rewards/relative-judge.js';
 import { makeGroup, startTestService, type TestService } from '../../src/testing/index.js';
 
 let service: TestService;

@@ -1,7 +1,8 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { APIUserAbortError, InvalidArgumentError } from '../../src/index.js';
-import { gatherTrajectoryGroups } from '../../src/rollout/index.js';
-import { JudgeError, relativeJudge, type JudgeScore } from '../../src/rewards/index.js';
+import { gatherTrajectoryGroups } from '../../src/rollout/gather-trajectory-groups.js';
+import { JudgeError } from '../../src/rewards/reward-errors.js';
+import { relativeJudge, type JudgeScore } from '../../src/rewards/relative-judge.js';
 import { makeGroup, scriptedChatClient } from '../../src/testing/index.js';
 
 const scores = (...values: [number, string][]) =>

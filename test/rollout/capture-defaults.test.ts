@@ -9,9 +9,11 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { captureCompletions, recordTrajectory } from '../../src/rollout/index.js';
+import { captureCompletions } from '../../src/rollout/capture-completions.js';
+import { recordTrajectory } from '../../src/rollout/rollout-scope.js';
 import { startTestService, type TestService } from '../../src/testing/index.js';
-import { LocalBackend, TrainableModel } from '../../src/training/index.js';
+import { LocalBackend } from '../../src/training/local-backend.js';
+import { TrainableModel } from '../../src/training/trainable-model.js';
 
 let service: TestService;
 let dataDir: string;

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { captureFetch, recordTrajectory } from '../../src/rollout/index.js';
+import { captureFetch } from '../../src/rollout/capture-fetch.js';
+import { recordTrajectory } from '../../src/rollout/rollout-scope.js';
 import { type Choice, isChoice } from '../../src/schema/index.js';
 import { makeChoice } from '../../src/testing/index.js';
 

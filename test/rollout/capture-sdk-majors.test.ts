@@ -12,7 +12,8 @@
 import OpenAI6 from 'openai';
 import OpenAI7 from 'openai-v7';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { captureCompletions, recordTrajectory } from '../../src/rollout/index.js';
+import { captureCompletions } from '../../src/rollout/capture-completions.js';
+import { recordTrajectory } from '../../src/rollout/rollout-scope.js';
 import type { ChatCompletionsClient } from '../../src/schema/chat-client.js';
 import { type Choice, isChoice, Trajectory } from '../../src/schema/index.js';
 import { startTestService, type TestService } from '../../src/testing/index.js';

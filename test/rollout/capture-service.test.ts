@@ -4,12 +4,10 @@
  */
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  captureCompletions,
-  gatherTrajectoryGroups,
-  recordTrajectory,
-  type RolloutFn,
-} from '../../src/rollout/index.js';
+import { captureCompletions } from '../../src/rollout/capture-completions.js';
+import { gatherTrajectoryGroups } from '../../src/rollout/gather-trajectory-groups.js';
+import { recordTrajectory } from '../../src/rollout/rollout-scope.js';
+import type { RolloutFn } from '../../src/rollout/rollout-function.js';
 import { isChoice, Trajectory, type Choice } from '../../src/schema/index.js';
 import { startTestService, type TestService } from '../../src/testing/index.js';
 

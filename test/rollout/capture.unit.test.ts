@@ -1,11 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import {
-  captureCompletions,
-  captureInto,
-  currentTrajectory,
-  recordTrajectory,
-  TrajectoryRecorder,
-} from '../../src/rollout/index.js';
+import { captureCompletions } from '../../src/rollout/capture-completions.js';
+import { captureInto, currentTrajectory, recordTrajectory } from '../../src/rollout/rollout-scope.js';
+import { TrajectoryRecorder } from '../../src/rollout/trajectory-recorder.js';
 import { isChoice, Trajectory, type Choice } from '../../src/schema/index.js';
 import { makeChoice, scriptedChatClient } from '../../src/testing/index.js';
 

@@ -6,14 +6,14 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { APIUserAbortError, TrainingClient } from '../../src/client/index.js';
-import {
-  captureCompletions,
-  dropStaleGroups,
-  ExceptionBudgetExceededError,
-  gatherTrajectoryGroups,
-  type RolloutFn,
-} from '../../src/rollout/index.js';
-import { choicesOf, completionTokenCount, lengthPenalty, regexMatch } from '../../src/rewards/index.js';
+import { captureCompletions } from '../../src/rollout/capture-completions.js';
+import { dropStaleGroups } from '../../src/rollout/drop-stale-groups.js';
+import { ExceptionBudgetExceededError } from '../../src/rollout/rollout-errors.js';
+import { gatherTrajectoryGroups } from '../../src/rollout/gather-trajectory-groups.js';
+import type { RolloutFn } from '../../src/rollout/rollout-function.js';
+import { choicesOf, completionTokenCount } from '../../src/rewards/trajectory-text.js';
+import { lengthPenalty } from '../../src/rewards/length-penalty.js';
+import { regexMatch } from '../../src/rewards/match-rewards.js';
 import { isChoice, type ModelResponse } from '../../src/schema/index.js';
 import { startTestService, type TestService } from '../../src/testing/index.js';
 

@@ -1,15 +1,16 @@
 import { describe, expect, it } from 'vitest';
+import { captureCompletions } from '../../src/rollout/capture-completions.js';
 import {
-  captureCompletions,
   ExceptionBudgetExceededError,
-  GatherEmitter,
-  gatherTrajectoryGroups,
   InvalidTrajectoryError,
   RolloutTimeoutError,
-  type GatherProgressEvent,
-  type RolloutFn,
-} from '../../src/rollout/index.js';
-import { RewardFunctionError, exactMatch, finalAssistantText } from '../../src/rewards/index.js';
+} from '../../src/rollout/rollout-errors.js';
+import { GatherEmitter, type GatherProgressEvent } from '../../src/rollout/gather-events.js';
+import { gatherTrajectoryGroups } from '../../src/rollout/gather-trajectory-groups.js';
+import type { RolloutFn } from '../../src/rollout/rollout-function.js';
+import { RewardFunctionError } from '../../src/rewards/reward-errors.js';
+import { exactMatch } from '../../src/rewards/match-rewards.js';
+import { finalAssistantText } from '../../src/rewards/trajectory-text.js';
 import { APIUserAbortError, InvalidArgumentError, PolicyloopError } from '../../src/index.js';
 import { isChoice } from '../../src/schema/index.js';
 import { makeChoice, scriptedChatClient } from '../../src/testing/index.js';

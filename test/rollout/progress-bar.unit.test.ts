@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { attachProgressBar, formatProgress, GatherEmitter, gatherTrajectoryGroups } from '../../src/rollout/index.js';
+import { attachProgressBar, formatProgress } from '../../src/rollout/progress-bar.js';
+import { GatherEmitter } from '../../src/rollout/gather-events.js';
+import { gatherTrajectoryGroups } from '../../src/rollout/gather-trajectory-groups.js';
 
 describe('progress bar', () => {
   it('shows done/total, the running reward mean and failures', () => {

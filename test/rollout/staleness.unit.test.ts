@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { dropStaleGroups, gatherTrajectoryGroups } from '../../src/rollout/index.js';
+import { dropStaleGroups } from '../../src/rollout/drop-stale-groups.js';
+import { gatherTrajectoryGroups } from '../../src/rollout/gather-trajectory-groups.js';
 import { makeGroup } from '../../src/testing/index.js';
 
 describe('dropStaleGroups', () => {
