@@ -9,11 +9,12 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
-import { finalAssistantText } from '../src/rewards/index.js';
-import { gatherTrajectoryGroups } from '../src/rollout/index.js';
+import { finalAssistantText } from '../src/rewards/trajectory-text.js';
+import { gatherTrajectoryGroups } from '../src/rollout/gather-trajectory-groups.js';
 import type { Trajectory, TrajectoryGroupInput } from '../src/schema/index.js';
 import { makeChoice, startTestService } from '../src/testing/index.js';
-import { LocalBackend, TrainableModel } from '../src/training/index.js';
+import { LocalBackend } from '../src/training/local-backend.js';
+import { TrainableModel } from '../src/training/trainable-model.js';
 
 const output = path.resolve(process.argv[2] ?? 'docs/dashboard.png');
 const executablePath = execFileSync('which', ['chromium'], { encoding: 'utf8' }).trim();

@@ -48,7 +48,7 @@ export type {
   ValidationEndEvent,
 } from './training/rl-trainer.js';
 export type { DecayOptions, ScheduleContext } from './training/schedules.js';
-export type { PromptedModelOptions, PromptedLogOptions } from './training/prompted-model.js';
+export type { PromptedModelOptions } from './training/prompted-model.js';
 export type { BackendConnection } from './training/backend.js';
 export type { LocalBackendOptions } from './training/local-backend.js';
 export type { HostedBackendOptions } from './training/hosted-backend.js';

@@ -6,9 +6,8 @@
  */
 import { MissingApiKeyError, TrainingClient } from '../client/index.js';
 import { APIConnectionError, APIError, NotFoundError, UnprocessableEntityError } from '../client/errors.js';
-import { DEFAULT_BASE_URL, DEFAULT_INFERENCE_BASE_URL } from '../client/training-client.js';
 import { escapeControl } from '../internal/control-characters.js';
-import { ENV, readEnv, readFirstEnv } from '../internal/env.js';
+import { resolveApiKey, resolveServiceURLs } from '../internal/env.js';
 import { formatPath } from '../internal/format-issues.js';
 import type { LocalModelResponse } from '../schema/index.js';
 import { maxOf } from '../internal/arrays.js';
@@ -26,13 +25,6 @@ export interface CommonOptions {
 /** A usage error (exit code 2): a bad argument the parser could not catch. */
 export class UsageError extends Error {}
 
-/** A failure already explained to the user; carries the exit code. */
-export class ExitCode extends Error {
-  constructor(readonly code: number) {
-    super(`exit ${code}`);
-  }
-}
-
 /**
  * The client for `options`: `--api-key`, else POLICYLOOP_API_KEY, else WANDB_API_KEY;
  * `--base-url`, else POLICYLOOP_BASE_URL, else the hosted service. The inference API (only its
@@ -41,11 +33,9 @@ export class ExitCode extends Error {
  * to the training API.
  */
 export function makeClient(options: CommonOptions): TrainingClient {
-  const apiKey = options.apiKey ?? readFirstEnv([ENV.apiKey, ENV.wandbApiKey])?.value;
-  if (apiKey === undefined || apiKey === '') throw new MissingApiKeyError();
-  const baseURL = options.baseUrl ?? readEnv(ENV.baseURL) ?? DEFAULT_BASE_URL;
-  const inferenceBaseURL =
-    readEnv(ENV.inferenceBaseURL) ?? (baseURL === DEFAULT_BASE_URL ? DEFAULT_INFERENCE_BASE_URL : baseURL);
+  const apiKey = resolveApiKey(options.apiKey);
+  if (apiKey === undefined) throw new MissingApiKeyError();
+  const { baseURL, inferenceBaseURL } = resolveServiceURLs({ baseURL: options.baseUrl });
   return new TrainingClient({ apiKey, baseURL, inferenceBaseURL, maxRetries: 1 });
 }
 

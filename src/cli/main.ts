@@ -10,6 +10,8 @@ import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { Command, CommanderError, Option } from 'commander';
 import type { TrainingClient } from '../client/index.js';
+import { DEFAULT_DATA_DIR } from '../internal/env.js';
+import type { ServeOptions } from './commands/serve.js';
 import type { CommonOptions } from './context.js';
 
 /** The package's version, for `--version`. */
@@ -29,6 +31,11 @@ function withCommonOptions(command: Command): Command {
     .option('--base-url <url>', 'the training API (default: $POLICYLOOP_BASE_URL, else the hosted service)')
     .option('--api-key <key>', 'its key (default: $POLICYLOOP_API_KEY, else $WANDB_API_KEY)')
     .option('--json', 'machine-readable output (JSON lines for lists and streams)');
+}
+
+/** Collects the values of a repeatable option (`--model a --model b`) in order. */
+function collect(value: string, previous: string[] | undefined): string[] {
+  return [...(previous ?? []), value];
 }
 
 /** Builds the program; `run` receives each action's exit code. */
@@ -69,14 +76,53 @@ function buildProgram(setExitCode: (code: number) => void): Command {
 
   program
     .command('serve')
-    .description('Run the local training service and its dashboard on loopback')
-    .helpOption(false)
-    .allowUnknownOption()
-    .allowExcessArguments()
-    .argument('[options...]', 'see `policyloop serve --help`')
-    .action(async (options: string[]) => {
+    .summary('Run the local training service and its dashboard on loopback')
+    .description(
+      'Run the local training service (the training API, an OpenAI-compatible inference API and a ' +
+        'dashboard at http://HOST:PORT/, whose address it prints).',
+    )
+    .option('--host <host>', 'Interface to listen on', '127.0.0.1')
+    .option('--port <port>', 'Port to listen on; 0 picks a free port', '8000')
+    .option('--data-dir <dir>', 'Directory of the store and weight files', DEFAULT_DATA_DIR)
+    .option(
+      '--api-key <key>',
+      'Accepted Bearer key; repeat for several (default: $POLICYLOOP_API_KEY, else the development key). ' +
+        'The variable keeps the key out of ps.',
+      collect,
+    )
+    .option(
+      '--model <dir>',
+      'A Hugging Face model folder to serve (Llama or Qwen3); repeat for several. Models in the Hugging Face ' +
+        'cache (HF_HUB_CACHE, HF_HOME/hub, ~/.cache/huggingface/hub) are served without it.',
+      collect,
+    )
+    .option(
+      '--allow-public-dev-key',
+      'Listen beyond loopback even with the public development key (refused otherwise: anyone who can reach ' +
+        'the port could use it)',
+    )
+    .option(
+      '--allowed-host <name>',
+      "Also answer requests for this Host name (no port); repeat for several, '*' for any. Default: the " +
+        '--host name, plus localhost, 127.0.0.1 and [::1] on loopback (other names are answered 421)',
+      collect,
+    )
+    .option(
+      '--training-data-root <dir>',
+      "A directory whose files SFT jobs may read through file:// URLs; repeat for several (the data directory's " +
+        'own SFT files are always readable)',
+      collect,
+    )
+    .option('--allow-training-data-downloads', 'Let SFT jobs download http(s):// training data (public addresses only)')
+    .option(
+      '--allow-training-data-address <addr>',
+      'An address or CIDR range (127.0.0.1, 10.0.0.0/8) downloads may reach although it is loopback, private ' +
+        'or link-local; repeat for several',
+      collect,
+    )
+    .action(async (options: ServeOptions) => {
       const { serveCommand } = await import('./commands/serve.js');
-      setExitCode(await serveCommand.run(options));
+      setExitCode(await serveCommand(options));
     });
 
   program

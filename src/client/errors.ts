@@ -11,10 +11,11 @@
  */
 import { z } from 'zod';
 import { ValidationError } from '../schema/index.js';
-import { formatPath, preview, valueAtPath } from '../internal/format-issues.js';
+import { describeValue } from '../internal/describe-value.js';
+import { formatPath, valueAtPath } from '../internal/format-issues.js';
 import { isRetryableStatus, PolicyloopError } from '../internal/errors.js';
 
-export { APIUserAbortError, InvalidArgumentError, isRetryableStatus, PolicyloopError } from '../internal/errors.js';
+export { APIUserAbortError, InvalidArgumentError, PolicyloopError } from '../internal/errors.js';
 
 /**
  * The service answered with a non-2xx status. `status`, response `headers`, the parsed `body`
@@ -198,7 +199,7 @@ export class ResponseValidationError extends PolicyloopError {
       (first === undefined
         ? `Response of ${options.operation} does not match ${options.schema}.`
         : `Response of ${options.operation} does not match ${options.schema}: at ${path}, ${first.message} ` +
-          `(got ${preview(valueAtPath(options.body, first.path))})` +
+          `(got ${describeValue(valueAtPath(options.body, first.path))})` +
           (options.issues.length > 1 ? `; and ${options.issues.length - 1} more issue(s)` : ''));
     super(message);
     this.operation = options.operation;
@@ -250,7 +251,7 @@ function makeMessage(status: number, body: unknown, fallback: string | undefined
     const text = body.trim().replace(/\s+/g, ' ');
     return `${status} ${text.length > 200 ? `${text.slice(0, 199)}…` : text}`;
   }
-  if (body !== undefined && body !== null && typeof body !== 'string') return `${status} ${preview(body, 200)}`;
+  if (body !== undefined && body !== null && typeof body !== 'string') return `${status} ${describeValue(body, 200)}`;
   if (fallback !== undefined && fallback !== '') return `${status} ${fallback}`;
   return `${status} status code (no body)`;
 }

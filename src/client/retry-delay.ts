@@ -1,10 +1,8 @@
 /** How long to wait before the next attempt. */
-import { backoffDelay, MAX_BACKOFF_MS } from '../internal/backoff.js';
+import { backoffDelay } from '../internal/backoff.js';
 
 /** First backoff step, in milliseconds: the default `retryDelay` of the client and the log batcher. */
 export const INITIAL_RETRY_DELAY_MS = 500;
-/** Longest backoff step, in milliseconds (unless `retryDelay` is longer). */
-export const MAX_RETRY_DELAY_MS = MAX_BACKOFF_MS;
 /** Longest server-requested wait the client honours; longer hints fall back to backoff. */
 export const MAX_RETRY_AFTER_MS = 60_000;
 

@@ -1,7 +1,7 @@
 /** The client of the training API. */
 import { z } from 'zod';
 import { SystemCheckReport } from '../schema/index.js';
-import { ENV, readEnv, readFirstEnv } from '../internal/env.js';
+import { DEFAULT_BASE_URL, DEFAULT_INFERENCE_BASE_URL, ENV, readEnv, resolveApiKey } from '../internal/env.js';
 import { MissingApiKeyError } from './errors.js';
 import type { ClientOptions, RequestOptions } from './options.js';
 import { BaseModels } from './resources/base-models.js';
@@ -23,10 +23,7 @@ import { INITIAL_RETRY_DELAY_MS } from './retry-delay.js';
 import { Transport } from './transport.js';
 import { normalizeBaseURL } from './url.js';
 
-/** The hosted training API. */
-export const DEFAULT_BASE_URL = 'https://api.training.wandb.ai/v1';
-/** The hosted inference API. */
-export const DEFAULT_INFERENCE_BASE_URL = 'https://api.inference.wandb.ai/v1';
+export { DEFAULT_BASE_URL, DEFAULT_INFERENCE_BASE_URL } from '../internal/env.js';
 /** Time allowed per attempt, in milliseconds. */
 export const DEFAULT_TIMEOUT_MS = 60_000;
 /** Retries after the first attempt. */
@@ -85,7 +82,7 @@ export class TrainingClient {
     for (const name of ['apiKey', 'baseURL', 'inferenceBaseURL'] as const) {
       optional(options[name], (value) => stringOption(name, value));
     }
-    const apiKey = nonEmpty(options.apiKey) ?? readFirstEnv([ENV.apiKey, ENV.wandbApiKey])?.value;
+    const apiKey = resolveApiKey(options.apiKey);
     if (apiKey === undefined) throw new MissingApiKeyError();
     this.#apiKey = apiKey;
     this.baseURL = normalizeBaseURL(nonEmpty(options.baseURL) ?? readEnv(ENV.baseURL) ?? DEFAULT_BASE_URL, 'baseURL');

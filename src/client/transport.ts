@@ -4,7 +4,7 @@
  */
 import type { z } from 'zod';
 import { abortReason, delay } from '../internal/delay.js';
-import { userAbortError } from '../internal/errors.js';
+import { isRetryableError, userAbortError } from '../internal/errors.js';
 import {
   maxRetriesOption,
   optional,
@@ -106,7 +106,7 @@ export class Transport {
       } catch (caught) {
         error = caught;
       }
-      const retryable = error instanceof Error && 'retryable' in error && error.retryable === true;
+      const retryable = isRetryableError(error);
       if (!retryable || !mayRetry || attempt > maxRetries) {
         if (retryable && attempt > 1 && error instanceof Error) {
           error.message += ` (gave up after ${attempt} attempts)`;

@@ -5,9 +5,7 @@
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { registerGradients } from './gradients.js';
-
-/** The tfjs-core module type. */
-export type TensorFlow = typeof import('@tensorflow/tfjs-core');
+import type { TensorFlow } from './tensorflow.js';
 
 let loading: Promise<TensorFlow> | null = null;
 

@@ -4,7 +4,7 @@
 import type { Tensor } from '@tensorflow/tfjs-core';
 import type { ChatCompletionRequestBody, ChatCompletionResult, Choice } from '../schema/index.js';
 import { loadTensorFlow } from './backend.js';
-import type { TensorFlow } from './backend.js';
+import type { TensorFlow } from './tensorflow.js';
 import { renderPrompt } from './chat-template.js';
 import { buildChoice } from './completion.js';
 import { buildHfChoice } from './hf/completion.js';

@@ -4,7 +4,7 @@
  * bundler), so the engine registers these itself, following tfjs-core's own definitions.
  */
 import type { GradConfig, NamedAttrMap, Tensor } from '@tensorflow/tfjs-core';
-import type { TensorFlow } from './backend.js';
+import type { TensorFlow } from './tensorflow.js';
 
 /** Swaps the last two axes (a matrix transpose, batched for rank 3). */
 export function transposeLast(tf: TensorFlow, x: Tensor): Tensor {

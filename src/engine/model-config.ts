@@ -93,6 +93,3 @@ export function tokenizerOf(config: ModelConfig): Tokenizer {
     );
   return tokenizer;
 }
-
-/** Id of the default base model. */
-export const DEFAULT_BASE_MODEL = TINY_CHAT.id;

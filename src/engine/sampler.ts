@@ -4,7 +4,7 @@
  * sequences and token budget.
  */
 import type { Tensor2D, Tensor3D } from '@tensorflow/tfjs-core';
-import type { TensorFlow } from './backend.js';
+import type { TensorFlow } from './tensorflow.js';
 import type { ModelConfig } from './model-config.js';
 import type { SeededRandom } from './random.js';
 import { tokenizerOf } from './model-config.js';

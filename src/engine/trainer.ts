@@ -5,7 +5,7 @@
 import type { Tensor, Tensor1D } from '@tensorflow/tfjs-core';
 import type { ExperimentalTrainingConfig, SFTRow, TrajectoryGroup } from '../schema/index.js';
 import { loadTensorFlow } from './backend.js';
-import type { TensorFlow } from './backend.js';
+import type { TensorFlow } from './tensorflow.js';
 import { MODEL_CONFIGS, tokenizerOf } from './model-config.js';
 import type { ModelConfig } from './model-config.js';
 import { AdamW } from './optimizer.js';

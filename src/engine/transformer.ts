@@ -8,7 +8,7 @@
  * with a key/value cache (used by sampling).
  */
 import type { Tensor, Tensor2D, Tensor3D } from '@tensorflow/tfjs-core';
-import type { TensorFlow } from './backend.js';
+import type { TensorFlow } from './tensorflow.js';
 import { transposeLast } from './gradients.js';
 import type { ModelConfig } from './model-config.js';
 

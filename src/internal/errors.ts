@@ -44,11 +44,26 @@ export class PolicyloopError extends Error {
 
 /**
  * Statuses worth retrying unchanged: request timeout, conflict (often a lock), rate limit,
- * server errors. The one statement of the rule: the client's retries, the gather's rollout
- * retries and the judge all ask it.
+ * server errors. The one statement of the status rule; {@link isRetryableError} applies it.
  */
 export function isRetryableStatus(status: number): boolean {
   return status === 408 || status === 409 || status === 429 || status >= 500;
+}
+
+/**
+ * Whether a failed call may succeed if tried again unchanged: the one retry rule of the client's
+ * requests, the log batcher, the gather's rollouts and the judge. An error that says so
+ * (`retryable`, as every {@link PolicyloopError} does) is taken at its word; an error with an HTTP
+ * error `status` (another SDK's `APIError`) is judged by {@link isRetryableStatus}; anything else
+ * gets `otherwise` (the gather retries a rollout's own exceptions; the judge does not).
+ * @example
+ * if (attempt <= maxRetries && isRetryableError(error)) await delay(backoffDelay(attempt, retryDelay), signal);
+ */
+export function isRetryableError(error: unknown, otherwise = false): boolean {
+  const { retryable, status } = (error ?? {}) as { retryable?: unknown; status?: unknown };
+  if (typeof retryable === 'boolean') return retryable;
+  if (typeof status === 'number' && status >= 400) return isRetryableStatus(status);
+  return otherwise;
 }
 
 /**

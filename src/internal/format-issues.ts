@@ -25,20 +25,6 @@ export function valueAtPath(value: unknown, path: readonly PropertyKey[]): unkno
   return current;
 }
 
-/** A short, single-line rendering of any value, for "got ..." in messages. */
-export function preview(value: unknown, maxLength = 80): string {
-  let text: string;
-  if (value === undefined) text = 'nothing';
-  else {
-    try {
-      text = JSON.stringify(value) ?? String(value);
-    } catch {
-      text = String(value);
-    }
-  }
-  return text.length > maxLength ? `${text.slice(0, maxLength - 1)}…` : text;
-}
-
 /**
  * One line per issue (at most `limit`), each `path: message`, joined with `; `, plus how many
  * more there were.

@@ -8,29 +8,10 @@
  * use {@link optional}.
  */
 import { MAX_TIMER_MS } from './delay.js';
+import { describeValue } from './describe-value.js';
 import { InvalidArgumentError } from './errors.js';
 
 export { MAX_TIMER_MS } from './delay.js';
-
-/** How a bad value reads after "got": numbers and strings as written, objects shortened, kinds named. */
-export function describeValue(value: unknown): string {
-  if (value === undefined) return 'undefined';
-  if (value === null) return 'null';
-  if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'boolean') return String(value);
-  if (typeof value === 'string') return JSON.stringify(value.length > 60 ? `${value.slice(0, 59)}…` : value);
-  if (typeof value === 'function') return 'a function';
-  if (typeof value === 'symbol') return value.toString();
-  if (Array.isArray(value)) return `an array of ${value.length}`;
-  const name = (value as { constructor?: { name?: unknown } }).constructor?.name;
-  if (typeof name === 'string' && name !== 'Object' && name !== '')
-    return `${/^[AEIOU]/.test(name) ? 'an' : 'a'} ${name}`;
-  try {
-    const text = JSON.stringify(value);
-    return text.length > 60 ? `${text.slice(0, 59)}…` : text;
-  } catch {
-    return 'an object';
-  }
-}
 
 /** Throws the one error of a bad option: "Expected `name` to be <expected>, got <value>". */
 export function invalidOption(name: string, value: unknown, expected: string): InvalidArgumentError {

@@ -7,8 +7,8 @@ import { z } from 'zod';
 import { abortScope } from '../internal/abort-scope.js';
 import { backoffDelay } from '../internal/backoff.js';
 import { delay, raceSignal } from '../internal/delay.js';
-import { isRetryableStatus, userAbortError } from '../internal/errors.js';
-import { preview } from '../internal/format-issues.js';
+import { isRetryableError, userAbortError } from '../internal/errors.js';
+import { describeValue } from '../internal/describe-value.js';
 import {
   functionOption,
   invalidOption,
@@ -165,14 +165,6 @@ export function buildJudgeMessages(
   ];
 }
 
-/** Whether a failed judge request may pass when tried again: our errors say so, HTTP errors by status. */
-function isRetryable(error: unknown): boolean {
-  const record = (error ?? {}) as { retryable?: unknown; status?: unknown };
-  if (typeof record.retryable === 'boolean') return record.retryable;
-  if (typeof record.status === 'number') return isRetryableStatus(record.status);
-  return false;
-}
-
 function answerText(response: unknown): string | undefined {
   const choices = (response as { choices?: unknown } | null)?.choices;
   if (!Array.isArray(choices)) return undefined;
@@ -235,7 +227,7 @@ async function requestOnce(
       reason: 'request',
       expectedScores: expected,
       cause: error,
-      retryable: isRetryable(error),
+      retryable: isRetryableError(error),
     });
   } finally {
     scope.dispose();
@@ -282,7 +274,7 @@ export async function judgeConversations(
   }
   const content = answerText(response);
   if (content === undefined) {
-    throw new JudgeError(`Expected the judge's answer to have text content, got ${preview(response, 200)}`, {
+    throw new JudgeError(`Expected the judge's answer to have text content, got ${describeValue(response, 200)}`, {
       reason: 'parse',
       expectedScores: expected,
     });
@@ -294,14 +286,14 @@ export async function judgeConversations(
     } catch (error) {
       const reason = error instanceof Error ? error.message : String(error);
       throw new JudgeError(
-        `The judge's answer was not the JSON asked for and the \`parse\` fallback failed (${reason}); got ${preview(content, 200)}`,
+        `The judge's answer was not the JSON asked for and the \`parse\` fallback failed (${reason}); got ${describeValue(content, 200)}`,
         { reason: 'parse', raw: content, expectedScores: expected, cause: error },
       );
     }
   }
   if (scores === undefined) {
     throw new JudgeError(
-      `Expected the judge to answer {"scores": [{"trajectory_id", "explanation", "score"}, ...]}, got ${preview(content, 200)}`,
+      `Expected the judge to answer {"scores": [{"trajectory_id", "explanation", "score"}, ...]}, got ${describeValue(content, 200)}`,
       { reason: 'parse', raw: content, expectedScores: expected },
     );
   }

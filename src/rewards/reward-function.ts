@@ -1,6 +1,7 @@
 /** The reward function type and how one is evaluated. */
 import type { Trajectory } from '../schema/index.js';
 import { isPromiseLike } from '../internal/delay.js';
+import { describeValue } from '../internal/describe-value.js';
 import { RewardFunctionError } from './reward-errors.js';
 
 /**
@@ -72,7 +73,11 @@ function rewardName(fn: { readonly name: string }, name: string | undefined): st
 /** `value` when it is a finite number, else a {@link RewardFunctionError} saying what came. */
 function checkedReward(rewardName: string, value: unknown): number {
   if (typeof value !== 'number' || !Number.isFinite(value)) {
-    throw new RewardFunctionError(rewardName, `returned ${describe(value)}; expected a finite number`, { value });
+    // A string is called one, so that `"0.5"` is not read as a number.
+    const kind = typeof value === 'string' ? 'the string ' : '';
+    throw new RewardFunctionError(rewardName, `returned ${kind}${describeValue(value)}; expected a finite number`, {
+      value,
+    });
   }
   return value;
 }
@@ -82,11 +87,4 @@ function rewardThrew(rewardName: string, error: unknown): never {
   if (error instanceof RewardFunctionError) throw error;
   const message = error instanceof Error ? error.message : String(error);
   throw new RewardFunctionError(rewardName, `threw: ${message}`, { cause: error });
-}
-
-function describe(value: unknown): string {
-  if (typeof value === 'number') return String(value);
-  if (typeof value === 'string') return `the string ${JSON.stringify(value)}`;
-  if (value === null) return 'null';
-  return typeof value;
 }

@@ -5,8 +5,9 @@
 import { setMaxListeners } from 'node:events';
 import { abortReason, delay, isPromiseLike, raceSignal } from '../internal/delay.js';
 import { backoffDelay } from '../internal/backoff.js';
-import { isRetryableStatus, PolicyloopError, userAbortError } from '../internal/errors.js';
-import { formatPath, preview, valueAtPath } from '../internal/format-issues.js';
+import { isRetryableError, userAbortError } from '../internal/errors.js';
+import { describeValue } from '../internal/describe-value.js';
+import { formatPath, valueAtPath } from '../internal/format-issues.js';
 import {
   booleanOption,
   functionOption,
@@ -21,7 +22,6 @@ import {
   timeoutOption,
 } from '../internal/options.js';
 import { toRewardFn, type RewardSpec } from '../rewards/combine-rewards.js';
-import { RewardFunctionError } from '../rewards/reward-errors.js';
 import { evaluateRewardNow } from '../rewards/reward-function.js';
 import { fastParseTrajectory } from '../schema/fast-parse.js';
 import { Trajectory, type TrajectoryException, type TrajectoryGroup, type TrajectoryInput } from '../schema/index.js';
@@ -200,15 +200,6 @@ function checkOptions<S>(value: GatherOptions<S> | undefined) {
   };
 }
 
-/** Whether another attempt may succeed. */
-function isRetryable(error: unknown): boolean {
-  if (error instanceof RewardFunctionError || error instanceof InvalidTrajectoryError) return false;
-  if (error instanceof PolicyloopError) return error.retryable;
-  const status = (error as { status?: unknown } | null)?.status;
-  if (typeof status === 'number' && status >= 400 && status < 500) return isRetryableStatus(status);
-  return true;
-}
-
 /** The recorded trajectory with what the rollout returned laid over it, validated. */
 function buildTrajectory(recorded: TrajectoryInput, returned: unknown): Trajectory {
   let merged: unknown = recorded;
@@ -219,7 +210,7 @@ function buildTrajectory(recorded: TrajectoryInput, returned: unknown): Trajecto
   } else {
     if (typeof returned !== 'object' || returned === null || Array.isArray(returned)) {
       throw new InvalidTrajectoryError(
-        `Expected the rollout to return a trajectory object or nothing, got ${preview(returned)}`,
+        `Expected the rollout to return a trajectory object or nothing, got ${describeValue(returned)}`,
         [],
       );
     }
@@ -235,7 +226,7 @@ function buildTrajectory(recorded: TrajectoryInput, returned: unknown): Trajecto
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     const where = issue
-      ? `${formatPath(issue.path)}: ${issue.message}, got ${preview(valueAtPath(merged, issue.path))}`
+      ? `${formatPath(issue.path)}: ${issue.message}, got ${describeValue(valueAtPath(merged, issue.path))}`
       : '';
     throw new InvalidTrajectoryError(`The rollout produced an invalid trajectory (${where})`, parsed.error.issues);
   }
@@ -383,7 +374,7 @@ export async function gatherTrajectoryGroups<S>(
         current.finish(running);
         if (stopped) return undefined;
         const exception = toTrajectoryException(error);
-        const willRetry = attempt < maxRetries && isRetryable(error);
+        const willRetry = attempt < maxRetries && isRetryableError(error, true);
         emit('rollout:error', { groupIndex, index, attempt, error, exception, willRetry });
         if (willRetry) {
           try {

@@ -1,6 +1,7 @@
 /** Options of the local service and their documented defaults, resolved in one place. */
 import type { Engine } from '../engine/types.js';
 import { escapeControl } from '../internal/control-characters.js';
+import { DEFAULT_DATA_DIR } from '../internal/env.js';
 import { resolveTrainingDataAccess, type TrainingDataAccess } from './training-data-access.js';
 
 /**
@@ -179,7 +180,7 @@ export function resolveServerOptions(options: ServerOptions): ResolvedServerOpti
     throw new RangeError(
       `Expected \`idempotencyKeyRetentionMs\` to be a positive integer, got ${idempotencyKeyRetentionMs}`,
     );
-  const dataDir = options.dataDir ?? '.policyloop';
+  const dataDir = options.dataDir ?? DEFAULT_DATA_DIR;
   return {
     dataDir,
     apiKeys,

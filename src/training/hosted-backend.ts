@@ -2,19 +2,12 @@
  * The hosted backend: the W&B / CoreWeave Serverless Training service (or any service speaking
  * the contract), reached by base URL and API key.
  */
-import { DEFAULT_INFERENCE_BASE_URL, TrainingClient } from '../client/index.js';
-import { ENV, readEnv, readFirstEnv } from '../internal/env.js';
+import { TrainingClient } from '../client/index.js';
+import { DEFAULT_DATA_DIR, resolveApiKey, resolveServiceURLs } from '../internal/env.js';
 import { PolicyloopError } from '../internal/errors.js';
 import path from 'node:path';
 import type { Backend, BackendConnection, TrainingJobs } from './backend.js';
-import { DEFAULT_DATA_DIR } from './model-files.js';
 import { ServiceJobs } from './service-jobs.js';
-
-/**
- * The hosted service's base URL.
- * @default 'https://api.training.wandb.ai/v1'
- */
-export const HOSTED_BASE_URL = 'https://api.training.wandb.ai/v1';
 
 /** Options of {@link HostedBackend}. */
 export interface HostedBackendOptions {
@@ -83,19 +76,18 @@ export class HostedBackend implements Backend {
   private readonly connection: BackendConnection;
 
   constructor(options: HostedBackendOptions = {}) {
-    const apiKey = options.apiKey ?? readFirstEnv([ENV.apiKey, ENV.wandbApiKey])?.value;
-    if (apiKey === undefined || apiKey.trim() === '') {
+    const apiKey = resolveApiKey(options.apiKey);
+    if (apiKey === undefined) {
       throw new PolicyloopError(
         'No API key for the hosted service: set the WANDB_API_KEY environment variable (a W&B API key, ' +
           'https://wandb.ai/authorize) or pass `new HostedBackend({ apiKey })`.',
       );
     }
-    const baseURL = options.baseURL ?? readEnv(ENV.baseURL) ?? HOSTED_BASE_URL;
     // Two hosts: the model list is on the inference API, trained models answer on the training host.
-    const inferenceApiBaseURL =
-      options.inferenceApiBaseURL ??
-      readEnv(ENV.inferenceBaseURL) ??
-      (baseURL === HOSTED_BASE_URL ? DEFAULT_INFERENCE_BASE_URL : baseURL);
+    const { baseURL, inferenceBaseURL: inferenceApiBaseURL } = resolveServiceURLs({
+      baseURL: options.baseURL,
+      inferenceBaseURL: options.inferenceApiBaseURL,
+    });
     const client = new TrainingClient({
       apiKey,
       baseURL,

@@ -4,14 +4,13 @@
  * that only use the hosted backend never load its heavy dependencies.
  */
 import { TrainingClient } from '../client/index.js';
-import { ENV, readFirstEnv } from '../internal/env.js';
+import { DEFAULT_DATA_DIR, ENV, readEnv } from '../internal/env.js';
 import { raceSignal } from '../internal/delay.js';
 import { PolicyloopError } from '../internal/errors.js';
 import { integerOption, maxRetriesOption, optional, retryDelayOption, timeoutOption } from '../internal/options.js';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Backend, BackendConnection, TrainingJobs } from './backend.js';
-import { DEFAULT_DATA_DIR } from './model-files.js';
 import { ServiceJobs } from './service-jobs.js';
 
 /** Options of {@link LocalBackend}. */
@@ -188,7 +187,7 @@ export class LocalBackend implements Backend {
     let apiKey: string;
     if (this.options.url !== undefined) {
       baseURL = this.options.url;
-      apiKey = this.options.apiKey ?? readFirstEnv([ENV.apiKey])?.value ?? (await developmentKey());
+      apiKey = this.options.apiKey ?? readEnv(ENV.apiKey) ?? (await developmentKey());
     } else {
       // Dynamic: hono, better-sqlite3 and tfjs load only when a local service is started.
       const server = await loadLocalService();
@@ -241,13 +240,14 @@ const LOCAL_SERVICE_PACKAGES = [
   'better-sqlite3',
   '@tensorflow/tfjs-core',
   '@tensorflow/tfjs-backend-wasm',
+  'p-queue',
 ];
 
 /**
- * Loads `policyloop/server` on demand (hono, SQLite and the engine are optional dependencies,
- * loaded only when a local service starts). When one of them is not installed (for example after
- * `npm install --omit=optional`), fails with a message that names what to install instead of
- * Node's bare "Cannot find package".
+ * Loads `policyloop/server` on demand (hono, SQLite, the engine and the job queue are optional
+ * dependencies, loaded only when a local service starts). When one of them is not installed (for
+ * example after `npm install --omit=optional`), fails with a message that names what to install
+ * instead of Node's bare "Cannot find package".
  */
 export async function loadLocalService(): Promise<typeof import('../server/index.js')> {
   try {

@@ -8,11 +8,11 @@ import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'eventemitter3';
 import { APIError } from '../client/errors.js';
 import type { TrainingClient } from '../client/index.js';
-import { LOG_SERIALIZED, type Models } from '../client/resources/models.js';
+import { type SerializedLogSender, serializedLogSender } from '../client/resources/models.js';
 import { INITIAL_RETRY_DELAY_MS, retryDelay } from '../client/retry-delay.js';
 import { type AbortScope, abortScope } from '../internal/abort-scope.js';
 import { delay, raceSignal } from '../internal/delay.js';
-import { PolicyloopError, userAbortError } from '../internal/errors.js';
+import { isRetryableError, PolicyloopError, userAbortError } from '../internal/errors.js';
 import {
   integerOption,
   invalidOption,
@@ -197,6 +197,8 @@ interface Entry {
  */
 export class LogBatcher extends EventEmitter<LogBatcherEvents> {
   private readonly client: TrainingClient;
+  /** Sends a batch's body as serialized once (undefined for a stand-in client: its `models.log` then). */
+  private readonly sendSerialized: SerializedLogSender | undefined;
   private readonly modelId: string;
   private readonly spoolPath: string;
   private readonly maxBatchGroups: number;
@@ -230,6 +232,7 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
       throw invalidOption('client', options.client, 'a TrainingClient');
     }
     this.client = options.client;
+    this.sendSerialized = serializedLogSender(options.client.models);
     this.modelId = stringOption('modelId', options.modelId, true);
     this.spoolPath = stringOption('spoolPath', options.spoolPath, true);
     this.maxBatchGroups = integerOption('maxBatchGroups', options.maxBatchGroups ?? 64, { min: 1 });
@@ -459,16 +462,15 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
     for (let attempt = 1; ; attempt += 1) {
       try {
         const options = { signal: stop, timeout: this.timeout, maxRetries: 0, idempotencyKey: key };
-        const models = this.client.models as TrainingClient['models'] & Partial<Pick<Models, typeof LOG_SERIALIZED>>;
-        if (typeof models[LOG_SERIALIZED] === 'function') await models[LOG_SERIALIZED](this.modelId, body, options);
-        else await models.log(this.modelId, { split, trajectory_groups: groups }, options);
+        if (this.sendSerialized !== undefined) await this.sendSerialized(this.modelId, body, options);
+        else await this.client.models.log(this.modelId, { split, trajectory_groups: groups }, options);
         this.counts.sentBatches += 1;
         this.counts.sentGroups += groups.length;
         const bytes = batch.reduce((sum, entry) => sum + entry.bytes, 0);
         this.notify('batch:sent', { split, groupCount: groups.length, bytes, attempts: attempt });
         return true;
       } catch (error) {
-        const retryable = error instanceof PolicyloopError && error.retryable;
+        const retryable = isRetryableError(error);
         if (stop.aborted || !retryable || attempt > this.maxRetries) {
           await this.spool(split, groups, error, attempt, key);
           return false;

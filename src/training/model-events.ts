@@ -54,12 +54,6 @@ export interface GroupsDroppedEvent {
   readonly maxStaleness?: number | undefined;
 }
 
-/** @deprecated Use {@link GroupsDroppedEvent} (`reason: 'stale'`); removed in the next minor version. */
-export type StaleGroupsDroppedEvent = GroupsDroppedEvent;
-
-/** @deprecated Use {@link GroupsDroppedEvent} (`reason: 'zero_variance'`); removed in the next minor version. */
-export type ZeroVarianceGroupsDroppedEvent = GroupsDroppedEvent;
-
 /** A row was appended to `history.jsonl`. */
 export interface HistoryRowEvent {
   /** The row as written. */

@@ -2,12 +2,6 @@
 import path from 'node:path';
 import { InvalidArgumentError } from '../internal/errors.js';
 
-/**
- * The default data directory, relative to the working directory.
- * @default '.policyloop'
- */
-export const DEFAULT_DATA_DIR = '.policyloop';
-
 /** Paths of one model's local files. */
 export interface ModelFiles {
   /** `<dataDir>/<project>/models/<name>`. */

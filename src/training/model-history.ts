@@ -4,7 +4,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { APIError, NotFoundError } from '../client/errors.js';
-import { PolicyloopError } from '../internal/errors.js';
+import { isRetryableError, PolicyloopError } from '../internal/errors.js';
 import type { BackendConnection, WaitOptions } from './backend.js';
 import {
   appendHistoryRow,
@@ -111,13 +111,8 @@ export class ModelHistory {
           });
           this.pendingMetrics.shift();
         } catch (error) {
-          // A refusal (4xx other than 408/409/429) will not change on a retry: drop it, loudly.
-          const permanent =
-            error instanceof APIError &&
-            error.status !== undefined &&
-            error.status >= 400 &&
-            error.status < 500 &&
-            ![408, 409, 429].includes(error.status);
+          // A refusal (a 4xx the retry rule does not retry) will not change on a retry: drop it, loudly.
+          const permanent = error instanceof APIError && error.status >= 400 && !isRetryableError(error);
           if (permanent) this.pendingMetrics.shift();
           const { step, split } = next.body;
           this.events.error({ error, step, split, dropped: permanent, pending: this.pendingMetrics.length });

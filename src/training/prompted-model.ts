@@ -7,6 +7,7 @@
 import path from 'node:path';
 import { EventEmitter } from 'eventemitter3';
 import OpenAI from 'openai';
+import { DEFAULT_DATA_DIR, ENV, readEnv } from '../internal/env.js';
 import { InvalidArgumentError } from '../internal/errors.js';
 import { formatIssues } from '../internal/format-issues.js';
 import {
@@ -28,7 +29,7 @@ import type { TrajectoryGroupInput } from '../schema/index.js';
 import type { WaitOptions } from './backend.js';
 import { appendHistoryRow, readHistory } from './history.js';
 import type { HistoryRow } from './history.js';
-import { assertPathSegment, DEFAULT_DATA_DIR, modelFiles } from './model-files.js';
+import { assertPathSegment, modelFiles } from './model-files.js';
 import type { ModelFiles } from './model-files.js';
 
 /** Options of `new PromptedModel(...)`. */
@@ -130,9 +131,6 @@ export interface LogOptions extends WaitOptions {
   send?: boolean | undefined;
 }
 
-/** @deprecated Use {@link LogOptions} (the same options); removed in the next minor version. */
-export type PromptedLogOptions = LogOptions;
-
 /** Where a model answers chat completions. */
 export interface InferenceEndpoint {
   /** Base URL of the OpenAI-compatible API (ends in `/v1`). */
@@ -214,7 +212,7 @@ export class PromptedModel<Events extends EventEmitter.ValidEventTypes = {}> ext
     this.prompted = {
       model: options.model,
       baseURL: options.baseURL,
-      apiKey: options.apiKey ?? process.env['OPENAI_API_KEY'] ?? 'none',
+      apiKey: options.apiKey ?? readEnv(ENV.openAIApiKey) ?? 'none',
       fetch: options.fetch,
       files: modelFiles(path.resolve(options.dataDir ?? DEFAULT_DATA_DIR), options.project, options.name),
       timeout: options.timeout,

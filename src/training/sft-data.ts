@@ -11,19 +11,6 @@ import type {
 } from '../schema/index.js';
 
 /**
- * Turns the main conversation of a trajectory into an SFT row: messages stay, each `Choice`
- * becomes the assistant message it carries, and messages after the last assistant turn are
- * dropped (the last message is the turn to learn). Null when it has no assistant turn. Sub-agent
- * conversations are left out: {@link trajectoryToSFTRows} gives every conversation its row.
- * @example
- * trajectoryToSFTRow({ messages_and_choices: [{ role: 'user', content: '2+2?' }, { role: 'assistant', content: '4' }] });
- */
-export function trajectoryToSFTRow(trajectory: TrajectoryInput): SFTRow | null {
-  const parsed = Trajectory.parse(trajectory);
-  return conversationRow(parsed.messages_and_choices, parsed.tools);
-}
-
-/**
  * One SFT row per conversation of a trajectory: the main conversation first, then each sub-agent
  * history (`additional_histories`, e.g. the specialist after a handoff), each with its own
  * messages (its own system prompt) and its own tools. Conversations with no assistant turn give

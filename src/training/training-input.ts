@@ -7,7 +7,7 @@
  */
 import type { z } from 'zod';
 import { InvalidArgumentError } from '../client/errors.js';
-import { preview } from '../internal/format-issues.js';
+import { describeValue } from '../internal/describe-value.js';
 import { isChoice, Trajectory, TrajectoryGroup, TURN_ORDER_KEY } from '../schema/index.js';
 import type { MessageOrChoice } from '../schema/index.js';
 import { pushAll } from '../internal/arrays.js';
@@ -109,7 +109,7 @@ export function assertTrainingGroupsShape(groups: unknown): void {
     throw new InvalidArgumentError('groups', [
       issue(
         [],
-        `Expected \`groups\` to be an array of trajectory groups ({ trajectories: [...] }), got ${preview(groups)}${single}`,
+        `Expected \`groups\` to be an array of trajectory groups ({ trajectories: [...] }), got ${describeValue(groups)}${single}`,
         groups,
       ),
     ]);

@@ -99,14 +99,15 @@ describe('package.json', () => {
     expect(readFileSync(source, 'utf8').startsWith('#!/usr/bin/env node\n')).toBe(true);
   });
 
-  it('needs only zod, p-queue, eventemitter3 (and commander for the bin) at run time; the local service’s parts are optional', () => {
-    expect(Object.keys(manifest.dependencies ?? {}).sort()).toEqual(['commander', 'eventemitter3', 'p-queue', 'zod']);
+  it('needs only zod, eventemitter3 (and commander for the bin) at run time; the local service’s parts are optional', () => {
+    expect(Object.keys(manifest.dependencies ?? {}).sort()).toEqual(['commander', 'eventemitter3', 'zod']);
     const heavy = [
       'hono',
       '@hono/node-server',
       'better-sqlite3',
       '@tensorflow/tfjs-core',
       '@tensorflow/tfjs-backend-wasm',
+      'p-queue',
     ];
     for (const name of heavy) {
       expect(manifest.optionalDependencies, name).toHaveProperty([name]);

@@ -5,7 +5,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Scalar, Tensor, Tensor1D } from '@tensorflow/tfjs-core';
 import { loadTensorFlow } from '../../src/engine/backend.js';
-import type { TensorFlow } from '../../src/engine/backend.js';
+import type { TensorFlow } from '../../src/engine/tensorflow.js';
 import type { ModelConfig } from '../../src/engine/model-config.js';
 import { SeededRandom } from '../../src/engine/random.js';
 import { forwardLogits } from '../../src/engine/transformer.js';

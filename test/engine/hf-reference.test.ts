@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { loadTensorFlow } from '../../src/engine/backend.js';
-import type { TensorFlow } from '../../src/engine/backend.js';
+import type { TensorFlow } from '../../src/engine/tensorflow.js';
 import { disposeBase, loadBaseTensors, readHfConfig } from '../../src/engine/hf/files.js';
 import { disposeLora, loraName, peftName, readAdapter, uploadLora } from '../../src/engine/hf/lora.js';
 import { decodeStep, disposeHfCache, forwardLogits, prefill, runnable } from '../../src/engine/hf/model.js';

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { TINY_CHAT, createEngine } from '../../src/engine/index.js';
 import type { Engine, EngineTrainingJob, PolicyRef } from '../../src/engine/index.js';
 import { loadTensorFlow } from '../../src/engine/backend.js';
-import type { TensorFlow } from '../../src/engine/backend.js';
+import type { TensorFlow } from '../../src/engine/tensorflow.js';
 import { parameterSpecs } from '../../src/engine/weights.js';
 import type { TrajectoryGroup } from 'policyloop';
 import type { ChatCompletionRequestBody } from 'policyloop/schema';

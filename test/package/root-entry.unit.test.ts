@@ -10,10 +10,10 @@ import { z } from 'zod';
 import * as client from '../../src/client/index.js';
 import * as root from '../../src/index.js';
 import * as internalErrors from '../../src/internal/errors.js';
-import * as rewards from '../../src/rewards/index.js';
-import * as rollout from '../../src/rollout/index.js';
+import * as rewards from '../../src/rewards/reward-errors.js';
+import * as rollout from '../../src/rollout/rollout-errors.js';
 import * as schema from '../../src/schema/index.js';
-import * as training from '../../src/training/index.js';
+import * as training from '../../src/training/errors.js';
 import { exportedNames } from './support/exports.js';
 
 /** At most this many names (values and types) in the root entry; docs/architecture.md says why. */

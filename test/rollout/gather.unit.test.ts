@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { captureCompletions } from '../../src/rollout/capture-completions.js';
 import {
-  captureCompletions,
   ExceptionBudgetExceededError,
   gatherTrajectoryGroups,
   InvalidTrajectoryError,

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { attachProgressBar, gatherTrajectoryGroups } from 'policyloop';
 import { GatherEmitter } from 'policyloop/training';
-import { formatProgress } from '../../src/rollout/index.js';
+import { formatProgress } from '../../src/rollout/progress-bar.js';
 
 describe('progress bar', () => {
   it('shows done/total, the running reward mean and failures', () => {

@@ -14,11 +14,12 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { gatherTrajectoryGroups } from '../../src/rollout/index.js';
-import { finalAssistantText } from '../../src/rewards/index.js';
+import { gatherTrajectoryGroups } from '../../src/rollout/gather-trajectory-groups.js';
+import { finalAssistantText } from '../../src/rewards/trajectory-text.js';
 import type { Trajectory, TrajectoryGroupInput } from '../../src/schema/index.js';
 import { makeChoice, startTestService, type TestService } from '../../src/testing/index.js';
-import { LocalBackend, TrainableModel } from '../../src/training/index.js';
+import { LocalBackend } from '../../src/training/local-backend.js';
+import { TrainableModel } from '../../src/training/trainable-model.js';
 
 const OUTPUT_DIR = fileURLToPath(new URL('../.output/', import.meta.url));
 const SCENARIOS = ['cat', 'dog', 'sun', 'owl'];

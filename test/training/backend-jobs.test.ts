@@ -7,17 +7,13 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { HostedBackend, LocalBackend, ServiceJobs, TrainableModel } from '../../src/training/index.js';
-import type {
-  Backend,
-  JobModel,
-  JobReporter,
-  PruneResult,
-  SFTOptions,
-  SFTSource,
-  TrainResult,
-} from '../../src/training/index.js';
-import type { RetentionOptions } from '../../src/training/index.js';
+import { HostedBackend } from '../../src/training/hosted-backend.js';
+import { LocalBackend } from '../../src/training/local-backend.js';
+import { ServiceJobs } from '../../src/training/service-jobs.js';
+import { TrainableModel } from '../../src/training/trainable-model.js';
+import type { Backend, JobModel, JobReporter } from '../../src/training/backend.js';
+import type { PruneResult, SFTOptions, SFTSource, TrainResult } from '../../src/training/trainable-model.js';
+import type { RetentionOptions } from '../../src/training/checkpoint-retention.js';
 
 class RecordingJobs extends ServiceJobs {
   readonly calls: string[] = [];

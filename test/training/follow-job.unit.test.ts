@@ -4,8 +4,9 @@
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { APIUserAbortError, InvalidArgumentError, TrainingClient } from '../../src/client/index.js';
-import { followTrainingJob, TrainingJobFailedError, TrainingTimeoutError } from '../../src/training/index.js';
-import type { JobProgress } from '../../src/training/index.js';
+import { followTrainingJob } from '../../src/training/follow-job.js';
+import { TrainingJobFailedError, TrainingTimeoutError } from '../../src/training/errors.js';
+import type { JobProgress } from '../../src/training/follow-job.js';
 
 const JOB_ID = '00000000-0000-4000-8000-00000000000a';
 const MODEL_ID = '00000000-0000-4000-8000-00000000000b';

@@ -7,9 +7,11 @@ import { appendFile, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import type { Backend, BackendConnection } from '../../src/training/index.js';
-import { HostedBackend, LocalBackend, TrainableModel } from '../../src/training/index.js';
-import type { HistoryErrorEvent, HistoryMismatchEvent } from '../../src/training/index.js';
+import type { Backend, BackendConnection } from '../../src/training/backend.js';
+import { HostedBackend } from '../../src/training/hosted-backend.js';
+import { LocalBackend } from '../../src/training/local-backend.js';
+import { TrainableModel } from '../../src/training/trainable-model.js';
+import type { HistoryErrorEvent, HistoryMismatchEvent } from '../../src/training/model-events.js';
 import { killChildren, startServeCli } from '../cli/support/run-cli.js';
 
 const BASE_MODEL = 'policyloop/tiny-chat';

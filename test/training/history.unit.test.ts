@@ -1,6 +1,6 @@
 /** The history helpers that move rows between `history.jsonl`'s shape and the service's. */
 import { describe, expect, it } from 'vitest';
-import { compareHistories, historyRowsFromService, toStepMetricsBodies } from '../../src/training/index.js';
+import { compareHistories, historyRowsFromService, toStepMetricsBodies } from '../../src/training/history.js';
 
 describe('toStepMetricsBodies', () => {
   it('splits prefixed metrics into one unprefixed body per split, keeping nested names', () => {

@@ -11,13 +11,11 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Choice } from '../../src/schema/index.js';
 import type { TrainingClient } from '../../src/client/index.js';
-import {
-  HostedBackend,
-  LocalBackend,
-  LogBatcher,
-  TrainableModel,
-  TrainingJobUncertainError,
-} from '../../src/training/index.js';
+import { HostedBackend } from '../../src/training/hosted-backend.js';
+import { LocalBackend } from '../../src/training/local-backend.js';
+import { LogBatcher } from '../../src/training/log-batcher.js';
+import { TrainableModel } from '../../src/training/trainable-model.js';
+import { TrainingJobUncertainError } from '../../src/training/errors.js';
 
 const BASE_MODEL = 'policyloop/tiny-chat';
 let dataDir: string;

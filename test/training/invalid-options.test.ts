@@ -9,9 +9,12 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InvalidArgumentError, TrainingClient } from '../../src/client/index.js';
-import { gatherTrajectoryGroups } from '../../src/rollout/index.js';
+import { gatherTrajectoryGroups } from '../../src/rollout/gather-trajectory-groups.js';
 import { makeGroup, startTestService, type TestService } from '../../src/testing/index.js';
-import { type Backend, LocalBackend, LogBatcher, TrainableModel } from '../../src/training/index.js';
+import type { Backend } from '../../src/training/backend.js';
+import { LocalBackend } from '../../src/training/local-backend.js';
+import { LogBatcher } from '../../src/training/log-batcher.js';
+import { TrainableModel } from '../../src/training/trainable-model.js';
 
 const MESSAGE = /^Expected `[^`]+` to be .+, got .+$/;
 

@@ -8,8 +8,10 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { APIUserAbortError, TrainingClient } from '../../src/client/index.js';
-import { LogBatcher, LogDeliveryError, LogFlushTimeoutError } from '../../src/training/index.js';
-import type { BatchSpooledEvent, LogBatcherOptions, SpoolRecord } from '../../src/training/index.js';
+import { LogBatcher } from '../../src/training/log-batcher.js';
+import { LogDeliveryError, LogFlushTimeoutError } from '../../src/training/errors.js';
+import type { BatchSpooledEvent, LogBatcherOptions } from '../../src/training/log-batcher.js';
+import type { SpoolRecord } from '../../src/training/spool.js';
 import { group, scriptedLogFetch } from './support/scripted-fetch.js';
 
 const MODEL_ID = '00000000-0000-4000-8000-000000000001';

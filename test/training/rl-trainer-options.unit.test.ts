@@ -4,8 +4,10 @@
  */
 import { describe, expect, it } from 'vitest';
 import { InvalidArgumentError } from '../../src/client/index.js';
-import { PromptedModel, RLTrainer, TrainableModel } from '../../src/training/index.js';
-import type { RLTrainerOptions } from '../../src/training/index.js';
+import { PromptedModel } from '../../src/training/prompted-model.js';
+import { RLTrainer } from '../../src/training/rl-trainer.js';
+import { TrainableModel } from '../../src/training/trainable-model.js';
+import type { RLTrainerOptions } from '../../src/training/rl-trainer.js';
 
 const model = new TrainableModel({ project: 'options', name: 'm', baseModel: 'policyloop/tiny-chat' });
 const good: RLTrainerOptions<string> = { model, scenarios: ['a'], rollout: async () => undefined, maxSteps: 3 };

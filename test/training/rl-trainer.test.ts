@@ -10,18 +10,16 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { capitalsReward } from '../../examples/tasks/uppercase.js';
 import { APIUserAbortError, TrainingClient } from '../../src/client/index.js';
-import { finalAssistantText } from '../../src/rewards/index.js';
-import type { RolloutFn } from '../../src/rollout/index.js';
+import { finalAssistantText } from '../../src/rewards/trajectory-text.js';
+import type { RolloutFn } from '../../src/rollout/rollout-function.js';
 import { startTestService } from '../../src/testing/index.js';
 import type { TestService } from '../../src/testing/index.js';
-import {
-  LocalBackend,
-  NoLearningSignalError,
-  PromptedModel,
-  RLTrainer,
-  TrainableModel,
-} from '../../src/training/index.js';
-import type { RLGroupsDroppedEvent, StepEndEvent, ValidationEndEvent } from '../../src/training/index.js';
+import { LocalBackend } from '../../src/training/local-backend.js';
+import { NoLearningSignalError } from '../../src/training/errors.js';
+import { PromptedModel } from '../../src/training/prompted-model.js';
+import { RLTrainer } from '../../src/training/rl-trainer.js';
+import { TrainableModel } from '../../src/training/trainable-model.js';
+import type { RLGroupsDroppedEvent, StepEndEvent, ValidationEndEvent } from '../../src/training/rl-trainer.js';
 
 const BASE_MODEL = 'policyloop/tiny-chat';
 const WORDS = ['cat', 'dog', 'sun', 'map', 'owl', 'bee', 'fig', 'ink'];

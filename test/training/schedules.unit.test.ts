@@ -8,7 +8,7 @@ import {
   PolicyloopError,
   withWarmup,
 } from '../../src/index.js';
-import { learningRateAt } from '../../src/training/index.js';
+import { learningRateAt } from '../../src/training/schedules.js';
 
 const run = { maxSteps: 10 };
 

@@ -7,19 +7,16 @@ import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { gatherTrajectoryGroups } from '../../src/rollout/index.js';
+import { gatherTrajectoryGroups } from '../../src/rollout/gather-trajectory-groups.js';
 import { isChoice } from '../../src/schema/index.js';
 import type { TrajectoryGroup, TrajectoryGroupInput } from '../../src/schema/index.js';
 import { InvalidArgumentError } from '../../src/client/index.js';
-import {
-  LocalBackend,
-  MissingLogprobsError,
-  TrainableModel,
-  TrainingJobFailedError,
-  TrainingTimeoutError,
-} from '../../src/training/index.js';
+import { LocalBackend } from '../../src/training/local-backend.js';
+import { MissingLogprobsError, TrainingJobFailedError, TrainingTimeoutError } from '../../src/training/errors.js';
+import { TrainableModel } from '../../src/training/trainable-model.js';
 import { APIUserAbortError } from '../../src/client/index.js';
-import type { GroupsDroppedEvent, JobProgress } from '../../src/training/index.js';
+import type { GroupsDroppedEvent } from '../../src/training/model-events.js';
+import type { JobProgress } from '../../src/training/follow-job.js';
 
 const BASE_MODEL = 'policyloop/tiny-chat';
 let dataDir: string;

@@ -7,6 +7,7 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import { DEFAULT_DATA_DIR } from '../../internal/env.js';
 
 const HELP = `Usage: policyloop export <model>[:step] --out DIR [options]
 
@@ -20,7 +21,7 @@ the latest). Reads the local service's data directory (the service may be runnin
 Options:
   --out DIR          Folder to write (created if needed)
   --merged           Write the merged model (config, float32 weights, tokenizer files)
-  --data-dir DIR     The service's data directory (default .policyloop)
+  --data-dir DIR     The service's data directory (default ${DEFAULT_DATA_DIR})
   --model DIR        A base model folder given to \`serve --model\`; repeat for several
   -h, --help         Show this help`;
 
@@ -33,7 +34,7 @@ export async function exportCommand(argv: readonly string[]): Promise<number> {
       options: {
         out: { type: 'string' },
         merged: { type: 'boolean', default: false },
-        'data-dir': { type: 'string', default: '.policyloop' },
+        'data-dir': { type: 'string', default: DEFAULT_DATA_DIR },
         model: { type: 'string', multiple: true },
         help: { type: 'boolean', short: 'h', default: false },
       },

@@ -4,21 +4,24 @@ import { DeleteModelResponse, LogRequest, ModelCreate, ModelResponse } from '../
 import type { LogRequestInput, ModelCreateInput } from '../../schema/index.js';
 import { encodePathParameter, parseArgument } from '../arguments.js';
 import type { RequestOptions } from '../options.js';
-import type { Transport } from '../transport.js';
+import type { RequestSpec, Transport } from '../transport.js';
 
 /** The log response is any JSON: the hosted service records metrics and answers as it likes. */
 const AnyJSON = z.unknown();
 
-/**
- * Internal: `client.models[LOG_SERIALIZED](modelId, json, options)` sends a log request whose body
- * is already serialized (the log batcher serializes each group once, and a retry resends the same
- * bytes). Not part of the public API.
- */
-export const LOG_SERIALIZED: unique symbol = Symbol('policyloop.logSerialized');
+const LOG_TEMPLATE = '/preview/models/{model_id}/log';
+
+/** Reads the transport of a {@link Models} (set by its static block; module-private). */
+let transportOf: (models: object) => Transport | undefined = () => undefined;
 
 /** Operations on trainable models (`/v1/preview/models`). */
 export class Models {
   readonly #transport: Transport;
+
+  static {
+    // Gives this module's `serializedLogSender` the transport without a member on the public class.
+    transportOf = (models) => (#transport in models ? (models as Models).#transport : undefined);
+  }
 
   /** Internal: use `client.models`. */
   constructor(transport: Transport) {
@@ -77,37 +80,40 @@ export class Models {
    * await client.models.log(model.id, { split: 'val', trajectory_groups: groups });
    */
   async log(modelId: string, body: LogRequestInput, options?: RequestOptions): Promise<unknown> {
-    const template = '/preview/models/{model_id}/log';
-    const context = `POST ${template}`;
+    const context = `POST ${LOG_TEMPLATE}`;
     const id = encodePathParameter(modelId, 'modelId', context);
     const data = parseArgument(LogRequest, body, 'body', context);
-    return this.#transport.request(
-      {
-        method: 'POST',
-        path: `/preview/models/${id}/log`,
-        template,
-        body: data,
-        response: AnyJSON,
-        responseName: 'JSON',
-      },
-      options,
-    );
+    return this.#transport.request(logSpec(id, { body: data }), options);
   }
+}
 
-  /** Internal: see {@link LOG_SERIALIZED}. */
-  async [LOG_SERIALIZED](modelId: string, json: string, options?: RequestOptions): Promise<unknown> {
-    const template = '/preview/models/{model_id}/log';
-    const id = encodePathParameter(modelId, 'modelId', `POST ${template}`);
-    return this.#transport.request(
-      {
-        method: 'POST',
-        path: `/preview/models/${id}/log`,
-        template,
-        rawBody: json,
-        response: AnyJSON,
-        responseName: 'JSON',
-      },
-      options,
-    );
-  }
+/** The log request of an encoded model id, with its body as a value or as serialized JSON. */
+function logSpec(id: string, body: { body: unknown } | { rawBody: string }): RequestSpec<unknown> {
+  return {
+    method: 'POST',
+    path: `/preview/models/${id}/log`,
+    template: LOG_TEMPLATE,
+    ...body,
+    response: AnyJSON,
+    responseName: 'JSON',
+  };
+}
+
+/** Sends a log request whose body is already serialized JSON; see {@link serializedLogSender}. */
+export type SerializedLogSender = (modelId: string, json: string, options?: RequestOptions) => Promise<unknown>;
+
+/**
+ * Internal (not exported by `policyloop/client`): a function that sends `POST .../log` with a body
+ * the caller already serialized and validated, through the same transport (headers, timeout,
+ * retries, errors) as `models.log`. The log batcher serializes each group once when it is added,
+ * and every retry resends the same bytes. Undefined when `models` is not this package's
+ * {@link Models} (a stand-in client): call its `log` then.
+ */
+export function serializedLogSender(models: object): SerializedLogSender | undefined {
+  const transport = transportOf(models);
+  if (transport === undefined) return undefined;
+  return (modelId, json, options) => {
+    const id = encodePathParameter(modelId, 'modelId', `POST ${LOG_TEMPLATE}`);
+    return transport.request(logSpec(id, { rawBody: json }), options);
+  };
 }

@@ -5,7 +5,7 @@
  */
 import { access, readFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { TensorFlow } from '../backend.js';
+import type { TensorFlow } from '../tensorflow.js';
 import { readSafetensors } from '../safetensors.js';
 import type { HostTensor } from '../safetensors.js';
 import { parseHfConfig } from './config.js';

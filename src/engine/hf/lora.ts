@@ -9,7 +9,7 @@
  */
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { TensorFlow } from '../backend.js';
+import type { TensorFlow } from '../tensorflow.js';
 import { SeededRandom } from '../random.js';
 import { readSafetensors, writeSafetensors } from '../safetensors.js';
 import type { HostTensor } from '../safetensors.js';

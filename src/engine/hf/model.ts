@@ -9,7 +9,7 @@
  * `matMul` is about 10x slower with a transposed operand.
  */
 import type { Tensor, Tensor1D, Tensor2D, Tensor3D } from '@tensorflow/tfjs-core';
-import type { TensorFlow } from '../backend.js';
+import type { TensorFlow } from '../tensorflow.js';
 import { transposeLast } from '../gradients.js';
 import type { HfModelConfig } from './config.js';
 import { inverseFrequencies, rotaryTables } from './config.js';

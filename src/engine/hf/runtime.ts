@@ -2,7 +2,7 @@
  * Hugging Face base models loaded in this thread: config, weights, text layer, loaded once per
  * folder and shared by every policy (adapter) and training step that uses them.
  */
-import type { TensorFlow } from '../backend.js';
+import type { TensorFlow } from '../tensorflow.js';
 import type { HfModelConfig } from './config.js';
 import { disposeBase, loadBaseTensors, readHfConfig } from './files.js';
 import type { BaseTensors } from './model.js';

@@ -3,7 +3,7 @@
  * Hugging Face model, ending a row on the model's end-of-turn tokens, a stop sequence or its token
  * budget.
  */
-import type { TensorFlow } from '../backend.js';
+import type { TensorFlow } from '../tensorflow.js';
 import { generateRows } from '../sampler.js';
 import type { GeneratedSequence, GenerationRow } from '../sampler.js';
 import { decodeStep, prefill, selectHfCacheRows } from './model.js';

@@ -3,7 +3,7 @@
  * metrics as the built-in models, written as PEFT checkpoints.
  */
 import type { Tensor, Tensor2D } from '@tensorflow/tfjs-core';
-import type { TensorFlow } from '../backend.js';
+import type { TensorFlow } from '../tensorflow.js';
 import { AdamW } from '../optimizer.js';
 import { checkCancelled, runSteps, truncate } from '../trainer.js';
 import type { TrainableModel, TrainingHooks } from '../trainer.js';
