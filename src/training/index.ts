@@ -55,11 +55,13 @@ export {
   type WaitOptions,
   type OpenAIClientOptions,
   type LogOptions,
+  type LogParams,
   type JobOptions,
   type TrainOptions,
   type SFTOptions,
   type SFTSource,
   type TrainResult,
+  type PruneParams,
   type PruneResult,
 } from './trainable-model.js';
 export type {
@@ -91,6 +93,8 @@ export {
 export {
   LogBatcher,
   type LogBatcherOptions,
+  type LogBatcherAddParams,
+  type LogBatcherAddOptions,
   type FlushOptions,
   type LogBatcherEvents,
   type LogBatcherStats,

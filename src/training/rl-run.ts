@@ -411,7 +411,7 @@ export class RLRun<S> {
     const validation = this.host.config.validation;
     if (validation === undefined) return;
     const groups = await this.gather(validation.scenarios, validation.groupSize, step, route, this.stopper.signal);
-    const row = await model.log(groups, { split: 'val', step });
+    const row = await model.log({ groups, split: 'val', step });
     this.host.events.emit('validation:end', { step, model: model.name, metrics: numericMetrics(row) });
   }
 
