@@ -386,9 +386,9 @@ export class PromptedModel<Events extends EventEmitter.ValidEventTypes = {}> ext
     return new OpenAI({
       apiKey,
       baseURL,
-      ...(fetch === undefined ? {} : { fetch: fetch as unknown as OpenAIFetch }),
-      ...(timeout === undefined ? {} : { timeout }),
-      ...(maxRetries === undefined ? {} : { maxRetries }),
+      fetch: fetch as unknown as OpenAIFetch | undefined,
+      timeout,
+      maxRetries,
     });
   }
 

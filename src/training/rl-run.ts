@@ -374,10 +374,10 @@ export class RLRun<S> {
         maxRetries: 1,
         maxExceptions: 0.25,
         ...options.gather,
-        ...(events === undefined ? {} : { events }),
+        events,
         groupSize: size,
-        ...(options.reward === undefined ? {} : { reward: options.reward }),
-        ...(options.scoreGroup === undefined ? {} : { scoreGroup: options.scoreGroup }),
+        reward: options.reward,
+        scoreGroup: options.scoreGroup,
         policyVersion: () => version,
         signal: gatherSignal,
       }),
@@ -428,7 +428,7 @@ export class RLRun<S> {
     const sampledFrom = final ? [] : [...this.queue.map((batch) => batch.version), ...this.validating];
     await this.model.pruneCheckpoints({
       keepBestBy,
-      ...(keep.direction === undefined ? {} : { direction: keep.direction }),
+      direction: keep.direction,
       keepLatest: final ? keep.latest : true,
       keepSteps: sampledFrom,
     });
