@@ -149,7 +149,8 @@ try {
       spoolPath: path.join(dataDir, `spool-${round}.jsonl`),
     });
     const started = performance.now();
-    for (let start = 0; start < GROUPS; start += 100) await batcher.add('train', groups.slice(start, start + 100));
+    for (let start = 0; start < GROUPS; start += 100)
+      await batcher.add({ split: 'train', groups: groups.slice(start, start + 100) });
     const stats = await batcher.close();
     const endToEndSeconds = (performance.now() - started) / 1000;
     const { parseSeconds, validationSeconds, zodSeconds } = measureParsing();

@@ -76,7 +76,7 @@ function sample(
 
 const valScenarios = makeScenarios(99, RECIPE.valSize);
 async function validate(): Promise<number | undefined> {
-  const row = await model.log(await sample(valScenarios, 1, 1_000), { split: 'val', step });
+  const row = await model.log({ groups: await sample(valScenarios, 1, 1_000), split: 'val', step });
   return row['val/reward'] as number | undefined;
 }
 

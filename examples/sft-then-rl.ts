@@ -36,7 +36,7 @@ const sample = (scenarios: UppercaseScenario[], groupSize: number): Promise<Traj
     },
   );
 const validate = async (): Promise<number> => {
-  const row = await model.log(await sample(makeScenarios(99, 32), 1), { split: 'val', step });
+  const row = await model.log({ groups: await sample(makeScenarios(99, 32), 1), split: 'val', step });
   return row['val/reward'] as number;
 };
 

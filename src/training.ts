@@ -15,11 +15,13 @@ export type {
   OpenAIClientOptions,
   ModelFetchOptions,
   LogOptions,
+  LogParams,
   JobOptions,
   TrainOptions,
   SFTOptions,
   SFTSource,
   TrainResult,
+  PruneParams,
   PruneResult,
 } from './training/trainable-model.js';
 export type {
@@ -63,6 +65,9 @@ export { followTrainingJob, type FollowJobOptions, type FollowedJob, type JobPro
 export {
   LogBatcher,
   type LogBatcherOptions,
+  type LogBatcherAddParams,
+  type LogBatcherAddOptions,
+  type FlushOptions,
   type LogBatcherEvents,
   type LogBatcherStats,
   type BatchSentEvent,

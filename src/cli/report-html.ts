@@ -145,8 +145,8 @@ function content(value: unknown): string {
  */
 export function toolCallText(call: unknown): string {
   const record = (call ?? {}) as {
-    function?: { name?: unknown; arguments?: unknown };
-    custom?: { name?: unknown; input?: unknown };
+    function?: { name?: unknown; arguments?: unknown } | undefined;
+    custom?: { name?: unknown; input?: unknown } | undefined;
   };
   const name = String(record.function?.name ?? record.custom?.name ?? '?');
   const raw = String(record.function?.arguments ?? record.custom?.input ?? '');

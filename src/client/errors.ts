@@ -162,7 +162,7 @@ export interface ResponseValidationErrorOptions {
   /** The response headers. */
   headers: Headers;
   /** Overrides the default message (used for non-JSON bodies). */
-  message?: string;
+  message?: string | undefined;
 }
 
 /**

@@ -18,7 +18,7 @@ export interface ChoiceOptions {
   /** Makes tool call ids. */
   readonly makeId: () => string;
   /** The model's tokenizer (the byte tokenizer when absent). */
-  readonly tokenizer?: Tokenizer;
+  readonly tokenizer?: Tokenizer | undefined;
 }
 
 /**

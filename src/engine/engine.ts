@@ -36,35 +36,35 @@ export interface EngineOptions {
    * but completions wait while a job computes).
    * @default true
    */
-  readonly workers?: boolean;
+  readonly workers?: boolean | undefined;
   /**
    * How many policies' weights stay loaded for sampling (least recently used are dropped).
    * @default 4
    */
-  readonly cacheSize?: number;
+  readonly cacheSize?: number | undefined;
   /**
    * Most sequences sampled in one batch (a request with `n` choices counts `n`).
    * @default 128
    */
-  readonly maxBatchSequences?: number;
+  readonly maxBatchSequences?: number | undefined;
   /**
    * How long the first request of a batch waits for others to join it, in milliseconds.
    * @default 2
    */
-  readonly batchWindowMs?: number;
+  readonly batchWindowMs?: number | undefined;
   /**
    * Hugging Face model folders to serve besides those found in the Hugging Face cache (each
    * folder's id is `org/name` when it lies in a cache layout, else its absolute path).
    * @default []
    */
-  readonly models?: readonly string[];
+  readonly models?: readonly string[] | undefined;
   /** Environment read for the Hugging Face cache (`HF_HUB_CACHE`, `HF_HOME`). @default process.env */
-  readonly env?: NodeJS.ProcessEnv;
+  readonly env?: NodeJS.ProcessEnv | undefined;
   /**
    * Loads a model folder's text layer (tokenizer and chat template). Used on this thread only:
    * a training worker always uses the default. @default the `src/engine/hf/text-layer.ts` loader
    */
-  readonly textLayer?: TextLayerLoader;
+  readonly textLayer?: TextLayerLoader | undefined;
 }
 
 type LoadedPolicy =
@@ -173,7 +173,7 @@ class LocalEngine implements Engine {
   chatCompletion(
     policy: PolicyRef,
     request: ChatCompletionRequestBody,
-    options: { readonly signal?: AbortSignal } = {},
+    options: { readonly signal?: AbortSignal | undefined } = {},
   ): Promise<ChatCompletionResult> {
     if (this.closed) return Promise.reject(new Error('The engine is closed.'));
     const config = MODEL_CONFIGS.get(policy.baseModel);
@@ -195,7 +195,7 @@ class LocalEngine implements Engine {
     request: ChatCompletionRequestBody,
     prompt: number[],
     contextLength: number,
-    options: { readonly signal?: AbortSignal },
+    options: { readonly signal?: AbortSignal | undefined },
   ): Promise<ChatCompletionResult> {
     if (this.closed) return Promise.reject(new Error('The engine is closed.'));
     if (prompt.length >= contextLength) {
@@ -405,7 +405,7 @@ class LocalEngine implements Engine {
 
   train(
     job: EngineTrainingJob,
-    options: { readonly onEvent: (event: EngineTrainingEvent) => void; readonly signal?: AbortSignal },
+    options: { readonly onEvent: (event: EngineTrainingEvent) => void; readonly signal?: AbortSignal | undefined },
   ): Promise<EngineTrainingResult> {
     if (this.closed) return Promise.reject(new Error('The engine is closed.'));
     const run = async (): Promise<EngineTrainingResult> => {

@@ -13,12 +13,12 @@ export interface ModelConfig {
    * The tokenizer: `byte` (ids are bytes and special tokens) or `bpe` (plus the merged tokens of
    * `src/engine/data/bpe-merges.json`). Absent means `byte`.
    */
-  readonly tokenizer?: 'byte' | 'bpe';
+  readonly tokenizer?: 'byte' | 'bpe' | undefined;
   /**
    * Sliding attention window in tokens: each token attends to itself and the `attentionWindow - 1`
    * tokens before it, in training and sampling alike. Absent: the whole context.
    */
-  readonly attentionWindow?: number;
+  readonly attentionWindow?: number | undefined;
   /** Maximum sequence length (prompt + completion) in tokens. */
   readonly contextLength: number;
   /** Width of the residual stream. */

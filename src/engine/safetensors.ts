@@ -21,7 +21,7 @@ const littleEndian = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 export function encodeSafetensors(
   tensors: ReadonlyMap<string, HostTensor>,
   metadata: Record<string, string> = {},
-  options: { readonly dtype?: 'F32' | 'BF16' } = {},
+  options: { readonly dtype?: 'F32' | 'BF16' | undefined } = {},
 ): Uint8Array {
   const dtype = options.dtype ?? 'F32';
   const width = dtype === 'BF16' ? 2 : 4;
@@ -68,14 +68,14 @@ const DTYPE_BYTES: Readonly<Record<FloatDtype, number>> = { F32: 4, F16: 2, BF16
 /** Options of {@link decodeSafetensors}. */
 export interface DecodeOptions {
   /** Element types accepted (others fail, naming the tensor). @default ['F32'] */
-  readonly dtypes?: readonly FloatDtype[];
+  readonly dtypes?: readonly FloatDtype[] | undefined;
   /** Only these tensors are decoded (others are skipped); absent means all. */
-  readonly names?: ReadonlySet<string>;
+  readonly names?: ReadonlySet<string> | undefined;
   /**
    * Receives each tensor as it is decoded instead of the returned map (which stays empty), so
    * that a large file never holds all its tensors widened at once.
    */
-  readonly onTensor?: (name: string, tensor: HostTensor) => void;
+  readonly onTensor?: ((name: string, tensor: HostTensor) => void) | undefined;
 }
 
 /** float16 bits to float32, exactly (subnormals, infinities and NaN included). */

@@ -34,7 +34,7 @@ export interface GenerationRow {
   readonly prompt: readonly number[];
   readonly sampling: RowSampling;
   /** Polled between steps; a cancelled row stops early and its result is dropped. */
-  readonly isCancelled?: () => boolean;
+  readonly isCancelled?: (() => boolean) | undefined;
 }
 
 /** An alternative token and its logprob. */

@@ -58,7 +58,7 @@ function scoresPerRow(config: ModelConfig, length: number): number {
 export interface TrainingHooks {
   readonly onEvent: (event: EngineTrainingEvent) => void;
   /** Polled between passes; when true the job stops with an error and writes nothing. */
-  readonly isCancelled?: () => boolean;
+  readonly isCancelled?: (() => boolean) | undefined;
 }
 
 /** Loss, gradients and statistics of one optimizer step. */
@@ -100,7 +100,7 @@ export interface TrainableModel {
   /** Attention scores of one row of `length` tokens. */
   readonly scoresPerRow: (length: number) => number;
   /** Most padded tokens in one forward and backward pass (bounds the activations kept). @default 8192 */
-  readonly tokensPerPass?: number;
+  readonly tokensPerPass?: number | undefined;
   /** The weights the gradients are taken for, by name. */
   readonly weights: HostWeights;
   /** Next-token logits at the flat `positions` of right-padded `tokens` `[batch, length]`. */

@@ -19,7 +19,7 @@ export interface TrainingSequence {
   /** Per token: logprob it was sampled with, or NaN when unknown (then the current policy's is used). */
   readonly oldLogprobs: number[];
   /** Position of the first token (the sequence was cut at the front); absent means 0. */
-  readonly offset?: number;
+  readonly offset?: number | undefined;
 }
 
 /** RL sequences plus the group statistics reported with the gradient steps. */
@@ -150,7 +150,12 @@ export function buildRlData(
       }
       const choice = item as {
         message: Record<string, unknown>;
-        logprobs?: { content?: { token: string; bytes?: number[] | null; logprob: number }[] | null } | null;
+        logprobs?:
+          | {
+              content?: { token: string; bytes?: number[] | null | undefined; logprob: number }[] | null | undefined;
+            }
+          | null
+          | undefined;
       };
       builder.tokens.push(specialTokenId('<|assistant|>'));
       pad();

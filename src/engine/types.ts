@@ -79,7 +79,7 @@ export interface Engine {
   chatCompletion(
     policy: PolicyRef,
     request: ChatCompletionRequestBody,
-    options?: { readonly signal?: AbortSignal },
+    options?: { readonly signal?: AbortSignal | undefined },
   ): Promise<ChatCompletionResult>;
 
   /**
@@ -90,7 +90,7 @@ export interface Engine {
    */
   train(
     job: EngineTrainingJob,
-    options: { readonly onEvent: (event: EngineTrainingEvent) => void; readonly signal?: AbortSignal },
+    options: { readonly onEvent: (event: EngineTrainingEvent) => void; readonly signal?: AbortSignal | undefined },
   ): Promise<EngineTrainingResult>;
 
   /**

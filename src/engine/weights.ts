@@ -24,7 +24,7 @@ interface ParameterSpec {
   readonly shape: readonly number[];
   /** Standard deviation of the normal init, or a constant fill when `fill` is set. */
   readonly std: number;
-  readonly fill?: number;
+  readonly fill?: number | undefined;
 }
 
 /** The parameters of a model, in a fixed order (the order of initialisation). */
@@ -170,7 +170,7 @@ export async function readOptimizerState(config: ModelConfig, directory: string)
  */
 export async function readOptimizerFile(
   file: string,
-  expected: readonly { readonly name: string; readonly length?: number }[],
+  expected: readonly { readonly name: string; readonly length?: number | undefined }[],
 ): Promise<OptimizerState | null> {
   let contents;
   try {

@@ -23,7 +23,7 @@ export function hasControlCharacter(text: string): boolean {
  * @example
  * escapeControl('a\u001b[2Jb'); // 'a\\x1b[2Jb'
  */
-export function escapeControl(text: string, options: { keepLines?: boolean } = {}): string {
+export function escapeControl(text: string, options: { keepLines?: boolean | undefined } = {}): string {
   return text.replace(CONTROL, (character) => {
     if (options.keepLines === true && (character === '\n' || character === '\t')) return character;
     const code = character.charCodeAt(0);

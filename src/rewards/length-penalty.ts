@@ -14,13 +14,13 @@ export interface LengthPenaltyOptions extends RunReadOptions {
    * trajectory without logprobs makes the reward fail).
    * @default 'characters'
    */
-  unit?: 'characters' | 'tokens';
+  unit?: 'characters' | 'tokens' | undefined;
   /**
    * Which text is measured in `characters` mode: the final answer or every assistant turn.
    * `tokens` always counts every Choice.
    * @default 'final'
    */
-  scope?: 'final' | 'all';
+  scope?: 'final' | 'all' | undefined;
 }
 
 /**

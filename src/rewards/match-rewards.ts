@@ -33,7 +33,7 @@ export interface NormalizeOptions extends RunReadOptions {
    * Compare letter case too.
    * @default false
    */
-  caseSensitive?: boolean;
+  caseSensitive?: boolean | undefined;
 }
 
 /**

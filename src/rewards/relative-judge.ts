@@ -54,53 +54,55 @@ export interface RelativeJudgeOptions {
    * The grading standards, as text.
    * @default DEFAULT_JUDGE_RUBRIC
    */
-  rubric?: string;
+  rubric?: string | undefined;
   /**
    * Reads scores from an answer that is not the JSON asked for (small judges often ramble):
    * called with the answer text and the number of scores expected, it returns the scores or throws.
    * Its result is checked like the JSON's (count, 0..1).
    */
-  parse?: (content: string, expectedScores: number) => readonly JudgeScore[];
+  parse?: ((content: string, expectedScores: number) => readonly JudgeScore[]) | undefined;
   /**
    * Builds the judge's messages from the conversations (Choices shown as assistant messages) and
    * the rubric, for judges that need a different (or shorter) prompt. The answer is still parsed
    * as `{"scores": [...]}` (or by `parse`).
    * @default buildJudgeMessages
    */
-  buildMessages?: (
-    conversations: readonly (readonly ChatCompletionMessageParam[])[],
-    rubric: string,
-  ) => ChatCompletionMessageParam[];
+  buildMessages?:
+    | ((
+        conversations: readonly (readonly ChatCompletionMessageParam[])[],
+        rubric: string,
+      ) => ChatCompletionMessageParam[])
+    | undefined;
   /**
    * Extra request parameters (e.g. `temperature`, `max_tokens`, `response_format`).
    * @default {}
    */
-  requestParams?: Readonly<Record<string, unknown>>;
+  requestParams?: Readonly<Record<string, unknown>> | undefined;
   /**
    * Limit of each judge request, in milliseconds; then the attempt fails with a `JudgeError` of
    * reason `'timeout'` (retried like a failed request), even when the client ignores its signal.
    * @default 120000
    */
-  timeout?: number;
+  timeout?: number | undefined;
   /**
    * Retries of a failed judge request after its first attempt (timeouts, connection errors,
    * 408/409/429/5xx; not answers that cannot be used). The judge retries on its own and asks the
    * client for none (`maxRetries: 0`), so that retries do not multiply.
    * @default 2
    */
-  maxRetries?: number;
+  maxRetries?: number | undefined;
   /**
    * Wait before the first retry, in milliseconds; doubles with each further one (capped at 8 s,
    * or at `retryDelay` when longer), less up to 25 % jitter.
    * @default 1000
    */
-  retryDelay?: number;
+  retryDelay?: number | undefined;
   /**
    * Name of the judge: its score is recorded as the metric `<name>_score` and its explanation is
    * logged as `<name>: ...`.
    * @default 'judge'
    */
-  name?: string;
+  name?: string | undefined;
 }
 
 /** What a judge is called with besides the group. */

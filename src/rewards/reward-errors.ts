@@ -42,7 +42,7 @@ export class JudgeError extends PolicyloopError {
       raw?: string | undefined;
       expectedScores: number;
       cause?: unknown;
-      retryable?: boolean;
+      retryable?: boolean | undefined;
     },
   ) {
     super(message, { cause: options.cause, retryable: options.retryable ?? false });

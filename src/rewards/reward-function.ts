@@ -21,7 +21,7 @@ export interface WeightedReward<S = unknown> {
    * Its weight in the sum; 0 records the value as a metric without changing the reward.
    * @default 1
    */
-  weight?: number;
+  weight?: number | undefined;
 }
 
 /**

@@ -23,7 +23,7 @@ export interface CaptureCompletionsOptions {
    * @example
    * { logprobs: true, temperature: 1 }
    */
-  defaults?: Readonly<Record<string, unknown>> | (() => Readonly<Record<string, unknown>>);
+  defaults?: Readonly<Record<string, unknown>> | (() => Readonly<Record<string, unknown>>) | undefined;
 }
 
 /**

@@ -64,62 +64,62 @@ export interface GatherOptions<S> {
    * Rollouts per scenario (G). RL needs more than one to compare.
    * @default 1
    */
-  groupSize?: number;
+  groupSize?: number | undefined;
   /**
    * Rollouts running at once, across all groups.
    * @default 8
    */
-  concurrency?: number;
+  concurrency?: number | undefined;
   /**
    * Limit of one attempt (rollout + reward), and of each `scoreGroup` call, in milliseconds;
    * `Infinity` for none.
    * @default 300000
    */
-  timeout?: number;
+  timeout?: number | undefined;
   /**
    * Retries of a failed rollout after its first attempt (timeouts and errors that may pass; not
    * reward-function errors, invalid trajectories, or non-retryable 4xx API errors).
    * @default 0
    */
-  maxRetries?: number;
+  maxRetries?: number | undefined;
   /**
    * Wait before the first retry, in milliseconds; doubles with each further one (capped at 8 s,
    * or at `retryDelay` when longer), less up to 25 % jitter.
    * @default 1000
    */
-  retryDelay?: number;
+  retryDelay?: number | undefined;
   /**
    * The exception budget: how many rollouts may fail for good (after retries) and be kept in
    * `group.exceptions`. A number >= 1 (or 0) is a count; a number between 0 and 1 is a fraction
    * of all rollouts. One more failure stops the gather with an `ExceptionBudgetExceededError`.
    * @default 0
    */
-  maxExceptions?: number;
+  maxExceptions?: number | undefined;
   /**
    * The reward of each trajectory, computed right after its rollout (inside its timeout and its
    * failure accounting): a function, or named functions summed by `combineRewards`.
    */
-  reward?: RewardSpec<S>;
+  reward?: RewardSpec<S> | undefined;
   /** Scores each finished group as a whole (after `reward`), e.g. `relativeJudge({...})`. */
-  scoreGroup?: GroupScorer<S>;
+  scoreGroup?: GroupScorer<S> | undefined;
   /**
    * The current policy version (the model's step); read when each rollout starts and ends and
    * stamped as `initial_policy_version` / `final_policy_version` (unless the rollout set them).
    * Every trajectory also gets its `start_time` (ISO 8601) unless the rollout set one.
    */
-  policyVersion?: () => number | Promise<number>;
+  policyVersion?: (() => number | Promise<number>) | undefined;
   /**
    * Aborts the gather: rollouts still running see their signal abort (with the signal's reason),
    * and the gather rejects with `APIUserAbortError` (its `cause` is the reason).
    */
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
   /** Receives the gather's typed events. */
-  events?: GatherEmitter<S>;
+  events?: GatherEmitter<S> | undefined;
   /**
    * Draws a progress bar on stderr, only when stderr is a terminal.
    * @default false
    */
-  progress?: boolean;
+  progress?: boolean | undefined;
 }
 
 /** A rollout that failed for good, as its group keeps it. */

@@ -112,7 +112,7 @@ export function captureInto<T>(history: HistoryRecorder, fn: () => T): T {
 /** Options of {@link recordTrajectory}. */
 export interface RecordTrajectoryOptions {
   /** Passed to captured requests that carry no signal of their own. */
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
 }
 
 /**

@@ -35,12 +35,12 @@ export type BoundedParseResult<Output> =
 /** Options of {@link boundedSafeParse}. */
 export interface BoundedParseOptions {
   /** Issues after which validation stops. @default 100 */
-  maxIssues?: number;
+  maxIssues?: number | undefined;
   /**
    * Values with at most this many arrays, objects and primitives go to zod directly: zod's issues
    * for them are few enough to keep. @default 10000
    */
-  smallValueNodes?: number;
+  smallValueNodes?: number | undefined;
 }
 
 /** Issues after which validation stops, by default. */

@@ -19,7 +19,9 @@ export interface RunSource {
   /** The main conversation. */
   readonly messages_and_choices?: readonly MessageOrChoice[] | undefined;
   /** Sub-agent conversations. */
-  readonly additional_histories?: readonly { readonly messages_and_choices?: readonly MessageOrChoice[] }[] | undefined;
+  readonly additional_histories?:
+    | readonly { readonly messages_and_choices?: readonly MessageOrChoice[] | undefined }[]
+    | undefined;
   /** See {@link TURN_ORDER_KEY}. */
   readonly turn_order?: unknown;
 }

@@ -32,13 +32,13 @@ export interface JobRunnerOptions {
   readonly maxConcurrentJobs: number;
   readonly logger: ServerLogger;
   /** Longest a job may run before it is stopped and failed. @default 21_600_000 (6 hours) */
-  readonly jobTimeoutMs?: number;
+  readonly jobTimeoutMs?: number | undefined;
   /** What SFT training data URLs may reach. @default the data directory's SFT files only */
-  readonly trainingDataAccess?: TrainingDataAccess;
+  readonly trainingDataAccess?: TrainingDataAccess | undefined;
   /** Largest SFT training data file read, in bytes. @default 256 MiB */
-  readonly maxTrainingDataBytes?: number;
+  readonly maxTrainingDataBytes?: number | undefined;
   /** How long an aborted engine job is given to stop before the job is failed without it. @default 30_000 */
-  readonly engineStopGraceMs?: number;
+  readonly engineStopGraceMs?: number | undefined;
 }
 
 interface RunningJob {
@@ -214,7 +214,7 @@ export class JobRunner {
         const rows = await loadTrainingData(body.training_data_url, {
           access: this.options.trainingDataAccess ?? resolveTrainingDataAccess({ dataDir }),
           signal: controller.signal,
-          ...(this.options.maxTrainingDataBytes === undefined ? {} : { maxBytes: this.options.maxTrainingDataBytes }),
+          maxBytes: this.options.maxTrainingDataBytes,
         });
         engineJob = { kind: 'sft', policy, outputPath, step, rows, config: body.config ?? null };
       }

@@ -106,7 +106,7 @@ export const SQLITE_DRIVER: SqliteDriver = builtin === undefined ? 'better-sqlit
 /** How {@link openDatabase} opens a file. */
 export interface OpenDatabaseOptions {
   /** Open for reading only (the file must exist). Default false: read-write, created when needed. */
-  readonly readonly?: boolean;
+  readonly readonly?: boolean | undefined;
 }
 
 /**

@@ -100,13 +100,13 @@ export interface LoadTrainingDataOptions {
   readonly access: TrainingDataAccess;
   readonly signal?: AbortSignal | undefined;
   /** Time limit of an HTTP download. @default 60_000 */
-  readonly timeoutMs?: number;
+  readonly timeoutMs?: number | undefined;
   /**
    * Largest file or download accepted, in bytes: a bigger one fails the job instead of filling
    * the memory (a `file:///dev/zero` or an endless download would otherwise never end).
    * @default DEFAULT_MAX_TRAINING_DATA_BYTES (256 MiB)
    */
-  readonly maxBytes?: number;
+  readonly maxBytes?: number | undefined;
 }
 
 /**

@@ -38,9 +38,9 @@ export function parseOrThrow<Schema extends z.ZodType>(
 /** Options of {@link toValidationErrors}. */
 export interface ValidationErrorsOptions {
   /** Details listed at most; the rest are counted in one last entry. @default MAX_REPORTED_ISSUES */
-  limit?: number;
+  limit?: number | undefined;
   /** The issues are a prefix: validation stopped before the end of the value. @default false */
-  stopped?: boolean;
+  stopped?: boolean | undefined;
 }
 
 /**

@@ -8,7 +8,7 @@ export interface MakeToolCall {
   /** The arguments: a string is sent as it is, anything else as its JSON. */
   readonly arguments?: unknown;
   /** @default `call_<n>` */
-  readonly id?: string;
+  readonly id?: string | undefined;
 }
 
 /** Options of {@link makeChoice}. */
@@ -19,13 +19,13 @@ export interface MakeChoiceOptions {
    * or `false` for none (`logprobs: null`, as a request without `logprobs: true` returns).
    * @default true
    */
-  logprobs?: boolean | readonly number[] | readonly ChatCompletionTokenLogprob[];
+  logprobs?: boolean | readonly number[] | readonly ChatCompletionTokenLogprob[] | undefined;
   /** Tool calls the model made. */
-  toolCalls?: readonly MakeToolCall[];
+  toolCalls?: readonly MakeToolCall[] | undefined;
   /** @default 'tool_calls' with tool calls, else 'stop' */
-  finishReason?: FinishReason;
+  finishReason?: FinishReason | undefined;
   /** @default 0 */
-  index?: number;
+  index?: number | undefined;
 }
 
 /** Splits text into word-ish tokens (leading whitespace kept), so logprobs have a plausible length. */

@@ -13,11 +13,11 @@ import { makeChoice } from './make-choice.js';
 /** Options of {@link makeTrajectory}: any trajectory field, plus shortcuts for a one-turn chat. */
 export interface MakeTrajectoryOptions extends TrajectoryInput {
   /** A system message first. */
-  system?: string;
+  system?: string | undefined;
   /** A user message (after the system message). */
-  user?: string;
+  user?: string | undefined;
   /** The model's answer last: text (a Choice with logprobs is made) or a Choice. */
-  answer?: string | Choice;
+  answer?: string | Choice | undefined;
 }
 
 /**

@@ -39,12 +39,12 @@ export interface ScriptedChatClientOptions {
    * Start again from the first response when the script runs out (instead of failing).
    * @default false
    */
-  loop?: boolean;
+  loop?: boolean | undefined;
   /**
    * How text responses are made into Choices.
    * @default {}
    */
-  choice?: MakeChoiceOptions;
+  choice?: MakeChoiceOptions | undefined;
 }
 
 /** The scripted client: a `ChatCompletionsClient` that also shows what it was asked. */

@@ -185,6 +185,15 @@ export interface TrainResult {
   readonly droppedGroups: number;
 }
 
+/** Which checkpoints `TrainableModel.pruneCheckpoints` keeps (its first argument). */
+export interface PruneParams extends RetentionOptions {
+  /**
+   * @deprecated Pass `{ signal }` as the second argument, `pruneCheckpoints(params, { signal })`;
+   * removed in the next minor version.
+   */
+  signal?: AbortSignal | undefined;
+}
+
 /** What `TrainableModel.pruneCheckpoints` did. */
 export interface PruneResult {
   /** Steps kept. */

@@ -72,7 +72,7 @@ export function planRetention(
     if (bestStep === null) {
       throw new PolicyloopError(
         `Expected the history to record \`${keepBestBy}\` at one of the checkpoint steps ${sorted.join(', ')}, ` +
-          'found none; nothing was deleted. Log that metric for each step (model.log(groups, { split })) or pick another.',
+          'found none; nothing was deleted. Log that metric for each step (model.log({ groups, split })) or pick another.',
       );
     }
     keep.add(bestStep);

@@ -111,12 +111,8 @@ export async function followTrainingJob(
   });
   const signal = scope.signal;
 
-  const events: ReceivedTrainingJobEvent[] = [];
-  const sums = new Map<string, { sum: number; count: number }>();
+  const tally = new JobTally(jobId);
   let after: string | undefined;
-  let totalSteps: number | null = null;
-  let gradientSteps = 0;
-  let latest: Record<string, number> = {};
   try {
     for (;;) {
       const sentAt = Date.now();
@@ -128,45 +124,10 @@ export async function followTrainingJob(
       // An empty answer that took most of the wait: the service held it (a long poll), so ask again at once.
       const held = page.data.length === 0 && Date.now() - sentAt >= LONG_POLL_MS / 2;
       for (const event of page.data) {
-        events.push(event);
         after = event.id;
-        if (event.type === 'training_started') {
-          const steps = event.data['num_sequences'];
-          if (typeof steps === 'number') totalSteps = steps;
-        } else if (event.type === 'gradient_step') {
-          gradientSteps += 1;
-          latest = numbersOf(event.data);
-          for (const [name, value] of Object.entries(latest)) {
-            const entry = sums.get(name) ?? { sum: 0, count: 0 };
-            entry.sum += value;
-            entry.count += 1;
-            sums.set(name, entry);
-          }
-        }
-        options.onProgress?.({
-          jobId,
-          event,
-          gradientSteps,
-          totalSteps,
-          fraction: totalSteps === null || totalSteps <= 0 ? null : Math.min(1, gradientSteps / totalSteps),
-          metrics: latest,
-        });
-        if (event.type === 'training_ended') {
-          const metrics: Record<string, number> = {};
-          for (const [name, { sum, count }] of sums) metrics[name] = sum / count;
-          return { events, metrics };
-        }
-        if (event.type === 'training_failed') {
-          const message = event.data['error_message'];
-          const job = await retrieveQuietly(client, jobId, signal);
-          throw new TrainingJobFailedError(
-            job,
-            event,
-            typeof message === 'string' && message !== ''
-              ? message
-              : (job.error_message ?? 'no message from the service'),
-          );
-        }
+        options.onProgress?.(tally.record(event));
+        if (event.type === 'training_ended') return tally.result();
+        if (event.type === 'training_failed') throw await jobFailure(client, jobId, event, signal);
       }
       // Short again after an event: the next one (often the terminal event) tends to follow soon.
       if (page.data.length > 0 || held) wait = firstDelay;
@@ -194,6 +155,61 @@ export function checkFollowJobOptions(options: FollowJobOptions): void {
   optional(options.timeout, (value) => timeoutOption('timeout', value, true));
   optional(options.pollInterval, (value) => timeoutOption('pollInterval', value));
   optional(options.onProgress, (value) => functionOption('onProgress', value));
+}
+
+/** The events of a followed job so far: progress after each, and the averaged metrics at the end. */
+class JobTally {
+  private readonly events: ReceivedTrainingJobEvent[] = [];
+  private readonly sums = new Map<string, { sum: number; count: number }>();
+  private totalSteps: number | null = null;
+  private gradientSteps = 0;
+  private latest: Record<string, number> = {};
+
+  constructor(private readonly jobId: string) {}
+
+  /** Counts `event` in and says where the job is. */
+  record(event: ReceivedTrainingJobEvent): JobProgress {
+    this.events.push(event);
+    if (event.type === 'training_started') {
+      const steps = event.data['num_sequences'];
+      if (typeof steps === 'number') this.totalSteps = steps;
+    } else if (event.type === 'gradient_step') {
+      this.gradientSteps += 1;
+      this.latest = numbersOf(event.data);
+      for (const [name, value] of Object.entries(this.latest)) {
+        const entry = this.sums.get(name) ?? { sum: 0, count: 0 };
+        entry.sum += value;
+        entry.count += 1;
+        this.sums.set(name, entry);
+      }
+    }
+    const { jobId, gradientSteps, totalSteps } = this;
+    const fraction = totalSteps === null || totalSteps <= 0 ? null : Math.min(1, gradientSteps / totalSteps);
+    return { jobId, event, gradientSteps, totalSteps, fraction, metrics: this.latest };
+  }
+
+  /** Every event, and each `gradient_step` metric averaged over the steps. */
+  result(): FollowedJob {
+    const metrics: Record<string, number> = {};
+    for (const [name, { sum, count }] of this.sums) metrics[name] = sum / count;
+    return { events: this.events, metrics };
+  }
+}
+
+/** The error of a `training_failed` event: the service's message, else the job's. */
+async function jobFailure(
+  client: TrainingClient,
+  jobId: string,
+  event: ReceivedTrainingJobEvent,
+  signal: AbortSignal,
+): Promise<TrainingJobFailedError> {
+  const message = event.data['error_message'];
+  const job = await retrieveQuietly(client, jobId, signal);
+  return new TrainingJobFailedError(
+    job,
+    event,
+    typeof message === 'string' && message !== '' ? message : (job.error_message ?? 'no message from the service'),
+  );
 }
 
 /** The job as the service reports it; `{id}` alone when it cannot be read (the failure wins). */

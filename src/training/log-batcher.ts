@@ -179,6 +179,20 @@ export interface SpoolReplayResult {
   readonly unreadableLines: number;
 }
 
+/** What {@link LogBatcher.add} queues. */
+export interface LogBatcherAddParams {
+  /** The split the groups belong to (`train`, `val`...), sent with them. */
+  split: string;
+  /** The trajectory groups to send. */
+  groups: readonly TrajectoryGroupInput[];
+}
+
+/** Request options of {@link LogBatcher.add}. */
+export interface LogBatcherAddOptions {
+  /** Stops waiting for room in a full buffer (rejecting with `APIUserAbortError`). */
+  signal?: AbortSignal | undefined;
+}
+
 interface Entry {
   readonly split: string;
   readonly group: TrajectoryGroupInput;
@@ -192,7 +206,7 @@ interface Entry {
  * @example
  * const batcher = new LogBatcher({ client, modelId: model.id, spoolPath: model.files.spool });
  * batcher.on('batch:spooled', (event) => console.warn(`${event.groupCount} groups spooled: ${event.error}`));
- * await batcher.add('val', groups);
+ * await batcher.add({ split: 'val', groups });
  * await batcher.close({ timeout: 30_000 });
  */
 export class LogBatcher extends EventEmitter<LogBatcherEvents> {
@@ -249,17 +263,29 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
   }
 
   /**
-   * Queues groups of `split` for sending. Resolves once they are buffered; waits first while the
-   * buffer is full (backpressure); `signal` stops that wait (rejecting with `APIUserAbortError`).
-   * A group larger than the whole buffer is accepted alone.
+   * Queues `params.groups` of `params.split` for sending. Resolves once they are buffered; waits
+   * first while the buffer is full (backpressure); `options.signal` stops that wait (rejecting
+   * with `APIUserAbortError`). A group larger than the whole buffer is accepted alone.
    * @example
-   * await batcher.add('val', groups, { signal });
+   * await batcher.add({ split: 'val', groups }, { signal });
    */
+  add(params: LogBatcherAddParams, options?: LogBatcherAddOptions): Promise<void>;
+  /**
+   * @deprecated Use `add({ split, groups }, { signal })`: what is logged in the first argument,
+   * request options in the second. This form is removed in the next minor version.
+   */
+  add(split: string, groups: readonly TrajectoryGroupInput[], options?: LogBatcherAddOptions): Promise<void>;
+  /** Both forms above: `(params, options)`, and the deprecated `(split, groups, options)`. */
   async add(
-    split: string,
-    groups: readonly TrajectoryGroupInput[],
-    options?: { signal?: AbortSignal | undefined },
+    paramsOrSplit: LogBatcherAddParams | string,
+    groupsOrOptions?: readonly TrajectoryGroupInput[] | LogBatcherAddOptions,
+    deprecatedOptions?: LogBatcherAddOptions,
   ): Promise<void> {
+    const [params, options] =
+      typeof paramsOrSplit === 'string'
+        ? [{ split: paramsOrSplit, groups: groupsOrOptions as readonly TrajectoryGroupInput[] }, deprecatedOptions]
+        : [optionsObject('params', paramsOrSplit) as LogBatcherAddParams, groupsOrOptions as LogBatcherAddOptions];
+    const { split, groups } = params;
     stringOption('split', split, true);
     if (!Array.isArray(groups)) throw invalidOption('groups', groups, 'an array of trajectory groups');
     const signal = checkSignal(options);

@@ -110,8 +110,10 @@ export interface ModelFetchOptions {
   defaults?: Readonly<Record<string, unknown>> | undefined;
 }
 
-/** Options of {@link PromptedModel.log} (and so of `TrainableModel.log`). */
-export interface LogOptions extends WaitOptions {
+/** What {@link PromptedModel.log} records (and so `TrainableModel.log`): the groups, and where. */
+export interface LogParams {
+  /** The trajectory groups whose metrics are recorded. */
+  groups: readonly TrajectoryGroupInput[];
   /**
    * The split the groups belong to; metric names are prefixed with it (`val/reward`).
    * @default 'val'
@@ -130,6 +132,13 @@ export interface LogOptions extends WaitOptions {
    */
   send?: boolean | undefined;
 }
+
+/**
+ * Options of the deprecated `log(groups, options)` form: {@link LogParams}' `split`, `step` and
+ * `send` beside the request's `signal`.
+ * @deprecated Use `log({ groups, split, step, send }, { signal })`; removed in the next minor version.
+ */
+export interface LogOptions extends WaitOptions, Omit<LogParams, 'groups'> {}
 
 /** Where a model answers chat completions. */
 export interface InferenceEndpoint {
@@ -179,7 +188,7 @@ export function baselineRoute(model: PromptedModel): { client: ChatCompletionsCl
  * const baseline = new PromptedModel({
  *   project: 'demo', name: 'gpt-4o-mini', model: 'gpt-4o-mini', baseURL: 'https://api.openai.com/v1',
  * });
- * await baseline.log(await gatherTrajectoryGroups(valScenarios, rollout, { reward }), { split: 'val' });
+ * await baseline.log({ groups: await gatherTrajectoryGroups(valScenarios, rollout, { reward }), split: 'val' });
  */
 // biome-ignore lint/complexity/noBannedTypes: a prompted model emits no event; subclasses name theirs.
 export class PromptedModel<Events extends EventEmitter.ValidEventTypes = {}> extends EventEmitter<Events> {
@@ -299,23 +308,34 @@ export class PromptedModel<Events extends EventEmitter.ValidEventTypes = {}> ext
   }
 
   /**
-   * Records the metrics of `groups` (prefixed by split, with `training_step`) in its
+   * Records the metrics of `params.groups` (prefixed by `split`, with `training_step`) in its
    * `history.jsonl` at `step`; a trained model also sends the groups to the service's log endpoint
-   * (see `TrainableModel.log`).
+   * (see `TrainableModel.log`). `options.signal` stops the waits.
    * @example
-   * const row = await baseline.log(valGroups, { split: 'val', step: 0 });
+   * const row = await baseline.log({ groups: valGroups, split: 'val', step: 0 }, { signal });
    */
-  async log(groups: readonly TrajectoryGroupInput[], options: LogOptions = {}): Promise<HistoryRow> {
-    checkWaitOptions(options);
-    const split = options.split ?? 'val';
+  log(params: LogParams, options?: WaitOptions): Promise<HistoryRow>;
+  /**
+   * @deprecated Use `log({ groups, split, step, send }, { signal })`: what is logged in the first
+   * argument, request options in the second. This form is removed in the next minor version.
+   */
+  log(groups: readonly TrajectoryGroupInput[], options?: LogOptions): Promise<HistoryRow>;
+  /** Both forms above: `(params, options)`, and the deprecated `(groups, options)`. */
+  async log(
+    paramsOrGroups: LogParams | readonly TrajectoryGroupInput[],
+    options: LogOptions = {},
+  ): Promise<HistoryRow> {
+    const [params, request] = logArguments(paramsOrGroups, options);
+    checkWaitOptions(request);
+    const split = params.split ?? 'val';
     if (typeof split !== 'string' || split === '' || split.includes('/')) {
       throw invalidOption('split', split, "a name without '/'");
     }
-    optional(options.step, (step) => integerOption('step', step, { min: 0 }));
-    optional(options.send, (send) => booleanOption('send', send));
-    const parsed = parseGroups(groups);
-    const step = options.step ?? (await this.defaultLogStep(options));
-    return this.recordLog(parsed, split, step, options);
+    optional(params.step, (step) => integerOption('step', step, { min: 0 }));
+    optional(params.send, (send) => booleanOption('send', send));
+    const parsed = parseGroups(params.groups);
+    const step = params.step ?? (await this.defaultLogStep(request));
+    return this.recordLog(parsed, { split, step, send: params.send ?? true }, request);
   }
 
   /** The rows of its `history.jsonl`, oldest first. */
@@ -347,9 +367,8 @@ export class PromptedModel<Events extends EventEmitter.ValidEventTypes = {}> ext
   /** Records checked groups' metrics at `step` (a trained model also sends the groups). */
   protected async recordLog(
     groups: readonly TrajectoryGroup[],
-    split: string,
-    step: number,
-    _options: LogOptions,
+    { split, step }: RecordedLog,
+    _options: WaitOptions,
   ): Promise<HistoryRow> {
     return appendHistoryRow(this.files.history, prefixMetrics(computeStepMetrics([...groups]), split), step);
   }
@@ -362,9 +381,9 @@ export class PromptedModel<Events extends EventEmitter.ValidEventTypes = {}> ext
     return new OpenAI({
       apiKey,
       baseURL,
-      ...(fetch === undefined ? {} : { fetch: fetch as unknown as OpenAIFetch }),
-      ...(timeout === undefined ? {} : { timeout }),
-      ...(maxRetries === undefined ? {} : { maxRetries }),
+      fetch: fetch as unknown as OpenAIFetch | undefined,
+      timeout,
+      maxRetries,
     });
   }
 
@@ -384,6 +403,37 @@ export class PromptedModel<Events extends EventEmitter.ValidEventTypes = {}> ext
       throw new InvalidArgumentError('model', 'Expected a prompted model, got a subclass without its endpoint');
     return this.prompted;
   }
+}
+
+/** What `log` records, checked, with defaults. */
+export interface RecordedLog {
+  readonly split: string;
+  readonly step: number;
+  readonly send: boolean;
+}
+
+/**
+ * `log`'s arguments as `[params, options]`, from either form: `(params, options)`, or the
+ * deprecated `(groups, { split, step, send, signal })`. In the first form, `split`, `step` or
+ * `send` in the options is refused (it would be ignored), naming where it goes.
+ */
+function logArguments(
+  paramsOrGroups: LogParams | readonly TrajectoryGroupInput[],
+  options: LogOptions,
+): [LogParams, WaitOptions] {
+  optionsObject('options', options);
+  if (Array.isArray(paramsOrGroups)) {
+    const { split, step, send, ...request } = options;
+    return [{ groups: paramsOrGroups, split, step, send }, request];
+  }
+  const params = optionsObject('params', paramsOrGroups as LogParams);
+  for (const name of ['split', 'step', 'send'] as const) {
+    if (options[name] !== undefined) {
+      const where = `in the first argument, log({ groups, ${name} }, { signal }), not in the options`;
+      throw invalidOption(`options.${name}`, options[name], where);
+    }
+  }
+  return [params as LogParams, options];
 }
 
 /** Parses each group against the schema; the error names the first bad group. */

@@ -1,7 +1,9 @@
 /**
- * One run of an {@link RLTrainer}, in named pieces: the start (resume, first validation), the loop
- * (budget, next batch, one step), the sampler that launches batches ahead within
- * `maxStepsOffPolicy`, one step (drop groups, train, report), validation, retention, and the end
+ * One run of an {@link RLTrainer}, in named pieces, as tinker-cookbook's `rl/train.py` has them:
+ * the start (resume, first validation); one of two loops, the synchronous loop
+ * (`maxStepsOffPolicy: 0`: sample, train, repeat) or the pipelined loop (a sampler keeps batches
+ * launched ahead within `maxStepsOffPolicy` while a step trains); one step (`trainStep`: drop
+ * groups, train, report) and what follows it (`afterStep`: validation, retention); and the end
  * (drain, final retention, summary). The run's state lives here, one object a run.
  */
 import { setMaxListeners } from 'node:events';
@@ -17,7 +19,9 @@ import { NoLearningSignalError } from './errors.js';
 import { metricByStep } from './history.js';
 import type { GroupsDroppedEvent } from './model-events.js';
 import { baselineRoute } from './prompted-model.js';
-import type { RLStopReason, RLTrainerEvents, RLTrainerOptions, RLTrainerSummary, TrainerConfig } from './rl-trainer.js';
+import type { PromptedModel } from './prompted-model.js';
+import type { RLStopReason, RLTrainerEvents, RLTrainerOptions, RLTrainerSummary, TrainerConfig } from './rl-types.js';
+import { ScenarioSource } from './scenario-source.js';
 import { learningRateAt } from './schedules.js';
 import { runWithPinnedSteps } from './step-pin.js';
 import type { StepRoute } from './step-pin.js';
@@ -107,7 +111,8 @@ export class RLRun<S> {
     signal?.addEventListener('abort', onAbort, { once: true });
     try {
       const startStep = await this.start();
-      const stopReason = await this.loop();
+      const stopReason =
+        this.host.config.maxStepsOffPolicy === 0 ? await this.synchronousLoop() : await this.pipelinedLoop();
       return await this.finish(startStep, stopReason);
     } catch (error) {
       this.stopSampling = true;
@@ -139,35 +144,66 @@ export class RLRun<S> {
     return startStep;
   }
 
-  /** Steps until `maxSteps`, a budget, the scenarios' end or an abort; resolves with why it stopped. */
-  private async loop(): Promise<RLStopReason> {
+  /**
+   * The synchronous loop (`maxStepsOffPolicy: 0`): samples a batch from the model's step, trains
+   * it, and only then samples the next, so every group trains on the policy that sampled it.
+   * Steps until `maxSteps`, a budget, the scenarios' end or an abort; resolves with why it stopped.
+   */
+  private async synchronousLoop(): Promise<RLStopReason> {
     while (this.latest < this.host.config.maxSteps) {
-      this.throwFailure();
-      if (this.stopper.signal.aborted) break;
-      const limit = this.budgetReached();
-      if (limit !== undefined) return limit;
-      const batch = await this.nextBatch();
-      if (batch === 'aborted') break;
-      if (batch === 'exhausted') return 'scenarios_exhausted';
-      await this.step(batch);
+      const stop = this.stopBeforeStep();
+      if (stop === 'aborted') break;
+      if (stop !== undefined) return stop;
+      const launched = await this.launchBatch();
+      if (launched === 'stopped') break;
+      if (launched === 'exhausted') return 'scenarios_exhausted';
+      const batch = await raceSignal(launched.promise, this.stopper.signal);
+      if (await this.trainStep(batch)) await this.afterStep();
     }
     return 'max_steps';
   }
 
-  /** The stalest batch, sampled: waits for the sampler when none is launched. */
-  private async nextBatch(): Promise<SampledBatch | 'aborted' | 'exhausted'> {
-    while (this.queue.length === 0 && !this.exhausted && !this.stopper.signal.aborted) await this.fill();
-    this.throwFailure();
-    if (this.stopper.signal.aborted) return 'aborted';
-    const next = this.queue.shift();
-    if (next === undefined) return 'exhausted';
-    // The batch taken counts as ahead of any launched from now until its step has trained.
-    this.training = true;
-    return raceSignal(next.promise, this.stopper.signal);
+  /**
+   * The pipelined loop (`maxStepsOffPolicy` >= 1): the sampler ({@link fill}) keeps batches
+   * launched ahead while a step trains; each step takes the stalest, and the sampler refills as
+   * soon as a batch leaves (trained or skipped). Stops as {@link synchronousLoop} does.
+   */
+  private async pipelinedLoop(): Promise<RLStopReason> {
+    while (this.latest < this.host.config.maxSteps) {
+      const stop = this.stopBeforeStep();
+      if (stop === 'aborted') break;
+      if (stop !== undefined) return stop;
+      const batch = await this.nextBatch();
+      if (batch === 'aborted') break;
+      if (batch === 'exhausted') return 'scenarios_exhausted';
+      let trained: boolean;
+      try {
+        trained = await this.trainStep(batch);
+      } finally {
+        this.training = false;
+      }
+      void this.fill();
+      if (trained) await this.afterStep();
+    }
+    return 'max_steps';
   }
 
-  /** One step: leaves out groups that cannot train, trains the rest, reports, validates, prunes. */
-  private async step(batch: SampledBatch): Promise<void> {
+  /**
+   * Before each step: rethrows a background failure; 'aborted' when the run is stopping (an
+   * abort is thrown by `finish`), or the budget reached, if any.
+   */
+  private stopBeforeStep(): RLStopReason | 'aborted' | undefined {
+    this.throwFailure();
+    if (this.stopper.signal.aborted) return 'aborted';
+    return this.budgetReached();
+  }
+
+  /**
+   * One step, as tinker's `train_step`: leaves out the groups that cannot train, trains the rest
+   * at the model's step, and reports it (`step:start`, `step:end` with the metrics and timings,
+   * the progress line). Resolves false when no group had a learning signal (the batch is skipped).
+   */
+  private async trainStep(batch: SampledBatch): Promise<boolean> {
     const { config, options, events } = this.host;
     const step = this.latest;
     this.totals.rollouts += batch.groups.reduce((sum, group) => sum + group.trajectories.length, 0);
@@ -175,10 +211,8 @@ export class RLRun<S> {
     const selected = this.selectGroups(batch, step);
     if (selected === undefined) {
       this.totals.skippedBatches += 1;
-      this.training = false;
-      return;
+      return false;
     }
-    void this.fill();
     events.emit('step:start', {
       step,
       sampledStep: batch.version,
@@ -187,24 +221,19 @@ export class RLRun<S> {
     });
     const trainStart = performance.now();
     const idle = seconds(this.lastTrainEnd, trainStart);
-    let result: Awaited<ReturnType<TrainableModel['train']>>;
-    try {
-      // No signal: an abort lets the job finish, so the step's row is written.
-      const learningRate =
-        config.learningRate === undefined
-          ? undefined
-          : learningRateAt(config.learningRate, step, { maxSteps: config.maxSteps });
-      result = await this.model.train(selected.groups, {
-        ...options.train,
-        ...(learningRate === undefined ? {} : { learningRate }),
-      });
-    } finally {
-      this.training = false;
-    }
+    const learningRate =
+      config.learningRate === undefined
+        ? undefined
+        : learningRateAt(config.learningRate, step, { maxSteps: config.maxSteps });
+    // No signal: an abort lets the job finish, so the step's row is written. A learning rate of
+    // the trainer's wins over `train.learningRate`; without one, that one stays.
+    const result = await this.model.train(selected.groups, {
+      ...options.train,
+      ...(learningRate === undefined ? {} : { learningRate }),
+    });
     this.lastTrainEnd = performance.now();
     this.latest = result.step;
     this.totals.steps += 1;
-    void this.fill();
     const metrics: Record<string, number> = {
       ...result.metrics,
       'time/sample': batch.seconds,
@@ -218,7 +247,12 @@ export class RLRun<S> {
     this.lastStepEnd = this.lastTrainEnd;
     events.emit('step:end', { step, sampledStep: batch.version, metrics });
     this.host.stream?.write(`${formatStepLine(step, config.maxSteps, metrics)}\n`);
-    const { validation, keep } = config;
+    return true;
+  }
+
+  /** After a step trained: a validation of the new checkpoint when one is due, then retention. */
+  private async afterStep(): Promise<void> {
+    const { validation, keep } = this.host.config;
     if (validation !== undefined && this.latest % validation.every === 0 && !this.stopper.signal.aborted) {
       this.validate(this.latest);
     }
@@ -255,36 +289,52 @@ export class RLRun<S> {
     return { groups: fresh.kept, droppedFailed: fresh.dropped };
   }
 
+  /** The pipelined loop's next batch: the stalest launched, sampled (the sampler launches when none is). */
+  private async nextBatch(): Promise<SampledBatch | 'aborted' | 'exhausted'> {
+    while (this.queue.length === 0 && !this.exhausted && !this.stopper.signal.aborted) await this.fill();
+    this.throwFailure();
+    if (this.stopper.signal.aborted) return 'aborted';
+    const next = this.queue.shift();
+    if (next === undefined) return 'exhausted';
+    // The batch taken counts as ahead of any launched from now until its step has trained.
+    this.training = true;
+    return raceSignal(next.promise, this.stopper.signal);
+  }
+
   /**
-   * The sampler: launches batches while the bound allows. A batch launched now trains no earlier
-   * than after the ones ahead of it (queued, and the one training), so at most `maxStepsOffPolicy`
-   * of those: with 0 it samples one batch at a time (the synchronous loop), with 1 or more,
-   * rollouts for that many next steps run while a step trains (the pipelined loop).
+   * The pipelined loop's sampler: launches batches while the bound allows. A batch launched now
+   * trains no earlier than after the ones ahead of it (queued, and the one training), so at most
+   * `maxStepsOffPolicy` of those: rollouts for that many next steps run while a step trains.
    */
   private fill(): Promise<void> {
-    this.filling ??= this.launch().finally(() => {
+    this.filling ??= this.launchAhead().finally(() => {
       this.filling = undefined;
     });
     return this.filling;
   }
 
-  private async launch(): Promise<void> {
-    const { maxStepsOffPolicy, maxSteps, groupsPerStep } = this.host.config;
-    const source = this.source as ScenarioSource<S>;
+  private async launchAhead(): Promise<void> {
+    const { maxStepsOffPolicy, maxSteps } = this.host.config;
     for (;;) {
       const ahead = this.queue.length + (this.training ? 1 : 0);
-      const stepsLeft = maxSteps - this.latest;
       if (this.stopSampling || this.exhausted || this.stopper.signal.aborted) return;
-      if (ahead > maxStepsOffPolicy || ahead >= stepsLeft) return;
-      const scenarios = await source.take(groupsPerStep);
-      // An async iterable may have taken a while: nothing starts once the run is ending.
-      if (this.stopSampling || this.stopper.signal.aborted) return;
-      if (scenarios.length === 0) {
-        this.exhausted = true;
-        return;
-      }
-      this.queue.push(this.sampleBatch(scenarios, this.latest));
+      if (ahead > maxStepsOffPolicy || ahead >= maxSteps - this.latest) return;
+      const launched = await this.launchBatch();
+      if (typeof launched === 'string') return;
+      this.queue.push(launched);
     }
+  }
+
+  /** Takes the next `groupsPerStep` scenarios and starts their rollouts at the model's step. */
+  private async launchBatch(): Promise<PendingBatch | 'exhausted' | 'stopped'> {
+    const scenarios = await (this.source as ScenarioSource<S>).take(this.host.config.groupsPerStep);
+    // An async iterable may have taken a while: nothing starts once the run is ending.
+    if (this.stopSampling || this.stopper.signal.aborted) return 'stopped';
+    if (scenarios.length === 0) {
+      this.exhausted = true;
+      return 'exhausted';
+    }
+    return this.sampleBatch(scenarios, this.latest);
   }
 
   /** Starts the rollouts of one batch at `version`. */
@@ -324,10 +374,10 @@ export class RLRun<S> {
         maxRetries: 1,
         maxExceptions: 0.25,
         ...options.gather,
-        ...(events === undefined ? {} : { events }),
+        events,
         groupSize: size,
-        ...(options.reward === undefined ? {} : { reward: options.reward }),
-        ...(options.scoreGroup === undefined ? {} : { scoreGroup: options.scoreGroup }),
+        reward: options.reward,
+        scoreGroup: options.scoreGroup,
         policyVersion: () => version,
         signal: gatherSignal,
       }),
@@ -336,20 +386,11 @@ export class RLRun<S> {
 
   /** Validates `step` in the background (`val/*` row, `validation:end`), then prunes. */
   private validate(step: number): void {
-    const validation = this.host.config.validation;
-    if (validation === undefined) return;
+    if (this.host.config.validation === undefined) return;
     this.validating.add(step);
     const work = async (): Promise<void> => {
       try {
-        const groups = await this.gather(
-          validation.scenarios,
-          validation.groupSize,
-          step,
-          { step },
-          this.stopper.signal,
-        );
-        const row = await this.model.log(groups, { split: 'val', step });
-        this.host.events.emit('validation:end', { step, model: this.model.name, metrics: numericMetrics(row) });
+        await this.validation(this.model, { step }, step);
       } finally {
         this.validating.delete(step);
       }
@@ -360,25 +401,18 @@ export class RLRun<S> {
 
   /** Scores each baseline once, at the start step, with the validation rollouts. */
   private validateBaselines(startStep: number): void {
-    const validation = this.host.config.validation;
-    for (const baseline of validation?.baselines ?? []) {
-      const work = async (): Promise<void> => {
-        const groups = await this.gather(
-          validation?.scenarios ?? [],
-          validation?.groupSize ?? 1,
-          startStep,
-          baselineRoute(baseline),
-          this.stopper.signal,
-        );
-        const row = await baseline.log(groups, { split: 'val', step: startStep });
-        this.host.events.emit('validation:end', {
-          step: startStep,
-          model: baseline.name,
-          metrics: numericMetrics(row),
-        });
-      };
-      this.track(work());
+    for (const baseline of this.host.config.validation?.baselines ?? []) {
+      this.track(this.validation(baseline, baselineRoute(baseline), startStep));
     }
+  }
+
+  /** Rolls the validation scenarios out against `route` and logs them as `model`'s `val/*` row at `step`. */
+  private async validation(model: Pick<PromptedModel, 'log' | 'name'>, route: StepRoute, step: number): Promise<void> {
+    const validation = this.host.config.validation;
+    if (validation === undefined) return;
+    const groups = await this.gather(validation.scenarios, validation.groupSize, step, route, this.stopper.signal);
+    const row = await model.log({ groups, split: 'val', step });
+    this.host.events.emit('validation:end', { step, model: model.name, metrics: numericMetrics(row) });
   }
 
   /** Deletes checkpoints `keep` does not keep, sparing the ones still sampled from. */
@@ -394,7 +428,7 @@ export class RLRun<S> {
     const sampledFrom = final ? [] : [...this.queue.map((batch) => batch.version), ...this.validating];
     await this.model.pruneCheckpoints({
       keepBestBy,
-      ...(keep.direction === undefined ? {} : { direction: keep.direction }),
+      direction: keep.direction,
       keepLatest: final ? keep.latest : true,
       keepSteps: sampledFrom,
     });
@@ -482,39 +516,6 @@ export class RLRun<S> {
       }
     }
     return { step, value };
-  }
-}
-
-/** Reads scenarios in order: an array cycled from an offset, or an (async) iterable once. */
-class ScenarioSource<S> {
-  private readonly array: readonly S[] | undefined;
-  private iterator: Iterator<S> | AsyncIterator<S> | undefined;
-  private offset: number;
-  private done = false;
-
-  constructor(scenarios: readonly S[] | Iterable<S> | AsyncIterable<S>, offset: number) {
-    this.offset = offset;
-    if (Array.isArray(scenarios)) this.array = scenarios as readonly S[];
-    else if (Symbol.asyncIterator in (scenarios as object)) {
-      this.iterator = (scenarios as AsyncIterable<S>)[Symbol.asyncIterator]();
-    } else this.iterator = (scenarios as Iterable<S>)[Symbol.iterator]();
-  }
-
-  /** Up to `count` next scenarios (fewer, or none, once an iterable is exhausted). */
-  async take(count: number): Promise<S[]> {
-    if (this.array !== undefined) {
-      const array = this.array;
-      const taken = Array.from({ length: count }, (_unused, index) => array[(this.offset + index) % array.length] as S);
-      this.offset = (this.offset + count) % array.length;
-      return taken;
-    }
-    const taken: S[] = [];
-    while (!this.done && taken.length < count && this.iterator !== undefined) {
-      const next = await this.iterator.next();
-      if (next.done === true) this.done = true;
-      else taken.push(next.value);
-    }
-    return taken;
   }
 }
 

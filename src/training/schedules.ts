@@ -91,7 +91,7 @@ export function cosineDecay(options: DecayOptions): LearningRateSchedule {
 export function withWarmup(
   steps: number,
   then: number | LearningRateSchedule,
-  options: { readonly from?: number } = {},
+  options: { readonly from?: number | undefined } = {},
 ): LearningRateSchedule {
   integerOption('steps', steps, { min: 0 });
   const from = optional(options.from, (value) => integerOption('from', value, { min: 0 })) ?? 0;

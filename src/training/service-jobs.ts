@@ -356,7 +356,7 @@ async function submitJob<T>(
   connection: BackendConnection,
   kind: TrainingJobKind,
   idempotencyKey: string,
-  send: (options: { idempotencyKey: string; maxRetries?: number }) => Promise<T>,
+  send: (options: { idempotencyKey: string; maxRetries?: number | undefined }) => Promise<T>,
 ): Promise<T> {
   if (connection.honoursIdempotencyKeys === true) return send({ idempotencyKey });
   try {

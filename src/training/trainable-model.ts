@@ -21,6 +21,7 @@ import type {
   BackendConnection,
   JobOptions,
   JobReporter,
+  PruneParams,
   PruneResult,
   SFTOptions,
   SFTSource,
@@ -28,7 +29,6 @@ import type {
   TrainResult,
   WaitOptions,
 } from './backend.js';
-import type { RetentionOptions } from './checkpoint-retention.js';
 import { checkFollowJobOptions } from './follow-job.js';
 import { metricByStep } from './history.js';
 import type { HistoryRow } from './history.js';
@@ -40,7 +40,7 @@ import type { GroupsDroppedEvent, TrainableModelEvents } from './model-events.js
 import { modelFiles } from './model-files.js';
 import type { ModelFiles } from './model-files.js';
 import { checkWaitOptions, ENDPOINT_AT_REGISTRATION, parseGroups, PromptedModel } from './prompted-model.js';
-import type { InferenceEndpoint, LogOptions } from './prompted-model.js';
+import type { InferenceEndpoint, RecordedLog } from './prompted-model.js';
 import { jobsOf, latestStep } from './service-jobs.js';
 import { pinnableClient, pinnableFetch } from './step-pin.js';
 import type { ChatCompletionsClient } from '../schema/chat-client.js';
@@ -55,9 +55,10 @@ export type {
   SFTOptions,
   SFTSource,
   TrainResult,
+  PruneParams,
   PruneResult,
 } from './backend.js';
-export type { OpenAIClientOptions, ModelFetchOptions, LogOptions } from './prompted-model.js';
+export type { OpenAIClientOptions, ModelFetchOptions, LogOptions, LogParams } from './prompted-model.js';
 
 /** Options of `new TrainableModel(...)`. */
 export interface TrainableModelOptions {
@@ -287,7 +288,7 @@ export class TrainableModel extends PromptedModel<TrainableModelEvents> {
     const log = options.log ?? true;
     const groupMetrics = log ? prefixMetrics(computeStepMetrics(stale.kept), 'train') : {};
     // The step's history row is written once the job is known to be done (see TrainingJobs).
-    if (log) await this.logBatcher().add('train', stale.kept, options);
+    if (log) await this.logBatcher().add({ split: 'train', groups: stale.kept }, options);
     // Equal rewards give every trajectory of the group a zero advantage: no gradient, so the
     // service is not asked to process them (the history row above still counts them).
     const flat = dropGroups(stale.kept, { reason: 'zero_variance' }, drop);
@@ -341,16 +342,19 @@ export class TrainableModel extends PromptedModel<TrainableModelEvents> {
   }
 
   /**
-   * Deletes checkpoints except the latest and the best by a history metric.
+   * Deletes checkpoints except the latest and the best by a history metric (which to keep in
+   * `params`; `options.signal` stops the waits).
    * @example
-   * const { kept, deleted } = await model.pruneCheckpoints({ keepBestBy: 'val/reward', keepLatest: true });
+   * const { kept, deleted } = await model.pruneCheckpoints({ keepBestBy: 'val/reward', keepLatest: true }, { signal });
    */
-  async pruneCheckpoints(options: RetentionOptions & WaitOptions = {}): Promise<PruneResult> {
+  async pruneCheckpoints(params: PruneParams = {}, options: WaitOptions = {}): Promise<PruneResult> {
+    checkWaitOptions(params);
     checkWaitOptions(options);
     const { backend, model, files } = this.registered();
-    const metric = options.keepBestBy === undefined ? 'val/reward' : options.keepBestBy;
-    const values = metric === null ? new Map<number, number>() : metricByStep(await this.history(options), metric);
-    return jobsOf(backend).pruneCheckpoints({ id: model.id, files }, values, options);
+    const request = { signal: options.signal ?? params.signal };
+    const metric = params.keepBestBy === undefined ? 'val/reward' : params.keepBestBy;
+    const values = metric === null ? new Map<number, number>() : metricByStep(await this.history(request), metric);
+    return jobsOf(backend).pruneCheckpoints({ id: model.id, files }, values, { ...params, ...request });
   }
 
   /**
@@ -405,13 +409,12 @@ export class TrainableModel extends PromptedModel<TrainableModelEvents> {
   /** Writes the row and sends the groups to the service's log endpoint through the batcher. */
   protected override async recordLog(
     groups: readonly TrajectoryGroup[],
-    split: string,
-    step: number,
-    options: LogOptions,
+    { split, step, send }: RecordedLog,
+    options: WaitOptions,
   ): Promise<HistoryRow> {
     this.registered();
     const row = await this.metrics.record(prefixMetrics(computeStepMetrics([...groups]), split), step);
-    if (options.send ?? true) await this.logBatcher().add(split, [...groups], options);
+    if (send) await this.logBatcher().add({ split, groups: [...groups] }, options);
     return row;
   }
 

@@ -8,7 +8,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { InvalidArgumentError, TrainingClient } from '../../src/client/index.js';
+import { APIUserAbortError, InvalidArgumentError, TrainingClient } from '../../src/client/index.js';
 import { gatherTrajectoryGroups } from '../../src/rollout/gather-trajectory-groups.js';
 import { makeGroup, startTestService, type TestService } from '../../src/testing/index.js';
 import type { Backend } from '../../src/training/backend.js';
@@ -224,6 +224,11 @@ describe('model options, against the local service', () => {
     ['log', 'split', (m) => m.log([group()], { split: 'a/b' })],
     ['log', 'step', (m) => m.log([group()], { step: -1 })],
     ['log', 'send', (m) => m.log([group()], { send: 'no' as never })],
+    ['log', 'params', (m) => m.log(null as never)],
+    ['log', 'split', (m) => m.log({ groups: [group()], split: 'a/b' })],
+    ['log', 'groups', (m) => m.log({ groups: 'g' as never })],
+    ['log', 'signal', (m) => m.log({ groups: [group()] }, { signal: 'x' as never })],
+    ['log', 'options.split', (m) => m.log({ groups: [group()] }, { split: 'train' } as never)],
     ['flushLogs', 'options.timeout', (m) => m.flushLogs({ timeout: 0 })],
     ['close', 'options.timeout', (m) => m.close({ timeout: -1 })],
     ['train', 'timeout', (m) => m.train([group()], { timeout: 0 })],
@@ -240,6 +245,7 @@ describe('model options, against the local service', () => {
     ['trainSFT', 'source', (m) => m.trainSFT(undefined)],
     ['replaySpool', 'signal', (m) => m.replaySpool({ signal: 'x' as never })],
     ['pruneCheckpoints', 'signal', (m) => m.pruneCheckpoints({ signal: 'x' as never })],
+    ['pruneCheckpoints', 'signal', (m) => m.pruneCheckpoints({ keepBestBy: null }, { signal: 'x' as never })],
     ['delete', 'signal', (m) => m.delete({ signal: 'x' as never })],
     ['inferenceName', 'step', (m) => m.inferenceName(1.5)],
   ];
@@ -249,5 +255,36 @@ describe('model options, against the local service', () => {
     expectInvalid(await failure(() => call(model)), argument);
     expect(state.calls).toBe(before);
     expect(await model.history()).toEqual([]);
+  });
+
+  it('pruneCheckpoints takes which to keep first and { signal } second, the old form still honouring its signal', async () => {
+    const controller = new AbortController();
+    controller.abort(new Error('stop'));
+    const before = state.calls;
+    for (const call of [
+      () => model.pruneCheckpoints({ keepBestBy: null }, { signal: controller.signal }),
+      () => model.pruneCheckpoints({ keepBestBy: null, signal: controller.signal }),
+    ]) {
+      const error = await failure(call);
+      expect(error).toBeInstanceOf(APIUserAbortError);
+      expect((error as APIUserAbortError).cause).toEqual(new Error('stop'));
+    }
+    expect(state.calls).toBe(before);
+  });
+
+  it('log takes what is logged first and request options second, recording what the deprecated form records', async () => {
+    const other = await new TrainableModel({
+      project: 'options',
+      name: 'log-forms',
+      baseModel: service.baseModel,
+    }).register(backend);
+    const { signal } = new AbortController();
+    const row = await other.log({ groups: [group()], split: 'val', step: 3, send: false }, { signal });
+    const old = await other.log([group()], { split: 'val', step: 4, send: false, signal });
+    expect(row).toMatchObject({ training_step: 3, 'val/reward': 1 });
+    const { recorded_at: _at, training_step: _step, ...metrics } = row;
+    expect(old).toMatchObject({ ...metrics, training_step: 4 });
+    expect((await other.history()).map((entry) => entry.training_step)).toEqual([3, 4]);
+    await other.close();
   });
 });

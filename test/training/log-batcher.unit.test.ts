@@ -295,6 +295,27 @@ describe('LogBatcher memory and shutdown', () => {
     expect(service.acknowledged).toEqual(['m0', 'm1', 'm2']);
   });
 
+  it('takes (params, options) as model.log does: add({ split, groups }, { signal }), the old form still sending the same', async () => {
+    const service = scriptedLogFetch((call) => (call === 0 ? 'hold' : 200));
+    const oneGroupBytes = Buffer.byteLength(JSON.stringify(group('p0')));
+    const batcher = batcherWith(service.fetch, { maxBufferedBytes: oneGroupBytes * 2, maxDelay: 10_000 });
+    await batcher.add({ split: 'train', groups: [group('p0')] });
+    await batcher.add('train', [group('p1')]);
+    // The buffer is full: the signal in the options stops the wait for room.
+    const controller = new AbortController();
+    const waiting = batcher
+      .add({ split: 'val', groups: [group('p2')] }, { signal: controller.signal })
+      .catch((caught: unknown) => caught);
+    controller.abort(new Error('no room'));
+    const error = await waiting;
+    expect(error).toBeInstanceOf(APIUserAbortError);
+    expect((error as APIUserAbortError).cause).toEqual(new Error('no room'));
+    service.release();
+    await settle(batcher.flush());
+    expect(service.calls.map((call) => [call.split, call.groupIds])).toEqual([['train', ['p0', 'p1']]]);
+    await expect(batcher.add({ split: 'a', groups: 'p3' as never })).rejects.toThrow(/`groups`/);
+  });
+
   it('close with an aborted signal spools everything pending at once, then rejects with APIUserAbortError', async () => {
     const service = scriptedLogFetch(() => 'hold');
     const batcher = batcherWith(service.fetch, { maxBatchGroups: 2, maxRetries: 5 });

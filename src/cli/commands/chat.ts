@@ -45,15 +45,15 @@ export async function chat(
     body: JSON.stringify({
       model: name,
       messages,
-      ...(maxTokens === undefined ? {} : { max_tokens: maxTokens }),
-      ...(temperature === undefined ? {} : { temperature }),
+      max_tokens: maxTokens,
+      temperature,
     }),
     signal: AbortSignal.timeout(client.timeout),
   });
   const body = (await response.json().catch(() => null)) as {
-    choices?: { message?: { content?: unknown } }[];
+    choices?: { message?: { content?: unknown } }[] | undefined;
     detail?: unknown;
-    error?: { message?: unknown };
+    error?: { message?: unknown } | undefined;
   } | null;
   if (!response.ok) {
     const detail = body?.error?.message ?? body?.detail;

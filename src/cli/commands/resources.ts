@@ -29,7 +29,12 @@ export async function health(client: TrainingClient, options: CommonOptions): Pr
 /** `models list`: the local service's models, newest first. */
 export async function listModels(
   client: TrainingClient,
-  options: CommonOptions & { project?: string; name?: string; entity?: string; limit?: string },
+  options: CommonOptions & {
+    project?: string | undefined;
+    name?: string | undefined;
+    entity?: string | undefined;
+    limit?: string | undefined;
+  },
 ): Promise<number> {
   const limit = options.limit === undefined ? undefined : positiveInteger('--limit', options.limit);
   const models: LocalModelResponse[] = [];
@@ -69,7 +74,7 @@ export async function listModels(
 export async function createModel(
   client: TrainingClient,
   reference: string,
-  options: CommonOptions & { baseModel: string; entity?: string },
+  options: CommonOptions & { baseModel: string; entity?: string | undefined },
 ): Promise<number> {
   const parts = reference.split('/');
   if (parts.length !== 2 || parts.some((part) => part === '')) {
@@ -160,7 +165,7 @@ export async function getJob(client: TrainingClient, jobId: string, options: Com
 export async function jobEvents(
   client: TrainingClient,
   jobId: string,
-  options: CommonOptions & { follow?: boolean },
+  options: CommonOptions & { follow?: boolean | undefined },
 ): Promise<number> {
   let after: string | undefined;
   let total: number | null = null;

@@ -26,8 +26,8 @@ interface FoundCall {
 /** What {@link parseAssistantText} returns. */
 export interface ParsedAssistantText {
   content: string | null;
-  tool_calls?: ChatCompletionMessageToolCall[];
-  reasoning?: string;
+  tool_calls?: ChatCompletionMessageToolCall[] | undefined;
+  reasoning?: string | undefined;
 }
 
 const THINK_OPEN = '<think>';

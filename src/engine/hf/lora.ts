@@ -26,7 +26,7 @@ export interface LoraSettings {
   readonly alpha: number;
   readonly targetModules: readonly LinearModule[];
   /** rsLoRA scaling (`alpha / sqrt(rank)`), only for adapters read from PEFT with `use_rslora`. */
-  readonly rsLora?: boolean;
+  readonly rsLora?: boolean | undefined;
 }
 
 /** Defaults: rank 8, alpha 16, every linear layer of the blocks. */

