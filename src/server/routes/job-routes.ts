@@ -3,16 +3,9 @@ import { z } from 'zod';
 import { CreateSFTTrainingJob, CreateTrainingJob, PageQuery, type TrainingJobDetails } from '../../schema/index.js';
 import type { Context } from 'hono';
 import { HttpError, validationFailure } from '../http-error.js';
-import { idempotentWrite, type WriteRequest } from '../idempotency.js';
+import { idempotentWrite, type WriteRequest } from '../idempotent-write.js';
 import type { RouteTable } from '../route-table.js';
-import {
-  parseBody,
-  readIdParam,
-  readQuery,
-  requireAuth,
-  requireModel,
-  type ServiceContext,
-} from '../service-context.js';
+import { parseBody, readIdParam, readQuery, requireModel, type ServiceContext } from '../service-context.js';
 import type { JobRecord } from '../store.js';
 import { checkTrainingDataUrl } from '../training-data.js';
 import { toPage } from './pages.js';
@@ -49,13 +42,11 @@ export function registerJobRoutes(routes: RouteTable, service: ServiceContext): 
   routes.add('POST', '/v1/preview/sft-training-jobs', idempotentWrite(service, createSftJob));
 
   routes.add('GET', '/v1/preview/training-jobs/:training_job_id', async (context) => {
-    requireAuth(service, context);
     const jobId = readIdParam(context, 'training_job_id');
     return context.json(toJobResponse(requireJob(service, jobId)));
   });
 
   routes.add('GET', '/v1/preview/training-jobs/:training_job_id/events', async (context) => {
-    requireAuth(service, context);
     const jobId = readIdParam(context, 'training_job_id');
     const query = readQuery(context, EventListQuery);
     const job = requireJob(service, jobId);
