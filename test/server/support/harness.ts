@@ -64,6 +64,8 @@ export interface TestServer extends TestService {
 /** A service called in process through its `fetch` handler (no socket). */
 export interface TestApp extends TestService {
   readonly app: App;
+  /** A `fetch` that the app answers, whatever the URL's origin: for clients that take a `fetch` option. */
+  readonly fetch: typeof fetch;
 }
 
 /** A fresh temporary directory. */
@@ -99,7 +101,9 @@ export async function startApp(options: ServerOptions = {}): Promise<TestApp> {
     send: (path, init) => app.fetch(new Request(`http://127.0.0.1${path}`, init)),
     close: () => app.close(),
   });
-  return { ...service, app };
+  const answer = (input: string | URL | Request, init?: RequestInit): Promise<Response> =>
+    app.fetch(new Request(input, init));
+  return { ...service, app, fetch: answer as typeof fetch };
 }
 
 function testService(parts: {
