@@ -1,5 +1,6 @@
 /** Checks of caller arguments, made before any request so that bad input has no side effects. */
 import { z } from 'zod';
+import { listParams } from '../schema/index.js';
 import { InvalidArgumentError } from './errors.js';
 import type { RequestOptions } from './options.js';
 import { PagePromise } from './pagination.js';
@@ -28,27 +29,18 @@ export function encodePathParameter(value: unknown, argument: string, context: s
   return encodeURIComponent(parseArgument(PathParameter, value, argument, context));
 }
 
-/** Query of a list (`after`, `limit`); unknown keys are rejected to catch typos. */
-export const ListQuery = z.strictObject({
-  after: z.string().optional(),
-  limit: z.int().min(1).max(100).optional(),
-});
-
-/** Query of the event list: {@link ListQuery} plus the local service's long poll `wait_ms`. */
-export const EventListQuery = ListQuery.extend({ wait_ms: z.int().min(0).max(30_000).optional() });
-
-/** Query of the checkpoint list: {@link ListQuery} plus `order`. */
-export const CheckpointListQuery = ListQuery.extend({ order: z.enum(['asc', 'desc']).optional() });
-
 /** What a cursor-paged GET of one resource's sub-list needs to know. */
-export interface PagedListSpec<Item extends { id: string }, Query extends z.ZodType<{ after?: string | undefined }>> {
+export interface PagedListSpec<Item extends { id: string }, Query extends z.ZodObject<z.ZodRawShape>> {
   /** The path as documented, e.g. `/preview/models/{model_id}/checkpoints`. */
   template: string;
   /** The caller's id for the path parameter, and the argument name to blame when it is bad. */
   id: { value: unknown; argument: string };
   /** The path with the encoded id in place. */
   path: (encodedId: string) => string;
-  /** Schema of the caller's query (`after`, `limit`, ...); checked strictly. */
+  /**
+   * The list's query as the schema declares it (`CheckpointListQuery`, ...): the caller's query
+   * is checked strictly against its {@link listParams} form.
+   */
   querySchema: Query;
   /** The caller's query, as passed. */
   query: unknown;
@@ -63,7 +55,7 @@ export interface PagedListSpec<Item extends { id: string }, Query extends z.ZodT
  * the returned promise and sends nothing), then pages are fetched from `after` on, each page's
  * `after` taking the place of the caller's.
  */
-export function pagedList<Item extends { id: string }, Query extends z.ZodType<{ after?: string | undefined }>>(
+export function pagedList<Item extends { id: string }, Query extends z.ZodObject<z.ZodRawShape>>(
   transport: Transport,
   spec: PagedListSpec<Item, Query>,
   options: RequestOptions | undefined,
@@ -74,7 +66,7 @@ export function pagedList<Item extends { id: string }, Query extends z.ZodType<{
   let rest: Record<string, string | number | undefined>;
   try {
     path = spec.path(encodePathParameter(spec.id.value, spec.id.argument, context));
-    const { after, ...others } = parseArgument(spec.querySchema, spec.query, 'query', context) as Record<
+    const { after, ...others } = parseArgument(listParams(spec.querySchema), spec.query, 'query', context) as Record<
       string,
       string | number | undefined
     >;

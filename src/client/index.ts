@@ -17,6 +17,7 @@ export type {
   CheckpointListParams,
   EventListParams,
   InferenceModelListOptions,
+  InferenceModelListParams,
 } from './options.js';
 export { Page, PagePromise } from './pagination.js';
 export type { PageBody, PageFetcher } from './pagination.js';

@@ -1,4 +1,5 @@
-/** Options of the client and of each call. */
+/** Options of the client and of each call, and the query parameters of the list calls. */
+import type { CheckpointListQuery, EventListQuery, ListParams } from '../schema/index.js';
 
 /** Options of `new TrainingClient(options)`. Each resolves explicit option > environment variable > default. */
 export interface ClientOptions {
@@ -70,32 +71,30 @@ export interface RequestOptions {
   idempotencyKey?: string | undefined;
 }
 
-/** Query of `client.checkpoints.list`. */
-export interface CheckpointListParams {
-  /** The id of the last checkpoint seen; the page starts after it. */
-  after?: string | undefined;
-  /** Items per page, 1..100 (the service's default is 20). */
-  limit?: number | undefined;
-  /** Order by step (the service's default is `asc`). */
-  order?: 'asc' | 'desc' | undefined;
-}
+/**
+ * Query of `client.checkpoints.list`: `after`, `limit` (1..100; the service's default is 20) and
+ * `order` (by step; the service's default is `asc`). Derived from `CheckpointListQuery`, the one
+ * declaration the service parses with too.
+ */
+export type CheckpointListParams = ListParams<typeof CheckpointListQuery>;
 
-/** Query of `client.jobs.events`. */
-export interface EventListParams {
-  /** The id of the last event seen; the page starts after it. */
-  after?: string | undefined;
-  /** Items per page, 1..100 (the service's default is 20). */
-  limit?: number | undefined;
-  /**
-   * A long poll, 0..30000 ms: when no event follows `after` yet, the local service answers at the
-   * job's next event or after this long (other services ignore it and answer at once).
-   * @default 0 (answer at once)
-   */
-  wait_ms?: number | undefined;
-}
+/**
+ * Query of `client.jobs.events`: `after`, `limit` and `wait_ms` (a long poll, 0..30000 ms: when no
+ * event follows `after` yet, the local service answers at the job's next event or after this
+ * long; other services ignore it and answer at once). Derived from `EventListQuery`.
+ */
+export type EventListParams = ListParams<typeof EventListQuery>;
 
-/** Options of `client.inference.models.list`. */
-export interface InferenceModelListOptions extends RequestOptions {
+/** Parameters of `client.inference.models.list`. */
+export interface InferenceModelListParams {
   /** A W&B `team/project`, sent as the `OpenAI-Project` header (lists the project's models too). */
   project?: string | undefined;
 }
+
+/**
+ * The single argument of `client.inference.models.list` in 0.1.0: `project` mixed with the
+ * request options.
+ * @deprecated Pass the parameters and the request options apart:
+ * `list({ project }, { signal })`. The single-object form will be removed in 0.3.0.
+ */
+export interface InferenceModelListOptions extends RequestOptions, InferenceModelListParams {}

@@ -5,7 +5,7 @@ import { mkdirSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Hono } from 'hono';
 import type { Engine } from '../engine/types.js';
-import { ApiKeyChecker } from './auth.js';
+import { ApiKeyChecker, type AuthVariables, requireApiKey } from './auth.js';
 import { lockDataDir } from './data-dir-lock.js';
 import { errorBody, HttpError, RequestValidationError } from './http-error.js';
 import { IdempotencyKeys } from './idempotency.js';
@@ -96,12 +96,12 @@ export async function createApp(options: ServerOptions = {}): Promise<App> {
     store,
     engine,
     runner,
-    keys: new ApiKeyChecker(settings.apiKeys),
     idempotency,
     stopping: stopping.signal,
   };
-  const hono = new Hono<{ Variables: { requestId: string } }>();
-  const routes = new RouteTable(hono);
+  const hono = new Hono<{ Variables: { requestId: string } & AuthVariables }>();
+  // Every route needs a key unless registered with `addPublic`.
+  const routes = new RouteTable(hono, requireApiKey(new ApiKeyChecker(settings.apiKeys)));
   let closed = false;
 
   hono.use('*', async (context, next) => {
@@ -159,7 +159,7 @@ export async function createApp(options: ServerOptions = {}): Promise<App> {
   };
 
   let closing: Promise<void> | undefined;
-  return {
+  const app: App = {
     engine,
     dataDir,
     async fetch(request: Request): Promise<Response> {
@@ -192,6 +192,32 @@ export async function createApp(options: ServerOptions = {}): Promise<App> {
       return closing;
     },
   };
+  honoApps.set(app, hono);
+  return app;
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: any Hono app, whatever its context variables
+const honoApps = new WeakMap<App, Hono<any>>();
+
+/** One route as Hono holds it: a method and a path pattern (`:param` segments). */
+export interface RegisteredRoute {
+  readonly method: string;
+  readonly path: string;
+}
+
+/**
+ * Every route `app` answers, read from its Hono router (middleware left out), each method and
+ * path once. Internal: the test that every route asks for a key unless it is public reads it.
+ */
+export function registeredRoutes(app: App): RegisteredRoute[] {
+  const hono = honoApps.get(app);
+  if (hono === undefined) throw new Error('Expected an app made by createApp');
+  const seen = new Map<string, RegisteredRoute>();
+  for (const route of hono.routes) {
+    if (route.method === 'ALL') continue;
+    seen.set(`${route.method} ${route.path}`, { method: route.method, path: route.path });
+  }
+  return [...seen.values()];
 }
 
 /** Loads the local engine only when it is needed, so importing the server stays cheap. */

@@ -1,5 +1,9 @@
-/** Bearer-key authentication: keys compared in constant time (on SHA-256 digests) and never logged. */
+/**
+ * Bearer-key authentication: keys compared in constant time (on SHA-256 digests) and never logged,
+ * checked by one middleware that the route table puts in front of every route not declared public.
+ */
 import { createHash, timingSafeEqual } from 'node:crypto';
+import type { Context, MiddlewareHandler } from 'hono';
 import { HttpError } from './http-error.js';
 
 const CHALLENGE = { 'www-authenticate': 'Bearer' };
@@ -29,6 +33,36 @@ export class ApiKeyChecker {
     if (!accepted) throw new HttpError(401, 'Invalid API key', CHALLENGE);
     return candidate.toString('hex');
   }
+}
+
+/** What the key middleware leaves on the request's context for the handlers after it. */
+export interface AuthVariables {
+  /** Who calls: the SHA-256 (hex) of the key the request carried (see {@link ApiKeyChecker.check}). */
+  principal: string;
+}
+
+/**
+ * The middleware that protects a route: a 401 (with `www-authenticate: Bearer`) unless the request
+ * carries one of the keys; otherwise it records the caller (`principal`) and hands on.
+ */
+export function requireApiKey(keys: ApiKeyChecker): MiddlewareHandler<{ Variables: AuthVariables }> {
+  return async (context, next) => {
+    context.set('principal', keys.check(context.req.header('authorization')));
+    await next();
+  };
+}
+
+/**
+ * The caller that {@link requireApiKey} recorded for this request. Throws when the route is
+ * public (no key was checked): a handler that needs a caller must not be registered public.
+ */
+export function callerOf(context: Context): string {
+  const principal: unknown = context.get('principal');
+  if (typeof principal !== 'string')
+    throw new Error(
+      `${context.req.method} ${context.req.path} needs a caller, but its route is public (no key checked)`,
+    );
+  return principal;
 }
 
 function digest(key: string): Buffer {

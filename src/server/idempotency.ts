@@ -2,13 +2,11 @@
  * `Idempotency-Key` on the POSTs that write (model create, log, training jobs, SFT jobs), so that
  * a client may retry them safely: the first successful answer to a key is stored with the write
  * it answers, in one transaction, and a retry with the same key and the same request gets that
- * answer again instead of writing twice.
+ * answer again instead of writing twice. This module keeps the stored answers and the request
+ * hash; `idempotent-write.ts` wraps the routes.
  */
 import { createHash } from 'node:crypto';
-import type { Context } from 'hono';
-import { HttpError, validationFailure } from './http-error.js';
-import type { RouteHandler } from './route-table.js';
-import { readJsonBodyWithText, requireAuth, type ServiceContext } from './service-context.js';
+import { HttpError } from './http-error.js';
 import type { IdempotencyRecord, Store } from './store.js';
 
 /** The request header that carries the key (case-insensitive on the wire). */
@@ -20,25 +18,8 @@ export const REPLAYED_HEADER = 'Idempotent-Replayed';
 /** Longest accepted key. */
 export const MAX_IDEMPOTENCY_KEY_LENGTH = 255;
 
-const PRINTABLE_ASCII = /^[\x20-\x7e]*$/;
-const HEADER_LOC = ['header', IDEMPOTENCY_KEY_HEADER.toLowerCase()] as const;
-
 /** Storing a key deletes expired ones at most this often (and at start). */
 const PRUNE_INTERVAL_MS = 60_000;
-
-/** What a write route gets from {@link idempotentWrite}. */
-export interface WriteRequest {
-  /** The parsed JSON body, not yet validated against the route's schema. */
-  readonly body: unknown;
-  /** The body's text as received. */
-  readonly text: string;
-  /**
-   * Runs `write` (synchronous store calls) and builds the 200 answer from its result with
-   * `answer`. When the request carries an `Idempotency-Key`, the answer is stored for the key in
-   * the same transaction as the write: neither is ever stored without the other.
-   */
-  commit<Result, Answer>(write: () => Result, answer: (result: Result) => Answer): { result: Result; answer: Answer };
-}
 
 /** The keys of one service instance: the stored answers, and the keys of requests in flight. */
 export class IdempotencyKeys {
@@ -92,107 +73,6 @@ export class IdempotencyKeys {
   private cutoff(): string {
     return new Date(Math.max(0, Date.now() - this.retentionMs)).toISOString();
   }
-}
-
-/**
- * Wraps the handler of a POST that writes: checks the API key, validates an `Idempotency-Key`
- * header, reads the JSON body and, for a key already answered, replays the stored answer (with
- * `Idempotent-Replayed: true`) or refuses a different request with a 422, without calling
- * `handler`. A key whose request is still in flight is a 409. Only answers stored through
- * {@link WriteRequest.commit} are kept: an error (4xx or 5xx) leaves the key unused.
- * `checkPath` runs after the API key check and before anything else (a bad path id is refused
- * before the body is read).
- */
-export function idempotentWrite(
-  service: ServiceContext,
-  handler: (context: Context, request: WriteRequest) => Response | Promise<Response>,
-  checkPath?: (context: Context) => void,
-): RouteHandler {
-  return async (context) => {
-    const principal = requireAuth(service, context);
-    checkPath?.(context);
-    const key = readIdempotencyKey(context);
-    if (key === undefined) {
-      const { value: body, text } = await readJsonBodyWithText(service, context);
-      return await handler(context, { body, text, commit: (write, answer) => withAnswer(write(), answer) });
-    }
-    // Claimed before the body is read: a retry sent while the first attempt is still uploading
-    // (a client timeout on a big log) must not run beside it.
-    const slot = service.idempotency.claim(principal, key);
-    try {
-      const { value: body, text } = await readJsonBodyWithText(service, context);
-      const method = context.req.method;
-      // Paths differ only in the letter case of their UUIDs, which name the same resource.
-      const path = context.req.path.toLowerCase();
-      const requestHash = hashRequest(method, path, body, text);
-      const stored = service.idempotency.find(principal, key);
-      if (stored !== undefined) {
-        if (stored.request_hash !== requestHash) {
-          throw validationFailure(
-            HEADER_LOC,
-            `Expected the same request as the first one sent with this ${IDEMPOTENCY_KEY_HEADER} (${stored.method} ${stored.path} with the same JSON body), got a different one; use a new key for a new request`,
-            'idempotency_key_reused',
-          );
-        }
-        return context.body(stored.response_body, stored.status as 200, {
-          'content-type': 'application/json',
-          [REPLAYED_HEADER.toLowerCase()]: 'true',
-        });
-      }
-      return await handler(context, {
-        body,
-        text,
-        commit: (write, answer) =>
-          service.store.transaction(() => {
-            const done = withAnswer(write(), answer);
-            service.idempotency.save({
-              principal,
-              key,
-              request_hash: requestHash,
-              method,
-              path,
-              status: 200,
-              response_body: JSON.stringify(done.answer),
-            });
-            return done;
-          }),
-      });
-    } finally {
-      slot.release();
-    }
-  };
-}
-
-function withAnswer<Result, Answer>(
-  result: Result,
-  answer: (result: Result) => Answer,
-): { result: Result; answer: Answer } {
-  return { result, answer: answer(result) };
-}
-
-/** The request's key, or undefined without the header; a 422 unless 1..255 printable ASCII characters. */
-function readIdempotencyKey(context: Context): string | undefined {
-  const key = context.req.header(IDEMPOTENCY_KEY_HEADER);
-  if (key === undefined) return undefined;
-  if (key.length === 0)
-    throw validationFailure(
-      HEADER_LOC,
-      `Expected \`${IDEMPOTENCY_KEY_HEADER}\` to be 1 to ${MAX_IDEMPOTENCY_KEY_LENGTH} printable ASCII characters, got an empty value`,
-      'string_too_short',
-    );
-  if (key.length > MAX_IDEMPOTENCY_KEY_LENGTH)
-    throw validationFailure(
-      HEADER_LOC,
-      `Expected \`${IDEMPOTENCY_KEY_HEADER}\` to be 1 to ${MAX_IDEMPOTENCY_KEY_LENGTH} printable ASCII characters, got ${key.length} characters`,
-      'string_too_long',
-    );
-  if (!PRINTABLE_ASCII.test(key))
-    throw validationFailure(
-      HEADER_LOC,
-      `Expected \`${IDEMPOTENCY_KEY_HEADER}\` to be 1 to ${MAX_IDEMPOTENCY_KEY_LENGTH} printable ASCII characters, got ${JSON.stringify(key.slice(0, 100))}`,
-      'string_pattern_mismatch',
-    );
-  return key;
 }
 
 /**

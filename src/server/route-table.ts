@@ -1,8 +1,10 @@
 /**
  * The service's routes, registered on Hono and remembered, so that a known path with the wrong
- * method can be answered 405 (with `Allow`) instead of 404.
+ * method can be answered 405 (with `Allow`) instead of 404. Every route is protected by the API key
+ * middleware unless it is registered with {@link RouteTable.addPublic}: a new route needs a key
+ * unless it says otherwise.
  */
-import type { Context, Hono } from 'hono';
+import type { Context, Hono, MiddlewareHandler } from 'hono';
 
 /** A route handler. */
 export type RouteHandler = (context: Context) => Promise<Response>;
@@ -20,21 +22,37 @@ export class RouteTable {
   // Any Hono app: the routes do not depend on the app's context variables.
   // biome-ignore lint/suspicious/noExplicitAny: any Hono app, whatever its context variables
   private readonly app: Hono<any>;
+  // biome-ignore lint/suspicious/noExplicitAny: as above
+  private readonly authenticate: MiddlewareHandler<any>;
   private readonly entries: RouteEntry[] = [];
 
+  /**
+   * @param app The Hono app to register on.
+   * @param authenticate The middleware in front of every route not registered public (it
+   *   answers 401 itself, or records the caller and hands on).
+   */
   // biome-ignore lint/suspicious/noExplicitAny: as above
-  constructor(app: Hono<any>) {
+  constructor(app: Hono<any>, authenticate: MiddlewareHandler<any>) {
     this.app = app;
+    this.authenticate = authenticate;
   }
 
-  /** Registers `handler` for `method` on `path` (Hono syntax, `:param` segments). */
+  /**
+   * Registers `handler` for `method` on `path` (Hono syntax, `:param` segments) behind the API
+   * key: a request without a valid key is answered 401 before `handler` runs.
+   */
   add(method: RouteMethod, path: string, handler: RouteHandler): void {
+    this.app.on(method, path, this.authenticate, handler);
+    this.remember(method, path);
+  }
+
+  /**
+   * Registers a route that answers without a key (health, the dashboard's page and assets). Only
+   * for what a caller needs before it has a key, or what reveals nothing that a key protects.
+   */
+  addPublic(method: RouteMethod, path: string, handler: RouteHandler): void {
     this.app.on(method, path, handler);
-    const source = path
-      .split('/')
-      .map((segment) => (segment.startsWith(':') ? '[^/]+' : segment.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
-      .join('/');
-    this.entries.push({ method, pattern: new RegExp(`^${source}$`) });
+    this.remember(method, path);
   }
 
   /** Methods registered for a path (empty when the path is unknown). HEAD comes with GET. */
@@ -46,5 +64,13 @@ export class RouteTable {
       if (entry.method === 'GET') methods.add('HEAD');
     }
     return [...methods];
+  }
+
+  private remember(method: RouteMethod, path: string): void {
+    const source = path
+      .split('/')
+      .map((segment) => (segment.startsWith(':') ? '[^/]+' : segment.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
+      .join('/');
+    this.entries.push({ method, pattern: new RegExp(`^${source}$`) });
   }
 }

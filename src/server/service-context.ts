@@ -3,7 +3,6 @@ import type { Context } from 'hono';
 import type { z } from 'zod';
 import { Uuid } from '../schema/index.js';
 import type { Engine } from '../engine/types.js';
-import type { ApiKeyChecker } from './auth.js';
 import { HttpError, RequestValidationError } from './http-error.js';
 import type { IdempotencyKeys } from './idempotency.js';
 import type { JobRunner } from './job-runner.js';
@@ -18,16 +17,10 @@ export interface ServiceContext {
   readonly store: Store;
   readonly engine: Engine;
   readonly runner: JobRunner;
-  readonly keys: ApiKeyChecker;
   /** Stored answers to `Idempotency-Key`s and the keys in flight. */
   readonly idempotency: IdempotencyKeys;
   /** Aborts when the service stops waiting for requests in flight (see `App.close`). */
   readonly stopping: AbortSignal;
-}
-
-/** Throws 401 unless the request carries a valid Bearer key; returns the caller (see `ApiKeyChecker.check`). */
-export function requireAuth(service: ServiceContext, context: Context): string {
-  return service.keys.check(context.req.header('authorization'));
 }
 
 /** Reads the JSON body under the size limit and validates it with `schema` (422 with `body` locs). */

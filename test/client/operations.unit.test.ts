@@ -224,6 +224,30 @@ describe('every operation sends the contract request and returns the parsed resp
     expect(request.headers.get('authorization')).toBe('Bearer sk-test');
   });
 
+  it('inference.models.list still takes the deprecated single object of 0.1.0 (project beside the request options)', async () => {
+    const fake = fakeFetch(json({ object: 'list', data: [] }));
+    const client = new TrainingClient({ apiKey: 'k', baseURL: BASE, fetch: fake.fetch, maxRetries: 0 });
+    await client.inference.models.list({ project: 't/p', headers: { 'X-Call': 'old' }, timeout: 5_000 });
+    const request = only(fake.requests);
+    expect(request.headers.get('openai-project')).toBe('t/p');
+    expect(request.headers.get('x-call')).toBe('old');
+    await expect(client.inference.models.list({ signal: AbortSignal.abort() })).rejects.toBeInstanceOf(
+      APIUserAbortError,
+    );
+    await expect(client.inference.models.list({ project: 'no-slash', timeout: 5_000 })).rejects.toThrow(
+      /team\/project/,
+    );
+    expect(fake.calls()).toBe(1);
+  });
+
+  it('inference.models.list refuses an unknown parameter when the request options come apart', async () => {
+    const { client, requests } = setup(json({ object: 'list', data: [] }));
+    await expect(client.inference.models.list({ projet: 't/p' } as unknown as { project: string }, {})).rejects.toThrow(
+      InvalidArgumentError,
+    );
+    expect(requests).toHaveLength(0);
+  });
+
   it('inference.models.list without a project sends no OpenAI-Project header', async () => {
     const { client, requests } = setup(json({ object: 'list', data: [] }));
     await client.inference.models.list();
@@ -385,7 +409,7 @@ describe('every operation: per-call options, and paths under the hosted services
       ...operations,
       {
         call: (client: TrainingClient, options?: RequestOptions) =>
-          client.inference.models.list({ ...options, project: 't/p' }),
+          client.inference.models.list({ project: 't/p' }, options),
         answer: { object: 'list', data: [] },
         method: 'GET',
         path: '/models',

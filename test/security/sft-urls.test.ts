@@ -10,12 +10,12 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { ServeOptions } from 'policyloop/server';
-import { startServer, temporaryDirectory, type TestServer } from '../server/support/harness.js';
+import type { ServerOptions } from 'policyloop/server';
+import { startApp, temporaryDirectory, type TestApp } from '../server/support/harness.js';
 import { registerModel, sftJsonl, waitForJobEnd } from '../server/support/jobs.js';
 import { createStandInEngine } from '../server/support/stand-in-engine.js';
 
-const servers: TestServer[] = [];
+const servers: TestApp[] = [];
 const httpServers: Server[] = [];
 afterEach(async () => {
   for (const server of servers.splice(0)) await server.close();
@@ -27,8 +27,8 @@ afterEach(async () => {
 
 const ROWS = sftJsonl([{ question: 'secret question', answer: 'secret answer' }]);
 
-async function start(options: ServeOptions = {}): Promise<TestServer> {
-  const server = await startServer({ engine: createStandInEngine(), ...options });
+async function start(options: ServerOptions = {}): Promise<TestApp> {
+  const server = await startApp({ engine: createStandInEngine(), ...options });
   servers.push(server);
   return server;
 }
@@ -47,20 +47,20 @@ async function listen(
   return { url: `http://127.0.0.1:${(http.address() as AddressInfo).port}`, requests };
 }
 
-async function submit(server: TestServer, modelId: string, url: string) {
+async function submit(server: TestApp, modelId: string, url: string) {
   return await server.call('POST', '/v1/preview/sft-training-jobs', {
     body: { model_id: modelId, training_data_url: url, config: { batch_size: 1 } },
   });
 }
 
 /** Submits, expects the job to be accepted, and returns it once it ended. */
-async function runJob(server: TestServer, modelId: string, url: string): Promise<any> {
+async function runJob(server: TestApp, modelId: string, url: string): Promise<any> {
   const created = await submit(server, modelId, url);
   expect(created.status, created.text).toBe(200);
   return await waitForJobEnd(server, created.body.id);
 }
 
-async function expectHealthy(server: TestServer): Promise<void> {
+async function expectHealthy(server: TestApp): Promise<void> {
   const health = await server.call('GET', '/v1/health', { auth: false });
   expect(health.status).toBe(200);
 }

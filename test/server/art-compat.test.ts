@@ -7,12 +7,12 @@
  * - the `wandb-artifact://` SFT URL that ART's `model.train_sft` sends is refused with a reason.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startServer, type TestServer } from './support/harness.js';
+import { startApp, type TestApp } from './support/harness.js';
 import { registerModel, sampledGroup, waitForJobEnd } from './support/jobs.js';
 
-let server: TestServer;
+let server: TestApp;
 beforeAll(async () => {
-  server = await startServer();
+  server = await startApp();
 });
 afterAll(async () => {
   await server.close();

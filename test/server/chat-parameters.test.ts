@@ -4,12 +4,12 @@
  * or mangles that parameter on its way to the engine.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startServer, type TestServer } from './support/harness.js';
+import { startApp, type TestApp } from './support/harness.js';
 
-let server: TestServer;
+let server: TestApp;
 
 beforeAll(async () => {
-  server = await startServer();
+  server = await startApp();
 });
 afterAll(async () => {
   await server.close();

@@ -10,12 +10,21 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { TrainingClient } from '../../src/client/index.js';
 import { createApp, DATABASE_FILE, DEV_API_KEY, INTERRUPTED_MESSAGE } from '../../src/server/index.js';
 import { openDatabase } from '../../src/server/sqlite.js';
-import { type CallResult, startServer, temporaryDirectory, waitFor, type TestServer } from './support/harness.js';
+import {
+  type CallResult,
+  startApp,
+  startServer,
+  temporaryDirectory,
+  waitFor,
+  type TestApp,
+  type TestServer,
+  type TestService,
+} from './support/harness.js';
 import { registerModel, sftJsonl } from './support/jobs.js';
 import { startChild } from './support/child-service.js';
 import { createStandInEngine } from './support/stand-in-engine.js';
 
-const servers: TestServer[] = [];
+const servers: TestService[] = [];
 
 afterEach(async () => {
   for (const server of servers.splice(0)) await server.close();
@@ -40,7 +49,15 @@ async function childPost(
   return { status: response.status, text: await response.text() };
 }
 
-async function start(options: Parameters<typeof startServer>[0] = {}): Promise<TestServer> {
+/** A service called in process. */
+async function start(options: Parameters<typeof startApp>[0] = {}): Promise<TestApp> {
+  const server = await startApp({ engine: createStandInEngine(), ...options });
+  servers.push(server);
+  return server;
+}
+
+/** A service on a loopback port, for what needs one (a request body held half-sent on a connection). */
+async function startListening(options: Parameters<typeof startServer>[0] = {}): Promise<TestServer> {
   const server = await startServer({ engine: createStandInEngine(), ...options });
   servers.push(server);
   return server;
@@ -72,7 +89,7 @@ function storedKeys(dataDir: string): string[] {
   }
 }
 
-function post(server: TestServer, path: string, body: unknown, key?: string, auth?: string): Promise<CallResult> {
+function post(server: TestService, path: string, body: unknown, key?: string, auth?: string): Promise<CallResult> {
   return server.call('POST', path, {
     body,
     ...(key === undefined ? {} : { headers: { 'idempotency-key': key } }),
@@ -168,7 +185,7 @@ describe('our client with an idempotencyKey', () => {
     // The first attempt reaches the service, then its answer is lost (a reset after handling).
     const lossyFetch: typeof fetch = async (input, init) => {
       attempts += 1;
-      const response = await fetch(input, init);
+      const response = await server.fetch(input, init);
       if (attempts === 1) {
         await response.arrayBuffer();
         throw new TypeError('fetch failed: connection reset');
@@ -176,8 +193,8 @@ describe('our client with an idempotencyKey', () => {
       return response;
     };
     const client = new TrainingClient({
-      apiKey: server.handle.apiKey,
-      baseURL: server.handle.baseURL,
+      apiKey: server.apiKey,
+      baseURL: 'http://127.0.0.1/v1',
       fetch: lossyFetch,
     });
     const job = await client.jobs.createRL(jobBody(model.id), { idempotencyKey: 'client-job-1' });
@@ -324,7 +341,7 @@ describe('atomicity', () => {
 
 describe('a key in flight', () => {
   it('answers a second request with the key 409 (Retry-After) until the first is answered', async () => {
-    const server = await start();
+    const server = await startListening();
     const model = await registerModel(server, 'in-flight');
     const path = `/v1/preview/models/${model.id}/log`;
     const body = { split: 'train', trajectory_groups: [group([0, 1]), group([1, 0])] };

@@ -10,17 +10,33 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { PolicyRef } from '../../src/engine/types.js';
 import type { ChatCompletionRequestBody } from '../../src/schema/index.js';
-import { startServer, temporaryDirectory, waitFor, type TestServer } from './support/harness.js';
+import {
+  startApp,
+  startServer,
+  temporaryDirectory,
+  waitFor,
+  type TestApp,
+  type TestServer,
+  type TestService,
+} from './support/harness.js';
 import { followEvents, registerModel, waitForJobEnd } from './support/jobs.js';
 import { createGate } from './support/gate.js';
 import { createStandInEngine } from './support/stand-in-engine.js';
 
-const servers: TestServer[] = [];
+const servers: TestService[] = [];
 afterEach(async () => {
   for (const server of servers.splice(0)) await server.close();
 });
 
-async function start(options: Parameters<typeof startServer>[0]): Promise<TestServer> {
+/** A service called in process. */
+async function start(options: Parameters<typeof startApp>[0]): Promise<TestApp> {
+  const server = await startApp(options);
+  servers.push(server);
+  return server;
+}
+
+/** A service on a loopback port, for what needs one (a port that stops listening). */
+async function startListening(options: Parameters<typeof startServer>[0]): Promise<TestServer> {
   const server = await startServer(options);
   servers.push(server);
   return server;
@@ -29,7 +45,7 @@ async function start(options: Parameters<typeof startServer>[0]): Promise<TestSe
 const group = (rewards: number[]) => ({ trajectories: rewards.map((reward) => ({ reward })) });
 
 async function submit(
-  server: TestServer,
+  server: TestService,
   modelId: string,
   config: Record<string, unknown> | null = null,
 ): Promise<string> {
@@ -41,7 +57,7 @@ async function submit(
   return response.body.id;
 }
 
-const statusOf = async (server: TestServer, jobId: string): Promise<string> =>
+const statusOf = async (server: TestService, jobId: string): Promise<string> =>
   (await server.call('GET', `/v1/preview/training-jobs/${jobId}`)).body.status;
 
 describe('job queue', () => {
@@ -248,7 +264,7 @@ describe('job queue', () => {
 
   it('gives running and queued jobs their terminal event when the service stops', async () => {
     const dataDir = temporaryDirectory();
-    const first = await start({ dataDir, engine: createStandInEngine({ gate: createGate().wait }) });
+    const first = await startListening({ dataDir, engine: createStandInEngine({ gate: createGate().wait }) });
     const model = await registerModel(first, 'stopped');
     const running = await submit(first, model.id);
     const queued = await submit(first, model.id);
@@ -277,7 +293,7 @@ describe('job queue', () => {
   it('refuses a second service on a data directory in use, and allows it after close', async () => {
     const dataDir = temporaryDirectory();
     const first = await start({ dataDir, engine: createStandInEngine() });
-    await expect(startServer({ dataDir, engine: createStandInEngine() })).rejects.toThrow(
+    await expect(startApp({ dataDir, engine: createStandInEngine() })).rejects.toThrow(
       /already used by another service/,
     );
     await first.close(false);

@@ -14,12 +14,12 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createApp, DEV_API_KEY } from '../../src/server/index.js';
 import { JobRunner } from '../../src/server/job-runner.js';
 import { Store } from '../../src/server/store.js';
-import { startServer, temporaryDirectory, type TestServer } from './support/harness.js';
+import { startApp, temporaryDirectory, type TestApp } from './support/harness.js';
 import { createGate } from './support/gate.js';
 import { followEvents, registerModel, sftJsonl, waitForJobEnd } from './support/jobs.js';
 import { createStandInEngine } from './support/stand-in-engine.js';
 
-const servers: TestServer[] = [];
+const servers: TestApp[] = [];
 const httpServers: Server[] = [];
 afterEach(async () => {
   for (const server of servers.splice(0)) await server.close();
@@ -29,8 +29,8 @@ afterEach(async () => {
   }
 });
 
-async function start(options: Parameters<typeof startServer>[0]): Promise<TestServer> {
-  const server = await startServer(options);
+async function start(options: Parameters<typeof startApp>[0]): Promise<TestApp> {
+  const server = await startApp(options);
   servers.push(server);
   return server;
 }
@@ -44,7 +44,7 @@ async function listen(handler: Parameters<typeof createServer>[1]): Promise<stri
 
 /** Submits an SFT job for `url` and returns the job once it ended, with its events. */
 async function sftJob(
-  server: TestServer,
+  server: TestApp,
   modelId: string,
   url: string,
 ): Promise<{ job: any; events: { type: string; data: Record<string, unknown> }[] }> {

@@ -12,15 +12,15 @@ import {
   StepMetricsResponse,
   TrajectoryGroup,
 } from '../../src/schema/index.js';
-import { startServer, type TestServer } from './support/harness.js';
+import { startApp, type TestApp } from './support/harness.js';
 import { followEvents } from './support/jobs.js';
 import { createStandInEngine } from './support/stand-in-engine.js';
 
 const UNKNOWN_ID = '00000000-0000-4000-8000-000000000000';
-let server: TestServer;
+let server: TestApp;
 
 beforeAll(async () => {
-  server = await startServer({ engine: createStandInEngine() });
+  server = await startApp({ engine: createStandInEngine() });
 });
 
 afterAll(async () => {
@@ -356,14 +356,14 @@ describe('logged trajectory groups', () => {
 
 describe('the dashboard shell', () => {
   it('serves the page and its assets without a key, with a strict content security policy', async () => {
-    const page = await fetch(`${server.handle.url}/`);
+    const page = await server.request('/');
     expect(page.status).toBe(200);
     expect(page.headers.get('content-type')).toContain('text/html');
     expect(page.headers.get('content-security-policy')).toContain("script-src 'self'");
     const html = await page.text();
     expect(html).toContain('<script src="/assets/dashboard.js" defer></script>');
     for (const asset of ['dashboard.js', 'dashboard.css', 'uplot.min.js', 'uplot.min.css']) {
-      const response = await fetch(`${server.handle.url}/assets/${asset}`);
+      const response = await server.request(`/assets/${asset}`);
       expect(response.status, asset).toBe(200);
       expect((await response.text()).length).toBeGreaterThan(500);
     }

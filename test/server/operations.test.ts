@@ -13,16 +13,16 @@ import { TrainingClient } from '../../src/client/index.js';
 import { DATABASE_FILE } from '../../src/server/index.js';
 import { openDatabase } from '../../src/server/sqlite.js';
 import { checkResponse, declaredResponses } from './support/openapi-responses.js';
-import { startServer, temporaryDirectory, type TestServer } from './support/harness.js';
+import { startApp, temporaryDirectory, type TestApp } from './support/harness.js';
 import { dataUrl, followEvents, registerModel, sampledGroup, sftJsonl, waitForJobEnd } from './support/jobs.js';
 
-let server: TestServer;
+let server: TestApp;
 /** A directory the service may read SFT files from (`trainingDataRoots`). */
 const dataRoot = temporaryDirectory();
 
 beforeAll(async () => {
   // SFT data from a root, and downloads from this machine (the test's HTTP server), allowed by name.
-  server = await startServer({
+  server = await startApp({
     trainingDataRoots: [dataRoot],
     allowTrainingDataDownloads: true,
     trainingDataAllowedAddresses: ['127.0.0.1'],
@@ -519,9 +519,10 @@ describe('the inference model list', () => {
     expect((await waitForJobEnd(server, job.body.id)).status).toBe('COMPLETED');
 
     const client = new TrainingClient({
-      baseURL: server.handle.url,
-      inferenceBaseURL: server.handle.url,
-      apiKey: server.handle.apiKey,
+      baseURL: 'http://127.0.0.1',
+      inferenceBaseURL: 'http://127.0.0.1',
+      apiKey: server.apiKey,
+      fetch: server.fetch,
       maxRetries: 0,
     });
     const { data } = await client.inference.models.list();

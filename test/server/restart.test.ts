@@ -8,12 +8,12 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DATABASE_FILE, DEV_API_KEY, INTERRUPTED_MESSAGE } from '../../src/server/index.js';
 import { openDatabase } from '../../src/server/sqlite.js';
-import { startServer, temporaryDirectory, waitFor, type TestServer } from './support/harness.js';
+import { startApp, temporaryDirectory, waitFor, type TestApp } from './support/harness.js';
 import { followEvents } from './support/jobs.js';
 import { startChild } from './support/child-service.js';
 import { createStandInEngine } from './support/stand-in-engine.js';
 
-const servers: TestServer[] = [];
+const servers: TestApp[] = [];
 
 afterEach(async () => {
   for (const server of servers.splice(0)) await server.close();
@@ -55,7 +55,7 @@ describe('restart', () => {
     expect((await call(url, 'GET', `/v1/preview/training-jobs/${pending.id}`)).status).toBe('PENDING');
 
     // While it lives, no second service may take its data directory (it would fail its jobs).
-    await expect(startServer({ dataDir, engine: createStandInEngine() })).rejects.toThrow(
+    await expect(startApp({ dataDir, engine: createStandInEngine() })).rejects.toThrow(
       `in use by process ${child.pid}`,
     );
 
@@ -69,7 +69,7 @@ describe('restart', () => {
     child.kill('SIGKILL');
     await exited;
 
-    const server = await startServer({ dataDir, engine: createStandInEngine() });
+    const server = await startApp({ dataDir, engine: createStandInEngine() });
     servers.push(server);
     const again = await server.call('POST', '/v1/preview/models', {
       body: { project: 'restart', name: 'survivor', base_model: 'policyloop/tiny-chat', return_existing: true },
@@ -121,21 +121,21 @@ describe('restart', () => {
 describe('store schema', () => {
   it('refuses a database written by a newer policyloop instead of changing it', async () => {
     const dataDir = temporaryDirectory();
-    const first = await startServer({ dataDir, engine: createStandInEngine() });
+    const first = await startApp({ dataDir, engine: createStandInEngine() });
     await first.close(false);
     const database = openDatabase(join(dataDir, DATABASE_FILE));
     const current = Number(database.pragmaValue('user_version'));
     expect(current).toBeGreaterThan(0);
     database.exec(`PRAGMA user_version = ${current + 1}`);
     database.close();
-    await expect(startServer({ dataDir, engine: createStandInEngine() })).rejects.toThrow(
+    await expect(startApp({ dataDir, engine: createStandInEngine() })).rejects.toThrow(
       /newer than this policyloop knows/,
     );
     // The refused start left the directory usable: put the version back and it opens.
     const restored = openDatabase(join(dataDir, DATABASE_FILE));
     restored.exec(`PRAGMA user_version = ${current}`);
     restored.close();
-    const reopened = await startServer({ dataDir, engine: createStandInEngine() });
+    const reopened = await startApp({ dataDir, engine: createStandInEngine() });
     servers.push(reopened);
     expect((await reopened.call('GET', '/v1/system-check', { auth: false })).status).toBe(200);
   });

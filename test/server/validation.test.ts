@@ -5,16 +5,16 @@
 import { request as httpRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEV_API_KEY } from '../../src/server/index.js';
-import { startServer, type TestServer } from './support/harness.js';
+import { startApp, startServer, type TestApp } from './support/harness.js';
 import { registerModel } from './support/jobs.js';
 import { declaredResponses } from './support/openapi-responses.js';
 
 const UNKNOWN_ID = '00000000-0000-4000-8000-000000000000';
-let server: TestServer;
+let server: TestApp;
 let modelId: string;
 
 beforeAll(async () => {
-  server = await startServer();
+  server = await startApp();
   modelId = (await registerModel(server, 'validation')).id;
 });
 afterAll(async () => {
@@ -77,7 +77,7 @@ describe('auth', () => {
   });
 
   it('accepts any configured key and only those', async () => {
-    const keyed = await startServer({ apiKeys: ['first-key', 'second-key'] });
+    const keyed = await startApp({ apiKeys: ['first-key', 'second-key'] });
     try {
       expect((await keyed.call('GET', '/v1/models', { auth: 'first-key' })).status).toBe(200);
       expect((await keyed.call('GET', '/v1/models', { auth: 'second-key' })).status).toBe(200);
@@ -365,9 +365,9 @@ describe('422 in the FastAPI shape', () => {
   });
 
   it('answers a body that is not UTF-8 with 422', async () => {
-    const response = await fetch(`${server.handle.url}/v1/preview/models`, {
+    const response = await server.request('/v1/preview/models', {
       method: 'POST',
-      headers: { authorization: `Bearer ${server.handle.apiKey}` },
+      headers: { authorization: `Bearer ${server.apiKey}` },
       body: new Uint8Array([0x7b, 0xff, 0xfe, 0x7d]),
     });
     expect(response.status).toBe(422);
@@ -423,6 +423,7 @@ describe('404 and 405', () => {
 
 describe('413', () => {
   it('refuses a declared Content-Length over the limit and a streamed body as it passes the limit', async () => {
+    // On a port: the streamed body must be answered while the client is still sending it.
     const small = await startServer({ maxBodyBytes: 2048 });
     try {
       const fits = await small.call('POST', '/v1/preview/models', {

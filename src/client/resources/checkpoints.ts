@@ -1,7 +1,12 @@
 /** `client.checkpoints`: list and delete a model's checkpoints. */
-import { CheckpointPage, DeleteCheckpointsRequest, DeleteCheckpointsResponse } from '../../schema/index.js';
+import {
+  CheckpointListQuery,
+  CheckpointPage,
+  DeleteCheckpointsRequest,
+  DeleteCheckpointsResponse,
+} from '../../schema/index.js';
 import type { CheckpointResponse } from '../../schema/index.js';
-import { CheckpointListQuery, encodePathParameter, pagedList, parseArgument } from '../arguments.js';
+import { encodePathParameter, pagedList, parseArgument } from '../arguments.js';
 import type { CheckpointListParams, RequestOptions } from '../options.js';
 import type { PagePromise } from '../pagination.js';
 import type { Transport } from '../transport.js';

@@ -2,13 +2,15 @@
 import { z } from 'zod';
 import { InferenceModelList } from '../../schema/index.js';
 import { parseArgument } from '../arguments.js';
-import type { InferenceModelListOptions } from '../options.js';
+import type { InferenceModelListOptions, InferenceModelListParams, RequestOptions } from '../options.js';
 import type { Transport } from '../transport.js';
 
-const Project = z
-  .string()
-  .regex(/^[^/\s]+\/[^/\s]+$/, 'Expected "team/project" (one slash, no spaces)')
-  .optional();
+const Params = z.strictObject({
+  project: z
+    .string()
+    .regex(/^[^/\s]+\/[^/\s]+$/, 'Expected "team/project" (one slash, no spaces)')
+    .optional(),
+});
 
 /** The inference API's models (`GET /v1/models`, OpenAI shape). */
 export class InferenceModels {
@@ -26,24 +28,46 @@ export class InferenceModels {
    * `project: 'team/project'` is sent as the `OpenAI-Project` header, which adds that project's
    * trained models.
    * @example
-   * const { data } = await client.inference.models.list({ project: 'my-team/demo' });
+   * const { data } = await client.inference.models.list({ project: 'my-team/demo' }, { timeout: 5_000 });
    */
-  async list(options: InferenceModelListOptions = {}): Promise<InferenceModelList> {
-    const { project, ...requestOptions } = options;
-    const checked = parseArgument(Project, project, 'options.project', 'GET /models');
+  list(params?: InferenceModelListParams, options?: RequestOptions): Promise<InferenceModelList>;
+  /**
+   * The 0.1.0 form: `project` and the request options in one object.
+   * @deprecated Pass them apart: `list({ project }, { signal })`. This form will be removed in 0.3.0.
+   */
+  list(options: InferenceModelListOptions): Promise<InferenceModelList>;
+  /** Lists the inference models: the parameters (or the deprecated single object), then the request options. */
+  async list(
+    params: InferenceModelListParams | InferenceModelListOptions = {},
+    options?: RequestOptions,
+  ): Promise<InferenceModelList> {
+    let requestOptions = options;
+    let given: unknown = params;
+    // The 0.1.0 form: one object with request options beside `project`.
+    if (options === undefined && isCombinedOptions(params)) {
+      const { project, ...rest } = params;
+      given = project === undefined ? {} : { project };
+      requestOptions = rest;
+    }
+    const { project } = parseArgument(Params, given, 'params', 'GET /models');
     return this.#transport.request(
       {
         method: 'GET',
         baseURL: this.#baseURL,
         path: '/models',
         template: '/models',
-        headers: checked === undefined ? undefined : { 'OpenAI-Project': checked },
+        headers: project === undefined ? undefined : { 'OpenAI-Project': project },
         response: InferenceModelList,
         responseName: 'InferenceModelList',
       },
       requestOptions,
     );
   }
+}
+
+/** True for the deprecated single object: any key besides `project` is a request option. */
+function isCombinedOptions(value: unknown): value is InferenceModelListOptions {
+  return typeof value === 'object' && value !== null && Object.keys(value).some((key) => key !== 'project');
 }
 
 /** The inference API's resources. */

@@ -2,6 +2,7 @@
 import {
   CreateSFTTrainingJob,
   CreateTrainingJob,
+  EventListQuery,
   ReceivedTrainingJobEventPage,
   TrainingJobResponse,
 } from '../../schema/index.js';
@@ -10,7 +11,7 @@ import type {
   CreateTrainingJobInput,
   ReceivedTrainingJobEvent,
 } from '../../schema/index.js';
-import { EventListQuery, encodePathParameter, pagedList, parseArgument } from '../arguments.js';
+import { encodePathParameter, pagedList, parseArgument } from '../arguments.js';
 import type { EventListParams, RequestOptions } from '../options.js';
 import type { PagePromise } from '../pagination.js';
 import type { Transport } from '../transport.js';

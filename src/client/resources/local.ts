@@ -3,78 +3,51 @@
  * step, step metrics, a model's jobs, logged trajectory groups). The hosted service does not have
  * them: there every method rejects with a `NotFoundError` (404).
  */
-import { z } from 'zod';
 import {
   CreateStepMetricsRequest,
+  LocalModelListQuery,
   LocalModelPage,
   LocalModelResponse,
   LocalTrainingJobPage,
+  LoggedTrajectoryGroupListQuery,
   LoggedTrajectoryGroupPage,
-  SplitName,
+  listParams,
+  PageQuery,
+  StepMetricsListQuery,
   StepMetricsPage,
   StepMetricsResponse,
 } from '../../schema/index.js';
 import type {
+  ListParams,
   LocalTrainingJobResponse,
   LoggedTrajectoryGroupResponse,
   CreateStepMetricsRequest as CreateStepMetricsBody,
 } from '../../schema/index.js';
-import { encodePathParameter, ListQuery, pagedList, parseArgument } from '../arguments.js';
+import { encodePathParameter, pagedList, parseArgument } from '../arguments.js';
 import type { RequestOptions } from '../options.js';
 import { PagePromise } from '../pagination.js';
 import type { Transport } from '../transport.js';
 
-/** Query of `client.local.models.list`. */
-export interface LocalModelListParams {
-  /** The id of the last model seen; the page starts after it. */
-  after?: string | undefined;
-  /** Items per page, 1..100 (the service's default is 20). */
-  limit?: number | undefined;
-  /** Only models of this entity. */
-  entity?: string | undefined;
-  /** Only models of this project. */
-  project?: string | undefined;
-  /** Only models with this name. */
-  name?: string | undefined;
-}
+/**
+ * Query of `client.local.models.list`: `after`, `limit` and the exact-match filters `entity`,
+ * `project` and `name`. Derived from `LocalModelListQuery`, the one declaration the service parses with too.
+ */
+export type LocalModelListParams = ListParams<typeof LocalModelListQuery>;
 
-/** Query of `client.local.metrics.list`. */
-export interface StepMetricsListParams {
-  /** The `id` (`"<step>:<split>"`) of the last row seen; the page starts after it. */
-  after?: string | undefined;
-  /** Items per page, 1..100 (the service's default is 20). */
-  limit?: number | undefined;
-  /** Only this split (`train`, `val`, ...). */
-  split?: string | undefined;
-}
+/**
+ * Query of `client.local.metrics.list`: `after` (the `"<step>:<split>"` id of the last row
+ * seen), `limit` and `split`. Derived from `StepMetricsListQuery`.
+ */
+export type StepMetricsListParams = ListParams<typeof StepMetricsListQuery>;
 
-/** Query of `client.local.jobs.list`. */
-export interface LocalJobListParams {
-  /** The id of the last job seen; the page starts after it. */
-  after?: string | undefined;
-  /** Items per page, 1..100 (the service's default is 20). */
-  limit?: number | undefined;
-}
+/** Query of `client.local.jobs.list`: `after` and `limit`. Derived from `PageQuery`. */
+export type LocalJobListParams = ListParams<typeof PageQuery>;
 
-/** Query of `client.local.trajectoryGroups.list`. */
-export interface LoggedTrajectoryGroupListParams {
-  /** The id of the last group seen; the page starts after it. */
-  after?: string | undefined;
-  /** Items per page, 1..100 (the service's default is 20). */
-  limit?: number | undefined;
-  /** Only groups logged at this step (the model's step when they were logged). */
-  step?: number | undefined;
-  /** Only groups logged under this split. */
-  split?: string | undefined;
-}
-
-const ModelListQuery = ListQuery.extend({
-  entity: z.string().min(1).optional(),
-  project: z.string().min(1).optional(),
-  name: z.string().min(1).optional(),
-});
-const MetricsListQuery = ListQuery.extend({ split: SplitName.optional() });
-const GroupListQuery = ListQuery.extend({ step: z.int().min(0).optional(), split: SplitName.optional() });
+/**
+ * Query of `client.local.trajectoryGroups.list`: `after`, `limit` and the filters `step` (the
+ * model's step when the groups were logged) and `split`. Derived from `LoggedTrajectoryGroupListQuery`.
+ */
+export type LoggedTrajectoryGroupListParams = ListParams<typeof LoggedTrajectoryGroupListQuery>;
 
 /**
  * The local service's own routes (`/v1/local/...`): what dashboards, the command line and
@@ -120,9 +93,9 @@ export class LocalModels {
    */
   list(query: LocalModelListParams = {}, options?: RequestOptions): PagePromise<LocalModelResponse> {
     const template = '/local/models';
-    let parsed: z.output<typeof ModelListQuery>;
+    let parsed: LocalModelListParams;
     try {
-      parsed = parseArgument(ModelListQuery, query, 'query', `GET ${template}`);
+      parsed = parseArgument(listParams(LocalModelListQuery), query, 'query', `GET ${template}`);
     } catch (error) {
       return PagePromise.reject(error);
     }
@@ -193,7 +166,7 @@ export class LocalMetrics {
         template: '/local/models/{model_id}/metrics',
         id: { value: modelId, argument: 'modelId' },
         path: (id) => `/local/models/${id}/metrics`,
-        querySchema: MetricsListQuery,
+        querySchema: StepMetricsListQuery,
         query,
         response: StepMetricsPage,
         responseName: 'StepMetricsPage',
@@ -258,7 +231,7 @@ export class LocalJobs {
         template: '/local/models/{model_id}/jobs',
         id: { value: modelId, argument: 'modelId' },
         path: (id) => `/local/models/${id}/jobs`,
-        querySchema: ListQuery,
+        querySchema: PageQuery,
         query,
         response: LocalTrainingJobPage,
         responseName: 'LocalTrainingJobPage',
@@ -298,7 +271,7 @@ export class LocalTrajectoryGroups {
         template: '/local/models/{model_id}/trajectory-groups',
         id: { value: modelId, argument: 'modelId' },
         path: (id) => `/local/models/${id}/trajectory-groups`,
-        querySchema: GroupListQuery,
+        querySchema: LoggedTrajectoryGroupListQuery,
         query,
         response: LoggedTrajectoryGroupPage,
         responseName: 'LoggedTrajectoryGroupPage',

@@ -69,8 +69,8 @@ export function registerDashboardRoutes(routes: RouteTable): void {
     });
   };
 
-  routes.add('GET', '/', async () => serveAsset(PAGE));
-  routes.add('GET', '/assets/:file', async (context) => {
+  routes.addPublic('GET', '/', async () => serveAsset(PAGE));
+  routes.addPublic('GET', '/assets/:file', async (context) => {
     const name = context.req.param('file') ?? '';
     return serveAsset(Object.hasOwn(ASSETS, name) ? ASSETS[name] : undefined);
   });

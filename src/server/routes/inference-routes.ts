@@ -14,7 +14,7 @@ import { HttpError, RequestValidationError } from '../http-error.js';
 import { inferenceName, resolveInferenceModel } from '../inference-names.js';
 import { withPolicyTokenSpans } from '../policy-spans.js';
 import type { RouteTable } from '../route-table.js';
-import { readBody, requireAuth, type ServiceContext } from '../service-context.js';
+import { readBody, type ServiceContext } from '../service-context.js';
 
 /**
  * The `created` time of the base models in `GET /v1/models`, in unix seconds: 2026-11-21T00:00Z,
@@ -26,7 +26,6 @@ const BASE_MODEL_CREATED = 1_795_219_200;
 /** Registers `POST /v1/chat/completions` (with and without the trailing slash) and `GET /v1/models`. */
 export function registerInferenceRoutes(routes: RouteTable, service: ServiceContext): void {
   const chatCompletions = async (context: Context): Promise<Response> => {
-    requireAuth(service, context);
     const request = await readBody(service, context, ChatCompletionRequestBody);
     const { policy, model, step } = resolveInferenceModel(request.model, {
       store: service.store,
@@ -122,7 +121,6 @@ export function registerInferenceRoutes(routes: RouteTable, service: ServiceCont
   routes.add('POST', '/v1/chat/completions/', chatCompletions);
 
   routes.add('GET', '/v1/models', async (context) => {
-    requireAuth(service, context);
     const data: InferenceModel[] = service.engine
       .baseModels()
       .map((id) => ({ id, object: 'model', created: BASE_MODEL_CREATED, owned_by: 'policyloop', root: id }));

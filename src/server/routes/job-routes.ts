@@ -1,18 +1,15 @@
 /** Training jobs (RL and SFT), their state and their events. */
-import { z } from 'zod';
-import { CreateSFTTrainingJob, CreateTrainingJob, PageQuery, type TrainingJobDetails } from '../../schema/index.js';
+import {
+  CreateSFTTrainingJob,
+  CreateTrainingJob,
+  EventListQuery,
+  type TrainingJobDetails,
+} from '../../schema/index.js';
 import type { Context } from 'hono';
 import { HttpError, validationFailure } from '../http-error.js';
-import { idempotentWrite, type WriteRequest } from '../idempotency.js';
+import { idempotentWrite, type WriteRequest } from '../idempotent-write.js';
 import type { RouteTable } from '../route-table.js';
-import {
-  parseBody,
-  readIdParam,
-  readQuery,
-  requireAuth,
-  requireModel,
-  type ServiceContext,
-} from '../service-context.js';
+import { parseBody, readIdParam, readQuery, requireModel, type ServiceContext } from '../service-context.js';
 import type { JobRecord } from '../store.js';
 import { checkTrainingDataUrl } from '../training-data.js';
 import { toPage } from './pages.js';
@@ -49,13 +46,11 @@ export function registerJobRoutes(routes: RouteTable, service: ServiceContext): 
   routes.add('POST', '/v1/preview/sft-training-jobs', idempotentWrite(service, createSftJob));
 
   routes.add('GET', '/v1/preview/training-jobs/:training_job_id', async (context) => {
-    requireAuth(service, context);
     const jobId = readIdParam(context, 'training_job_id');
     return context.json(toJobResponse(requireJob(service, jobId)));
   });
 
   routes.add('GET', '/v1/preview/training-jobs/:training_job_id/events', async (context) => {
-    requireAuth(service, context);
     const jobId = readIdParam(context, 'training_job_id');
     const query = readQuery(context, EventListQuery);
     const job = requireJob(service, jobId);
@@ -74,17 +69,6 @@ export function registerJobRoutes(routes: RouteTable, service: ServiceContext): 
     return context.json(toPage(page.items, page.hasMore));
   });
 }
-
-/** Longest long poll of the event list, in milliseconds. */
-const MAX_EVENT_WAIT_MS = 30_000;
-
-/**
- * The event list's query: a page query plus this service's `wait_ms` (a long poll: when no event
- * follows `after` yet, the answer waits up to that long for one; other services ignore it).
- */
-const EventListQuery = PageQuery.extend({
-  wait_ms: z.coerce.number().int().min(0).max(MAX_EVENT_WAIT_MS).default(0),
-});
 
 /** Resolves at the job's next event, after `waitMs`, or when the client leaves or the service stops. */
 function nextJobEvent(service: ServiceContext, jobId: string, waitMs: number, client: AbortSignal): Promise<void> {

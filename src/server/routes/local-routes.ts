@@ -15,16 +15,9 @@ import {
   type StepMetricsResponse,
 } from '../../schema/index.js';
 import { validationFailure } from '../http-error.js';
-import { idempotentWrite, type WriteRequest } from '../idempotency.js';
+import { idempotentWrite, type WriteRequest } from '../idempotent-write.js';
 import type { RouteTable } from '../route-table.js';
-import {
-  parseBody,
-  readIdParam,
-  readQuery,
-  requireAuth,
-  requireModel,
-  type ServiceContext,
-} from '../service-context.js';
+import { parseBody, readIdParam, readQuery, requireModel, type ServiceContext } from '../service-context.js';
 import type { JobRecord, ModelRecord, StepMetricsRecord } from '../store.js';
 import { toJobResponse } from './job-routes.js';
 import { toModelResponse } from './model-routes.js';
@@ -38,7 +31,6 @@ export function registerLocalRoutes(routes: RouteTable, service: ServiceContext)
   const { store } = service;
 
   routes.add('GET', `${LOCAL_PREFIX}/models`, async (context) => {
-    requireAuth(service, context);
     const query = readQuery(context, LocalModelListQuery);
     const page = store.listModelsPage({ ...query, after: cursorOf(query.after) });
     if (page === undefined) throw unknownCursor('model', query.after);
@@ -46,13 +38,11 @@ export function registerLocalRoutes(routes: RouteTable, service: ServiceContext)
   });
 
   routes.add('GET', `${LOCAL_PREFIX}/models/:model_id`, async (context) => {
-    requireAuth(service, context);
     const modelId = readIdParam(context, 'model_id');
     return context.json(toLocalModelResponse(requireModel(service, modelId)));
   });
 
   routes.add('GET', `${LOCAL_PREFIX}/models/:model_id/metrics`, async (context) => {
-    requireAuth(service, context);
     const modelId = readIdParam(context, 'model_id');
     const query = readQuery(context, StepMetricsListQuery);
     requireModel(service, modelId);
@@ -89,7 +79,6 @@ export function registerLocalRoutes(routes: RouteTable, service: ServiceContext)
   );
 
   routes.add('GET', `${LOCAL_PREFIX}/models/:model_id/jobs`, async (context) => {
-    requireAuth(service, context);
     const modelId = readIdParam(context, 'model_id');
     const query = readQuery(context, PageQuery);
     requireModel(service, modelId);
@@ -99,7 +88,6 @@ export function registerLocalRoutes(routes: RouteTable, service: ServiceContext)
   });
 
   routes.add('GET', `${LOCAL_PREFIX}/models/:model_id/trajectory-groups`, async (context) => {
-    requireAuth(service, context);
     const modelId = readIdParam(context, 'model_id');
     const query = readQuery(context, LoggedTrajectoryGroupListQuery);
     requireModel(service, modelId);

@@ -16,18 +16,10 @@ import {
 } from '../../schema/index.js';
 import { fastParseLogRequest } from '../../schema/fast-parse.js';
 import { HttpError, refuseControlCharacters, validationFailure } from '../http-error.js';
-import { idempotentWrite, type WriteRequest } from '../idempotency.js';
+import { idempotentWrite, type WriteRequest } from '../idempotent-write.js';
 import { topLevelArrayElements } from '../json-slices.js';
 import type { RouteTable } from '../route-table.js';
-import {
-  parseBody,
-  readBody,
-  readIdParam,
-  readQuery,
-  requireAuth,
-  requireModel,
-  type ServiceContext,
-} from '../service-context.js';
+import { parseBody, readBody, readIdParam, readQuery, requireModel, type ServiceContext } from '../service-context.js';
 import type { CheckpointRecord, ModelRecord } from '../store.js';
 import { toPage } from './pages.js';
 
@@ -87,7 +79,6 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
   routes.add('POST', '/v1/preview/models', idempotentWrite(service, createModel));
 
   routes.add('DELETE', '/v1/preview/models/:model_id', async (context) => {
-    requireAuth(service, context);
     const modelId = readIdParam(context, 'model_id');
     const deleted = store.deleteModel(modelId);
     if (deleted === undefined) throw new HttpError(404, `Model ${modelId} not found`);
@@ -102,7 +93,6 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
   });
 
   routes.add('GET', '/v1/preview/models/:model_id/checkpoints', async (context) => {
-    requireAuth(service, context);
     const modelId = readIdParam(context, 'model_id');
     const query = readQuery(context, CheckpointListQuery);
     requireModel(service, modelId);
@@ -117,7 +107,6 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
   });
 
   routes.add('DELETE', '/v1/preview/models/:model_id/checkpoints', async (context) => {
-    requireAuth(service, context);
     const modelId = readIdParam(context, 'model_id');
     const body = await readBody(service, context, DeleteCheckpointsRequest);
     requireModel(service, modelId);

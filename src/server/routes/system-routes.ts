@@ -4,9 +4,9 @@ import type { ServiceContext } from '../service-context.js';
 
 /** Registers `GET /v1/health`, `GET /v1/system-check` and `GET /v1/preview/base-models`. */
 export function registerSystemRoutes(routes: RouteTable, service: ServiceContext): void {
-  routes.add('GET', '/v1/health', async (context) => context.json({ status: 'ok' }));
+  routes.addPublic('GET', '/v1/health', async (context) => context.json({ status: 'ok' }));
 
-  routes.add('GET', '/v1/system-check', async (context) => {
+  routes.addPublic('GET', '/v1/system-check', async (context) => {
     const database = timedCheck(() => {
       service.store.ping();
       return {};
@@ -29,7 +29,7 @@ export function registerSystemRoutes(routes: RouteTable, service: ServiceContext
     return context.json({ api: true, database, cpu_queue: cpuQueue, gpu_queue: gpuQueue }, healthy ? 200 : 503);
   });
 
-  routes.add('GET', '/v1/preview/base-models', async (context) => context.json([...service.engine.baseModels()]));
+  routes.addPublic('GET', '/v1/preview/base-models', async (context) => context.json([...service.engine.baseModels()]));
 }
 
 function timedCheck(

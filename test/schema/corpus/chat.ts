@@ -171,4 +171,6 @@ export const chatCases: CorpusCase[] = [
   ]),
   ...cases('CheckpointListQuery', true, [['desc', { limit: '1', order: 'desc' }]]),
   ...cases('CheckpointListQuery', false, [['order-random', { order: 'random' }]]),
+  ...cases('EventListQuery', true, [['long-poll', { limit: '5', wait_ms: '500' }]]),
+  ...cases('EventListQuery', false, [['wait-too-long', { wait_ms: '30001' }]]),
 ];

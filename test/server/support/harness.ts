@@ -1,12 +1,23 @@
 /**
- * Starts a real local service on loopback in a fresh data directory and calls it over HTTP.
- * Every JSON response is checked against both OpenAPI documents on the way (a mismatch throws),
- * so each test also proves the wire contract for the operations it touches.
+ * A local service in a fresh data directory, called in process through its `fetch` handler
+ * ({@link startApp}, what most tests need) or over HTTP on loopback ({@link startServer}, for tests
+ * that need a socket: streaming over a real connection, the Host check, clients that go through
+ * the network). Both call it the same way, and every JSON response is checked against both
+ * OpenAPI documents on the way (a mismatch throws), so each test also proves the wire contract
+ * for the operations it touches.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { serve, type ServeHandle, type ServeOptions } from '../../../src/server/index.js';
+import {
+  type App,
+  createApp,
+  DEV_API_KEY,
+  serve,
+  type ServeHandle,
+  type ServeOptions,
+  type ServerOptions,
+} from '../../../src/server/index.js';
 import { checkResponse } from './openapi-responses.js';
 
 /** A response as the tests look at it. */
@@ -28,17 +39,33 @@ export interface CallOptions {
   readonly headers?: Record<string, string>;
 }
 
-/** A running test server. */
-export interface TestServer {
-  readonly handle: ServeHandle;
+/** A service under test, however it is reached. */
+export interface TestService {
   readonly dataDir: string;
+  /** A key the service accepts (the first configured one). */
+  readonly apiKey: string;
   /** How many responses were checked against a contract document so far. */
   readonly contractChecks: () => number;
   /** Which `document METHOD template status` were checked so far (see `declaredResponses`). */
   readonly checkedOperations: () => ReadonlySet<string>;
+  /** Sends one request with the key (unless `auth: false`), checks a JSON answer against the contract. */
   call<T = any>(method: string, path: string, options?: CallOptions): Promise<CallResult<T>>;
-  /** Closes the server (idempotent); `removeData` deletes the data directory too. */
+  /** Sends a request as given (no key added, nothing checked); `path` starts with `/`. */
+  request(path: string, init?: RequestInit): Promise<Response>;
+  /** Closes the service (idempotent); `removeData` deletes the data directory too. */
   close(removeData?: boolean): Promise<void>;
+}
+
+/** A service listening on a loopback port. */
+export interface TestServer extends TestService {
+  readonly handle: ServeHandle;
+}
+
+/** A service called in process through its `fetch` handler (no socket). */
+export interface TestApp extends TestService {
+  readonly app: App;
+  /** A `fetch` that the app answers, whatever the URL's origin: for clients that take a `fetch` option. */
+  readonly fetch: typeof fetch;
 }
 
 /** A fresh temporary directory. */
@@ -46,28 +73,66 @@ export function temporaryDirectory(prefix = 'policyloop-server-'): string {
   return mkdtempSync(join(tmpdir(), prefix));
 }
 
-/** Starts a service with `options` (port 0 and a fresh data directory unless given). */
+/** Starts a service with `options` listening on loopback (port 0 and a fresh data directory unless given). */
 export async function startServer(options: ServeOptions = {}): Promise<TestServer> {
   const dataDir = options.dataDir ?? temporaryDirectory();
   const handle = await serve({ port: 0, ...options, dataDir });
+  const service = testService({
+    dataDir,
+    ownsDataDir: options.dataDir === undefined,
+    apiKey: handle.apiKey,
+    send: (path, init) => fetch(`${handle.url}${path}`, init),
+    close: () => handle.close(),
+  });
+  return { ...service, handle };
+}
+
+/**
+ * Creates a service with `options` (a fresh data directory unless given) and calls it in process,
+ * through `App.fetch`: no port, no socket, no Host check.
+ */
+export async function startApp(options: ServerOptions = {}): Promise<TestApp> {
+  const dataDir = options.dataDir ?? temporaryDirectory();
+  const app = await createApp({ ...options, dataDir });
+  const service = testService({
+    dataDir,
+    ownsDataDir: options.dataDir === undefined,
+    apiKey: options.apiKeys?.[0] ?? DEV_API_KEY,
+    send: (path, init) => app.fetch(new Request(`http://127.0.0.1${path}`, init)),
+    close: () => app.close(),
+  });
+  const answer = (input: string | URL | Request, init?: RequestInit): Promise<Response> =>
+    app.fetch(new Request(input, init));
+  return { ...service, app, fetch: answer as typeof fetch };
+}
+
+function testService(parts: {
+  dataDir: string;
+  ownsDataDir: boolean;
+  apiKey: string;
+  send: (path: string, init?: RequestInit) => Promise<Response>;
+  close: () => Promise<void>;
+}): TestService {
+  const { dataDir, apiKey, send } = parts;
   let checks = 0;
   const operations = new Set<string>();
   let closed = false;
   return {
-    handle,
     dataDir,
+    apiKey,
     contractChecks: () => checks,
     checkedOperations: () => operations,
+    request: send,
     async call(method, path, callOptions = {}) {
       const headers: Record<string, string> = { ...callOptions.headers };
       const auth = callOptions.auth ?? true;
-      if (auth !== false) headers['authorization'] = `Bearer ${auth === true ? handle.apiKey : auth}`;
+      if (auth !== false) headers['authorization'] = `Bearer ${auth === true ? apiKey : auth}`;
       let body: string | undefined = callOptions.raw;
       if (callOptions.body !== undefined) {
         body = JSON.stringify(callOptions.body);
         headers['content-type'] ??= 'application/json';
       }
-      const response = await fetch(`${handle.url}${path}`, {
+      const response = await send(path, {
         method,
         headers,
         ...(body === undefined ? {} : { body }),
@@ -97,9 +162,9 @@ export async function startServer(options: ServeOptions = {}): Promise<TestServe
     async close(removeData = true) {
       if (!closed) {
         closed = true;
-        await handle.close();
+        await parts.close();
       }
-      if (removeData && options.dataDir === undefined) rmSync(dataDir, { recursive: true, force: true });
+      if (removeData && parts.ownsDataDir) rmSync(dataDir, { recursive: true, force: true });
     },
   };
 }

@@ -1,5 +1,5 @@
 /** Helpers to drive training jobs through the API: follow events, wait for the end, build data. */
-import type { TestServer } from './harness.js';
+import type { TestService } from './harness.js';
 import { waitFor } from './harness.js';
 
 /** An event as listed by the API. */
@@ -14,7 +14,7 @@ export interface ListedEvent {
  * event; returns every event and how many pages it took.
  */
 export async function followEvents(
-  server: TestServer,
+  server: TestService,
   jobId: string,
   limit = 2,
   timeoutMs = 60_000,
@@ -41,7 +41,7 @@ export async function followEvents(
 }
 
 /** Waits until the job is COMPLETED or FAILED and returns its response body. */
-export async function waitForJobEnd(server: TestServer, jobId: string, timeoutMs = 60_000): Promise<any> {
+export async function waitForJobEnd(server: TestService, jobId: string, timeoutMs = 60_000): Promise<any> {
   const result = await waitFor(
     () => server.call('GET', `/v1/preview/training-jobs/${jobId}`),
     (response) => response.body?.status === 'COMPLETED' || response.body?.status === 'FAILED',
@@ -52,7 +52,7 @@ export async function waitForJobEnd(server: TestServer, jobId: string, timeoutMs
 
 /** Registers a model and returns its response body. */
 export async function registerModel(
-  server: TestServer,
+  server: TestService,
   name: string,
   project = 'server-tests',
   baseModel = 'policyloop/tiny-chat',
@@ -85,7 +85,7 @@ export function dataUrl(text: string): string {
  * One RL trajectory group sampled from `model` (a base id or trained name): `n` choices with
  * logprobs, rewarded 0, 1, 2, ... so the group is trainable.
  */
-export async function sampledGroup(server: TestServer, model: string, n = 3): Promise<any> {
+export async function sampledGroup(server: TestService, model: string, n = 3): Promise<any> {
   const messages = [{ role: 'user', content: 'say hi' }];
   const completion = await server.call('POST', '/v1/chat/completions', {
     body: { model, messages, n, max_tokens: 6, logprobs: true },
