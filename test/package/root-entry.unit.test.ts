@@ -7,12 +7,12 @@
  */
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import * as client from '../../src/client/index.js';
-import * as root from '../../src/index.js';
+import * as client from 'policyloop/client';
+import * as root from 'policyloop';
 import * as internalErrors from '../../src/internal/errors.js';
 import * as rewards from '../../src/rewards/reward-errors.js';
 import * as rollout from '../../src/rollout/rollout-errors.js';
-import * as schema from '../../src/schema/index.js';
+import * as schema from 'policyloop/schema';
 import * as training from '../../src/training/errors.js';
 import { exportedNames } from './support/exports.js';
 

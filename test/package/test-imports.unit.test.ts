@@ -13,11 +13,8 @@ import { importsOf, typeScriptFiles } from './support/imports.js';
 
 /** Folders of test/ whose files import nothing from src/: they test only what users can import. */
 const entriesOnly = ['test/art', 'test/integrations', 'test/reliability', 'test/rewards'];
-/**
- * Folders that may still import entry sources by path: this folder reads the barrels on purpose;
- * test/server and test/training are being converted (remove them here once they are).
- */
-const exempt = ['test/package', 'test/server', 'test/training'];
+/** Folders that may import entry sources by path: this folder reads the entries' sources on purpose. */
+const exempt = ['test/package'];
 
 const entrySources = new Set(Object.values(entries).map((entry) => path.join(root, entry)));
 

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { CheckpointListQuery, EventListQuery, listParams, PageQuery } from '../../src/schema/index.js';
+import { CheckpointListQuery, EventListQuery, listParams, PageQuery } from 'policyloop/schema';
 
 describe('listParams', () => {
   it('takes what a caller passes: numbers as numbers, no defaults applied, unknown keys refused', () => {

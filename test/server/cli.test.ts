@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { DATABASE_FILE, DEV_API_KEY } from '../../src/server/index.js';
+import { DATABASE_FILE, DEV_API_KEY } from 'policyloop/server';
 import { temporaryDirectory } from './support/harness.js';
 
 const MAIN = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));

@@ -16,8 +16,8 @@ import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gatherTrajectoryGroups } from '../../src/rollout/gather-trajectory-groups.js';
 import { finalAssistantText } from '../../src/rewards/trajectory-text.js';
-import type { Trajectory, TrajectoryGroupInput } from '../../src/schema/index.js';
-import { makeChoice, startTestService, type TestService } from '../../src/testing/index.js';
+import type { Trajectory, TrajectoryGroupInput } from 'policyloop/schema';
+import { makeChoice, startTestService, type TestService } from 'policyloop/testing';
 import { LocalBackend } from '../../src/training/local-backend.js';
 import { TrainableModel } from '../../src/training/trainable-model.js';
 

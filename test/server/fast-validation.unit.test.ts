@@ -8,7 +8,7 @@
 import { describe, expect, it } from 'vitest';
 import { jsonPaths, seededRandom } from '../support/json-fuzz.js';
 import { fastParseLogRequest, fastParseTrajectory } from '../../src/schema/fast-parse.js';
-import { LogRequest, Trajectory } from '../../src/schema/index.js';
+import { LogRequest, Trajectory } from 'policyloop/schema';
 import { RequestValidationError } from '../../src/server/http-error.js';
 import { parseOrThrow } from '../../src/server/validation.js';
 import { corpus } from '../schema/corpus/index.js';

@@ -9,7 +9,7 @@
 import { request as httpRequest } from 'node:http';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type App, createApp, DEV_API_KEY } from '../../src/server/index.js';
+import { type App, createApp, DEV_API_KEY } from 'policyloop/server';
 import { startServer, temporaryDirectory, type TestServer } from './support/harness.js';
 import { createStandInEngine } from './support/stand-in-engine.js';
 

@@ -7,8 +7,8 @@
 import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { TrainingClient } from '../../src/client/index.js';
-import { createApp, DATABASE_FILE, DEV_API_KEY, INTERRUPTED_MESSAGE } from '../../src/server/index.js';
+import { TrainingClient } from 'policyloop/client';
+import { createApp, DATABASE_FILE, DEV_API_KEY, INTERRUPTED_MESSAGE } from 'policyloop/server';
 import { openDatabase } from '../../src/server/sqlite.js';
 import {
   type CallResult,

@@ -9,7 +9,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { PolicyRef } from '../../src/engine/types.js';
-import type { ChatCompletionRequestBody } from '../../src/schema/index.js';
+import type { ChatCompletionRequestBody } from 'policyloop/schema';
 import {
   startApp,
   startServer,
@@ -319,7 +319,7 @@ describe('job queue', () => {
   });
 
   it('answers 503 once closed, and its system check says so', async () => {
-    const { createApp } = await import('../../src/server/index.js');
+    const { createApp } = await import('policyloop/server');
     const app = await createApp({ dataDir: temporaryDirectory(), engine: createStandInEngine() });
     const ask = (path: string) =>
       app.fetch(new Request(`http://local${path}`, { headers: { authorization: 'Bearer policyloop-local-dev-key' } }));

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createApp, DEV_API_KEY } from '../../src/server/index.js';
+import { createApp, DEV_API_KEY } from 'policyloop/server';
 import { JobRunner } from '../../src/server/job-runner.js';
 import { Store } from '../../src/server/store.js';
 import { startApp, temporaryDirectory, type TestApp } from './support/harness.js';

@@ -11,7 +11,7 @@ import {
   StepMetricsPage,
   StepMetricsResponse,
   TrajectoryGroup,
-} from '../../src/schema/index.js';
+} from 'policyloop/schema';
 import { startApp, type TestApp } from './support/harness.js';
 import { followEvents } from './support/jobs.js';
 import { createStandInEngine } from './support/stand-in-engine.js';

@@ -6,7 +6,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { DATABASE_FILE, DEV_API_KEY, INTERRUPTED_MESSAGE } from '../../src/server/index.js';
+import { DATABASE_FILE, DEV_API_KEY, INTERRUPTED_MESSAGE } from 'policyloop/server';
 import { openDatabase } from '../../src/server/sqlite.js';
 import { startApp, temporaryDirectory, waitFor, type TestApp } from './support/harness.js';
 import { followEvents } from './support/jobs.js';

@@ -8,7 +8,7 @@ import {
   prefixMetrics,
   Trajectory,
   TrajectoryGroup,
-} from '../../src/schema/index.js';
+} from 'policyloop/schema';
 
 const groups = (input: unknown[]) => input.map((group) => TrajectoryGroup.parse(group));
 

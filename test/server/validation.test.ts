@@ -4,7 +4,7 @@
  */
 import { request as httpRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DEV_API_KEY } from '../../src/server/index.js';
+import { DEV_API_KEY } from 'policyloop/server';
 import { startApp, startServer, type TestApp } from './support/harness.js';
 import { registerModel } from './support/jobs.js';
 import { declaredResponses } from './support/openapi-responses.js';

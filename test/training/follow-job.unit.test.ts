@@ -3,7 +3,7 @@
  * `after=` cursors, progress, the terminal events, the overall timeout and abort.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { APIUserAbortError, InvalidArgumentError, TrainingClient } from '../../src/client/index.js';
+import { APIUserAbortError, InvalidArgumentError, TrainingClient } from 'policyloop/client';
 import { followTrainingJob } from '../../src/training/follow-job.js';
 import { TrainingJobFailedError, TrainingTimeoutError } from '../../src/training/errors.js';
 import type { JobProgress } from '../../src/training/follow-job.js';

@@ -7,7 +7,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { APIUserAbortError, TrainingClient } from '../../src/client/index.js';
+import { APIUserAbortError, TrainingClient } from 'policyloop/client';
 import { LogBatcher } from '../../src/training/log-batcher.js';
 import { LogDeliveryError, LogFlushTimeoutError } from '../../src/training/errors.js';
 import type { BatchSpooledEvent, LogBatcherOptions } from '../../src/training/log-batcher.js';

@@ -4,9 +4,9 @@
  * the local service's base model, into the rollout that made them.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PromptedModel, recordTrajectory } from '../../src/index.js';
-import { isChoice } from '../../src/schema/index.js';
-import { startTestService, type TestService } from '../../src/testing/index.js';
+import { PromptedModel, recordTrajectory } from 'policyloop';
+import { isChoice } from 'policyloop/schema';
+import { startTestService, type TestService } from 'policyloop/testing';
 
 let service: TestService;
 beforeAll(async () => {

@@ -22,9 +22,9 @@ import {
   demonstration,
   runBooking,
 } from '../../examples/tasks/seat-booking.js';
-import type { TrainingClient } from '../../src/client/index.js';
-import { linearDecay, LocalBackend, RLTrainer, TrainableModel } from '../../src/index.js';
-import type { RLRolloutFailedEvent, StepEndEvent } from '../../src/training.js';
+import type { TrainingClient } from 'policyloop/client';
+import { linearDecay, LocalBackend, RLTrainer, TrainableModel } from 'policyloop';
+import type { RLRolloutFailedEvent, StepEndEvent } from 'policyloop/training';
 import { runCli } from '../cli/support/run-cli.js';
 
 let dataDir: string;

@@ -3,7 +3,7 @@
  * got ..."), in its constructor, before anything runs.
  */
 import { describe, expect, it } from 'vitest';
-import { InvalidArgumentError } from '../../src/client/index.js';
+import { InvalidArgumentError } from 'policyloop/client';
 import { PromptedModel } from '../../src/training/prompted-model.js';
 import { RLTrainer } from '../../src/training/rl-trainer.js';
 import { TrainableModel } from '../../src/training/trainable-model.js';

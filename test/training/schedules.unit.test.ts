@@ -7,7 +7,7 @@ import {
   linearDecay,
   PolicyloopError,
   withWarmup,
-} from '../../src/index.js';
+} from 'policyloop';
 import { learningRateAt } from '../../src/training/schedules.js';
 
 const run = { maxSteps: 10 };

@@ -8,13 +8,13 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gatherTrajectoryGroups } from '../../src/rollout/gather-trajectory-groups.js';
-import { isChoice } from '../../src/schema/index.js';
-import type { TrajectoryGroup, TrajectoryGroupInput } from '../../src/schema/index.js';
-import { InvalidArgumentError } from '../../src/client/index.js';
+import { isChoice } from 'policyloop/schema';
+import type { TrajectoryGroup, TrajectoryGroupInput } from 'policyloop/schema';
+import { InvalidArgumentError } from 'policyloop/client';
 import { LocalBackend } from '../../src/training/local-backend.js';
 import { MissingLogprobsError, TrainingJobFailedError, TrainingTimeoutError } from '../../src/training/errors.js';
 import { TrainableModel } from '../../src/training/trainable-model.js';
-import { APIUserAbortError } from '../../src/client/index.js';
+import { APIUserAbortError } from 'policyloop/client';
 import type { GroupsDroppedEvent } from '../../src/training/model-events.js';
 import type { JobProgress } from '../../src/training/follow-job.js';
 

@@ -5,7 +5,7 @@
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { serve } from '../../../src/server/index.js';
+import { serve } from 'policyloop/server';
 import type { Engine } from '../../../src/engine/types.js';
 import { createStandInEngine } from './stand-in-engine.js';
 

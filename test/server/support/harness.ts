@@ -17,7 +17,7 @@ import {
   type ServeHandle,
   type ServeOptions,
   type ServerOptions,
-} from '../../../src/server/index.js';
+} from 'policyloop/server';
 import { checkResponse } from './openapi-responses.js';
 
 /** A response as the tests look at it. */

@@ -20,7 +20,7 @@ import type {
   ChatCompletionResult,
   Choice,
   ChatCompletionTokenLogprob,
-} from '../../../src/schema/index.js';
+} from 'policyloop/schema';
 
 /** Options of the stand-in. */
 export interface StandInEngineOptions {

@@ -2,9 +2,9 @@
  * A training process for the crash test: runs an RLTrainer against a service at POLICYLOOP_TEST_URL
  * (the test's, which outlives this process) until MAX_STEPS, then prints its summary as JSON.
  */
-import { LocalBackend, RLTrainer, TrainableModel } from '../../../src/index.js';
+import { LocalBackend, RLTrainer, TrainableModel } from 'policyloop';
 import { capitalsReward } from '../../../examples/tasks/uppercase.js';
-import { finalAssistantText } from '../../../src/index.js';
+import { finalAssistantText } from 'policyloop';
 
 const env = (name: string): string => {
   const value = process.env[name];
