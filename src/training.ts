@@ -45,7 +45,6 @@ export type {
   RLTrainerEvents,
   StepStartEvent,
   StepEndEvent,
-  RLGroupsDroppedEvent,
   RLRolloutFailedEvent,
   ValidationEndEvent,
 } from './training/rl-trainer.js';

@@ -36,7 +36,6 @@ import { TrainableModel } from './trainable-model.js';
 export { formatStepLine } from './rl-run.js';
 export type {
   RLBudget,
-  RLGroupsDroppedEvent,
   RLKeepOptions,
   RLRolloutFailedEvent,
   RLRunOptions,

@@ -228,9 +228,6 @@ export interface StepEndEvent {
   readonly metrics: Readonly<Record<string, number>>;
 }
 
-/** @deprecated Use `GroupsDroppedEvent` (one payload for a model's and a trainer's drops); removed in the next minor version. */
-export type RLGroupsDroppedEvent = GroupsDroppedEvent;
-
 /** A validation was logged. */
 export interface ValidationEndEvent {
   /** The step validated (the checkpoint sampled from). */

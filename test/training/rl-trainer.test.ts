@@ -19,7 +19,7 @@ import { NoLearningSignalError } from '../../src/training/errors.js';
 import { PromptedModel } from '../../src/training/prompted-model.js';
 import { RLTrainer } from '../../src/training/rl-trainer.js';
 import { TrainableModel } from '../../src/training/trainable-model.js';
-import type { RLGroupsDroppedEvent, StepEndEvent, ValidationEndEvent } from '../../src/training/rl-trainer.js';
+import type { GroupsDroppedEvent, StepEndEvent, ValidationEndEvent } from 'policyloop/training';
 
 const BASE_MODEL = 'policyloop/tiny-chat';
 const WORDS = ['cat', 'dog', 'sun', 'map', 'owl', 'bee', 'fig', 'ink'];
@@ -152,7 +152,7 @@ describe('RLTrainer', () => {
   it('stops with "no learning signal" after collapseAfter groups in a row with equal rewards', async () => {
     const model = await freshModel();
     const firstJob = jobBodies.length;
-    const dropped: RLGroupsDroppedEvent[] = [];
+    const dropped: GroupsDroppedEvent[] = [];
     const trainer = new RLTrainer({
       model,
       scenarios: WORDS,
