@@ -10,14 +10,16 @@
  * 2. A short SFT warm start on one demonstration per city (LoRA rank 64 = the width, on every
  *    linear layer): the model learns to write the call, with one city for all questions.
  * 3. RL (for the city), synchronous: each step rolls out 4 cities x 4 at temperature 0.05 with
- *    fixed seeds and trains one step on the groups (learning rate 1e-3, `epsilon` 0.2), printing
- *    the rollouts' mean reward and the greedy reward. Why 0.05 (docs/engine.md, "An agent on the
+ *    fixed seeds and trains one step on the groups (learning rate 1e-3), printing the rollouts'
+ *    mean reward, the job's `kl_div` (about 0: the service's logprobs are the model's own at every
+ *    temperature) and the greedy reward. Why 0.05 (docs/engine.md, "An agent on the
  *    tiny Qwen3 that learns"): this model's logits span about ±1.3, so temperature 1 samples
  *    almost uniformly over 151,936 ids.
  *
  * Measured curve: docs/engine.md (Real models): 0 for the random model, 0.625 after the warm
- * start (every reply calls `weather`, with one city for all), 0.625 through 8 RL steps (RL does
- * not yet teach it to copy the city in that budget).
+ * start (every reply calls `weather`, with one city for all), 0.625 through 12 RL steps: RL never
+ * samples the asked city, so it can only make the sampled calls more reliable ("Does RL add to
+ * it?" there).
  * Run: npx tsx examples/qwen-agent.ts (POLICYLOOP_EXAMPLE_STEPS=<n> for n RL steps, default 8;
  * POLICYLOOP_WARM_EPOCHS=<n> for n SFT steps, default 30).
  */
@@ -92,13 +94,13 @@ for (let index = 1; index <= steps; index += 1) {
   const mean = rewards.reduce((sum, reward) => sum + reward, 0) / rewards.length;
   // A batch whose groups all have equal rewards carries no gradient (model.train refuses it).
   const flat = groups.every((group) => group.trajectories.every((t) => t.reward === group.trajectories[0]?.reward));
-  // The service reports the rollouts' logprobs at temperature 0.05, the trainer recomputes them at
-  // 1: every importance ratio is ~e^-12. `epsilon: 0.2` clips the weight up to 0.8 (CISPO's
-  // default floor, 0, left ~e^-12, and Adam blew that vanishing gradient up into noise steps that
-  // took the reward to 0 at 5e-3); 1e-3 keeps the warm start's calls.
-  if (!flat) await model.train(groups, { learningRate: 1e-3, config: { epsilon: 0.2 } });
+  // The service returns the model's own (temperature-1) logprobs at temperature 0.05 too, which the
+  // trainer recomputes: each job starts at importance ratio 1 (`kl_div` ~1e-6). 1e-3 keeps the warm
+  // start's calls; 2e-3 and 5e-3 broke them within a few steps (docs/engine.md).
+  const result = flat ? undefined : await model.train(groups, { learningRate: 1e-3 });
+  const kl = result === undefined ? '' : `, kl_div ${(result.metrics['train/kl_div'] ?? Number.NaN).toExponential(1)}`;
   console.log(
-    `RL step ${index}/${steps}: rollout reward ${mean.toFixed(3)}${flat ? ' (no gradient: skipped)' : ''}, greedy reward ${(await greedy()).toFixed(3)}, ${elapsed()}`,
+    `RL step ${index}/${steps}: rollout reward ${mean.toFixed(3)}${flat ? ' (no gradient: skipped)' : ''}${kl}, greedy reward ${(await greedy()).toFixed(3)}, ${elapsed()}`,
   );
 }
 console.log(`after ${steps} RL steps: greedy reward ${(await greedy()).toFixed(3)}, ${elapsed()}`);

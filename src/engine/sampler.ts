@@ -15,7 +15,7 @@ import { maxOf } from '../internal/arrays.js';
 
 /** How one row is sampled. */
 export interface RowSampling {
-  /** 0 = greedy. Logprobs are reported at this temperature (at 1 when greedy). */
+  /** 0 = greedy. Shapes only which token is drawn: logprobs are the model's own (temperature 1). */
   readonly temperature: number;
   /** Nucleus sampling mass in (0, 1]. */
   readonly topP: number;
@@ -47,7 +47,7 @@ export interface TokenAlternative {
 export interface GeneratedSequence {
   /** Sampled tokens that belong to the completion (stop-sequence tokens removed; `<|end|>` kept). */
   readonly tokens: number[];
-  /** Logprob of each token of `tokens` under the sampling distribution. */
+  /** Logprob of each token of `tokens` under the model's distribution (temperature 1, no top-p). */
   readonly logprobs: number[];
   /** The top alternatives of each token of `tokens` (empty arrays unless asked for). */
   readonly alternatives: TokenAlternative[][];
@@ -67,25 +67,33 @@ export interface SampledToken {
 }
 
 /**
- * Samples one token from a row of logits. The reported logprob is that of the full distribution at
- * the row's temperature (top-p truncation is not reflected); greedy rows report temperature-1
- * logprobs.
+ * Samples one token from a row of logits at the row's temperature and top-p. The reported logprobs
+ * (of the token and its alternatives) are the model's own, `log_softmax(logits)` at temperature 1
+ * whatever the sampling settings, as vLLM's default `logprobs_mode: raw_logprobs` reports them: the
+ * trainer recomputes exactly these, so a job's first importance ratio is 1 at every temperature
+ * (docs/engine.md, "Logprobs and temperature").
  */
 export function sampleToken(logits: Float32Array, sampling: RowSampling): SampledToken {
   const size = logits.length;
-  const temperature = sampling.temperature > 0 ? sampling.temperature : 1;
   let max = -Infinity;
-  for (let index = 0; index < size; index += 1) max = Math.max(max, (logits[index] as number) / temperature);
-  const probabilities = new Float64Array(size);
-  let total = 0;
-  for (let index = 0; index < size; index += 1) {
-    const value = Math.exp((logits[index] as number) / temperature - max);
-    probabilities[index] = value;
-    total += value;
+  for (let index = 0; index < size; index += 1) max = Math.max(max, logits[index] as number);
+  let rawTotal = 0;
+  for (let index = 0; index < size; index += 1) rawTotal += Math.exp((logits[index] as number) - max);
+  const logRawTotal = Math.log(rawTotal);
+  const logprobOf = (index: number): number => (logits[index] as number) - max - logRawTotal;
+
+  // The distribution tokens are drawn from: softmax(logits / T) (not needed when greedy).
+  const temperature = sampling.temperature;
+  const probabilities = new Float64Array(temperature > 0 ? size : 0);
+  if (temperature > 0) {
+    let total = 0;
+    for (let index = 0; index < size; index += 1) {
+      const value = Math.exp(((logits[index] as number) - max) / temperature);
+      probabilities[index] = value;
+      total += value;
+    }
+    for (let index = 0; index < size; index += 1) probabilities[index] = (probabilities[index] as number) / total;
   }
-  const logTotal = Math.log(total);
-  const logprobOf = (index: number): number => (logits[index] as number) / temperature - max - logTotal;
-  for (let index = 0; index < size; index += 1) probabilities[index] = (probabilities[index] as number) / total;
 
   let chosen = 0;
   if (sampling.temperature <= 0) {

@@ -164,6 +164,28 @@ describe('Hugging Face models in the engine', () => {
     expect(Math.abs(nextStep?.data['kl_div'] ?? 1)).toBeLessThan(1e-5);
   });
 
+  it('starts an RL job on rollouts sampled at temperature 0.3 with kl_div about 0 and importance ratio 1', async () => {
+    // The reported logprobs are the model's own (temperature 1), which the trainer recomputes.
+    // Rewards by position: at temperature 0.3 the samples may all be alike.
+    const prompt = 'abc';
+    const sampled = await engine.chatCompletion(
+      base,
+      ask(prompt, { n: 8, max_tokens: 6, logprobs: true, seed: 5, temperature: 0.3 }),
+    );
+    const events = await train({
+      kind: 'rl',
+      policy: base,
+      outputPath: output(),
+      step: 1,
+      trajectoryGroups: [group(sampled.choices, prompt, (choice) => choice.index)],
+      config: { lora_rank: 4, lora_alpha: 8 },
+    });
+    const step = events.find((event) => event.type === 'gradient_step');
+    expect(step?.data['num_trainable_tokens']).toBeGreaterThan(0);
+    expect(Math.abs(step?.data['kl_div'] ?? 1)).toBeLessThan(1e-5);
+    expect(step?.data['importance_ratio']).toBeCloseTo(1, 4);
+  });
+
   it('RL raises the reward of a fixed preference within a few steps', async () => {
     // Reward: the first character is G or b (~19% for the random model); each step continues the last.
     const good = (choice: Choice): number => (/^[Gb]/.test(choice.message.content ?? '') ? 1 : 0);

@@ -42,7 +42,7 @@ describe('sampling', () => {
     expect(first.choices.map((choice) => choice.index)).toEqual([0, 1]);
   });
 
-  it('reports logprobs of the sampling distribution with top alternatives and bytes', async () => {
+  it("reports the model's logprobs with top alternatives and bytes", async () => {
     const result = await engine.chatCompletion(
       base,
       ask('abc', { seed: 1, max_tokens: 6, logprobs: true, top_logprobs: 5 }),
@@ -68,19 +68,33 @@ describe('sampling', () => {
     expect(again.choices[0]?.logprobs?.content?.[0]?.top_logprobs).toEqual(entries[0]?.top_logprobs);
   });
 
-  it('samples greedily at temperature 0 and sharpens the distribution at low temperature', async () => {
+  it('samples greedily at temperature 0; the temperature changes which tokens are drawn, not their logprobs', async () => {
     const greedy = await engine.chatCompletion(
       base,
       ask('abc', { temperature: 0, max_tokens: 5, logprobs: true, top_logprobs: 1 }),
     );
     for (const entry of greedy.choices[0]?.logprobs?.content ?? [])
       expect(entry.token).toBe(entry.top_logprobs[0]?.token);
-    const cold = await engine.chatCompletion(
-      base,
-      ask('abc', { temperature: 0.5, max_tokens: 1, logprobs: true, top_logprobs: 1 }),
-    );
-    const first = greedy.choices[0]?.logprobs?.content?.[0]?.top_logprobs[0]?.logprob ?? 0;
-    expect(cold.choices[0]?.logprobs?.content?.[0]?.top_logprobs[0]?.logprob).toBeGreaterThan(first);
+    // The reported logprobs are the model's own (temperature 1) at every temperature, as vLLM's
+    // default raw_logprobs: the same prompt gives the same first-position alternatives.
+    const first = (temperature: number) =>
+      engine.chatCompletion(
+        base,
+        ask('abc', { temperature, max_tokens: 1, n: 64, seed: 5, logprobs: true, top_logprobs: 3 }),
+      );
+    const [cold, hot] = await Promise.all([first(0.25), first(4)]);
+    const alternatives = greedy.choices[0]?.logprobs?.content?.[0]?.top_logprobs;
+    for (const result of [cold, hot])
+      for (const choice of result.choices) {
+        const entry = choice.logprobs?.content?.[0];
+        const listed = alternatives?.find((alternative) => alternative.token === entry?.token);
+        if (listed) expect(entry?.logprob).toBeCloseTo(listed.logprob, 6);
+      }
+    // A low temperature draws the most likely token more often than a high one.
+    const top = alternatives?.[0]?.token;
+    const share = (result: typeof cold): number =>
+      result.choices.filter((choice) => choice.logprobs?.content?.[0]?.token === top).length / 64;
+    expect(share(cold)).toBeGreaterThan(share(hot));
   });
 
   it('reports logprobs of a full distribution: over the whole vocabulary they sum to 1, at any temperature', async () => {

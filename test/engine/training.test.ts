@@ -3,7 +3,12 @@ import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { DEFAULT_LEARNING_RATE, DEFAULT_SFT_LEARNING_RATE, createEngine } from '../../src/engine/index.js';
+import {
+  DEFAULT_LEARNING_RATE,
+  DEFAULT_SFT_LEARNING_RATE,
+  VOCABULARY_SIZE,
+  createEngine,
+} from '../../src/engine/index.js';
 import type { Engine, EngineTrainingEvent, PolicyRef } from '../../src/engine/index.js';
 import { Trajectory } from 'policyloop';
 import type { SFTRow, TrajectoryGroup } from 'policyloop';
@@ -91,10 +96,11 @@ async function rlGroups(
   prompts: string[],
   groupSize: number,
   score: (text: string, index: number) => number,
+  extra: Partial<ChatCompletionRequestBody> = {},
 ): Promise<{ groups: TrajectoryGroup[]; mean: number }> {
   const results = await Promise.all(
     prompts.map((content) =>
-      engine.chatCompletion(policy, ask(content, { n: groupSize, max_tokens: 6, logprobs: true })),
+      engine.chatCompletion(policy, ask(content, { n: groupSize, max_tokens: 6, logprobs: true, ...extra })),
     ),
   );
   let total = 0;
@@ -171,15 +177,29 @@ describe('SFT', () => {
     );
   });
 
-  it('samples tokens as often as their reported probability (at the sampling temperature) says', async () => {
+  it('samples tokens as often as softmax(logprob / T) of the reported logprobs says', async () => {
+    const temperature = 2;
     const result = await engine.chatCompletion(
       taughtPolicy,
-      ask('two plus two?', { temperature: 2, max_tokens: 1, n: 128, seed: 7, logprobs: true, top_logprobs: 3 }),
+      ask('two plus two?', {
+        temperature,
+        max_tokens: 1,
+        n: 128,
+        seed: 7,
+        logprobs: true,
+        top_logprobs: VOCABULARY_SIZE,
+      }),
     );
     const first = result.choices[0]?.logprobs?.content?.[0];
     const top = first?.top_logprobs[0];
     expect(top).toBeDefined();
-    const expected = Math.exp(top?.logprob ?? 0);
+    // The logprobs are the model's own (temperature 1); tokens are drawn at temperature 2.
+    const tempered = (first?.top_logprobs ?? []).reduce(
+      (sum, alternative) => sum + Math.exp(alternative.logprob / temperature),
+      0,
+    );
+    const expected = Math.exp((top?.logprob ?? 0) / temperature) / tempered;
+    expect(expected).toBeLessThan(Math.exp(top?.logprob ?? 0));
     const observed =
       result.choices.filter((choice) => choice.logprobs?.content?.[0]?.token === top?.token).length / 128;
     // Binomial standard deviation at n = 128 is at most 0.045.
@@ -187,7 +207,7 @@ describe('SFT', () => {
     for (const choice of result.choices) {
       const entry = choice.logprobs?.content?.[0];
       const listed = first?.top_logprobs.find((alternative) => alternative.token === entry?.token);
-      if (listed) expect(entry?.logprob).toBeCloseTo(listed.logprob, 6);
+      expect(entry?.logprob).toBeCloseTo(listed?.logprob ?? Number.NaN, 6);
     }
   });
 
@@ -282,24 +302,28 @@ describe('RL', () => {
     expect(last - first).toBeGreaterThanOrEqual(0.3);
   });
 
-  it('trains on the sampled tokens with importance ratio 1 (sampler and trainer agree)', async () => {
-    // Rewards by position, not by sampled text: four samples of the same length would leave
-    // nothing to train on.
-    const { groups } = await rlGroups(base, ['abcd', 'efgh'], 4, (_text, index) => index / 4);
-    const { events, metrics } = await train({
-      kind: 'rl',
-      policy: base,
-      ...output(),
-      step: 1,
-      trajectoryGroups: groups,
-      config: { loss_fn: 'ppo', epsilon: 0.2, kl_penalty_coef: 0.1 },
-    });
-    expect(events.map((event) => event.type)).toEqual(['training_started', 'gradient_step']);
-    expect(metrics['importance_ratio']).toBeCloseTo(1, 4);
-    expect(metrics['clip_fraction']).toBe(0);
-    expect(metrics['num_trajectories']).toBe(8);
-    expect(metrics['num_groups_submitted']).toBe(2);
-  });
+  it.each([0.3, 1])(
+    'trains on tokens sampled at temperature %s with importance ratio 1 and kl_div 0 (sampler and trainer agree)',
+    async (temperature) => {
+      // Rewards by position, not by sampled text: four samples of the same length would leave
+      // nothing to train on.
+      const { groups } = await rlGroups(base, ['abcd', 'efgh'], 4, (_text, index) => index / 4, { temperature });
+      const { events, metrics } = await train({
+        kind: 'rl',
+        policy: base,
+        ...output(),
+        step: 1,
+        trajectoryGroups: groups,
+        config: { loss_fn: 'ppo', epsilon: 0.2, kl_penalty_coef: 0.1 },
+      });
+      expect(events.map((event) => event.type)).toEqual(['training_started', 'gradient_step']);
+      expect(metrics['importance_ratio']).toBeCloseTo(1, 4);
+      expect(Math.abs(metrics['kl_div'] ?? 1)).toBeLessThan(1e-5);
+      expect(metrics['clip_fraction']).toBe(0);
+      expect(metrics['num_trajectories']).toBe(8);
+      expect(metrics['num_groups_submitted']).toBe(2);
+    },
+  );
 
   it('weighs tokens by the importance ratio against the logprobs carried in the Choices', async () => {
     const { groups } = await rlGroups(base, ['abcd', 'efgh'], 4, (text) => text.length / 6);
