@@ -28,20 +28,25 @@ export interface CaptureCompletionsOptions {
 
 /**
  * The one merge rule of `defaults`: a default fills a key of `body` whose value is `undefined` or
- * `null` (`model` also when it is `''`); the body's own values win otherwise.
+ * `null` (`model` also when it is `''`); the body's own values win otherwise. Returns a new object
+ * when a default filled a key, else `body` itself (nothing to copy: the SDK and the recorder only
+ * read it).
  */
 export function withDefaults(
   body: ChatCompletionCreateBody,
   defaults: Readonly<Record<string, unknown>>,
 ): ChatCompletionCreateBody {
-  const merged: Record<string, unknown> = { ...body };
+  let merged: Record<string, unknown> | undefined;
   // `for...in` over own keys: the same keys as `Object.entries`, without an array per request.
   for (const key in defaults) {
     if (!Object.hasOwn(defaults, key)) continue;
-    const own = merged[key];
-    if (own === undefined || own === null || (key === 'model' && own === '')) merged[key] = defaults[key];
+    const own = (merged ?? (body as unknown as Record<string, unknown>))[key];
+    if (own === undefined || own === null || (key === 'model' && own === '')) {
+      merged ??= { ...body };
+      merged[key] = defaults[key];
+    }
   }
-  return merged as unknown as ChatCompletionCreateBody;
+  return (merged ?? body) as unknown as ChatCompletionCreateBody;
 }
 
 /** Marks a `create` that already records, so that wrapping a captured client twice records once. */

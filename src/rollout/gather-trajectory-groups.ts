@@ -34,7 +34,7 @@ import {
   toTrajectoryException,
 } from './rollout-errors.js';
 import type { RolloutContext, RolloutFn } from './rollout-function.js';
-import { runInRolloutScope } from './rollout-scope.js';
+import { closeRolloutScope, openRolloutScope, type RolloutScope } from './rollout-scope.js';
 import { TrajectoryRecorder, takeTrajectory } from './trajectory-recorder.js';
 
 /** What a group scorer gets besides the group. */
@@ -132,10 +132,12 @@ type Outcome = Trajectory | Failed | undefined;
 
 /**
  * One attempt of one rollout: its signal, its recorder, its timer, and how to reject it. One object
- * with methods rather than closures per attempt (the runner makes one per rollout).
+ * with methods rather than closures per attempt (the runner makes one per rollout); it is also the
+ * rollout's capture scope (its recorder and signal).
  */
-class Attempt<S> {
+class Attempt<S> implements RolloutScope {
   readonly controller = new AbortController();
+  readonly signal = this.controller.signal;
   readonly recorder = new TrajectoryRecorder();
   timer: ReturnType<typeof setTimeout> | undefined = undefined;
   /** Rejects the attempt's promise (set when it is made). */
@@ -149,7 +151,7 @@ class Attempt<S> {
   ) {
     // The rollout's requests each listen on this signal: without this, Node prints a
     // MaxListenersExceededWarning on stderr past 10 of them.
-    setMaxListeners(Number.POSITIVE_INFINITY, this.controller.signal);
+    setMaxListeners(Number.POSITIVE_INFINITY, this.signal);
   }
 
   /** The attempt settled: its timer stops, `running` forgets it, its recorder records no more. */
@@ -320,8 +322,7 @@ export async function gatherTrajectoryGroups<S>(
 
   /** What an attempt does: run the rollout in its scope, then stamp, validate and score its trajectory. */
   const work = async (attempt: Attempt<S>): Promise<Trajectory> => {
-    const { recorder, scenario } = attempt;
-    const attemptSignal = attempt.controller.signal;
+    const { recorder, scenario, signal: attemptSignal } = attempt;
     const startTime = new Date().toISOString();
     // Read twice per rollout: an answer given at once (`() => model.getStep()`) skips the microtask queue.
     const initialRead = policyVersion?.();
@@ -333,7 +334,14 @@ export async function gatherTrajectoryGroups<S>(
       groupIndex: attempt.groupIndex,
       attempt: attempt.attempt,
     };
-    const returned: unknown = await runInRolloutScope({ recorder, signal: attemptSignal }, rollout, scenario, context);
+    // The attempt is the rollout's capture scope; the scope closes once what the rollout returned settled.
+    const started = openRolloutScope(attempt, rollout, scenario, context);
+    let returned: unknown;
+    try {
+      returned = isPromiseLike(started) ? await started : started;
+    } finally {
+      closeRolloutScope();
+    }
     recorder.close();
     const finalRead = policyVersion?.();
     const finalVersion = isPromiseLike(finalRead) ? await finalRead : finalRead;

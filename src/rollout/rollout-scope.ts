@@ -55,19 +55,33 @@ function closeScope(): void {
  * calls it once per rollout.)
  */
 export function runInRolloutScope<A extends unknown[], T>(scope: RolloutScope, fn: (...args: A) => T, ...args: A): T {
-  openScopes += 1;
-  let result: T;
-  try {
-    result = storage.run(scope, fn, ...args);
-  } catch (error) {
-    closeScope();
-    throw error;
-  }
+  const result = openRolloutScope(scope, fn, ...args);
   if (!isPromiseLike(result)) {
     closeScope();
     return result;
   }
   return Promise.resolve(result).then(closeScopeWith, closeScopeAndThrow) as T;
+}
+
+/**
+ * Starts `fn(first, second)` with `scope` as the current rollout scope and returns what it
+ * returned; unless it threw, the caller must call {@link closeRolloutScope} once that settled. The
+ * runner's form of {@link runInRolloutScope}: it awaits the result itself, so the scope is closed
+ * without a promise of its own per rollout.
+ */
+export function openRolloutScope<A extends unknown[], T>(scope: RolloutScope, fn: (...args: A) => T, ...args: A): T {
+  openScopes += 1;
+  try {
+    return storage.run(scope, fn, ...args);
+  } catch (error) {
+    closeScope();
+    throw error;
+  }
+}
+
+/** Closes a scope that {@link openRolloutScope} opened, once what its function returned settled. */
+export function closeRolloutScope(): void {
+  closeScope();
 }
 
 /** Closes a scope whose function fulfilled with `value` (shared, so that no closure is built per rollout). */
@@ -106,7 +120,7 @@ export function captureInto<T>(history: HistoryRecorder, fn: () => T): T {
       'Expected captureInto to get the current trajectory or one of its addHistory() entries, got another history',
     );
   }
-  return storage.run({ ...scope, history }, fn);
+  return storage.run({ recorder: scope.recorder, signal: scope.signal, history }, fn);
 }
 
 /** Options of {@link recordTrajectory}. */

@@ -33,6 +33,13 @@ let appendOrderOf: (owner: TrajectoryRecorder, history: number, count: number) =
 let attachHistory: (history: HistoryRecorder, owner: TrajectoryRecorder, index: number) => void = () => undefined;
 
 /**
+ * Appends copies of `messages[from..]` to `history` (its `addMessage` without the two arrays a
+ * slice and a spread would make for every recorded completion; set by {@link HistoryRecorder}'s
+ * static block).
+ */
+let appendMessages: (history: HistoryRecorder, messages: readonly unknown[], from: number) => void = () => undefined;
+
+/**
  * One conversation: messages (context) and Choices (trainable turns), in order, plus the tools it
  * offered. The main conversation of a trajectory and each sub-agent's `additional_histories` entry
  * are one of these.
@@ -52,6 +59,15 @@ export class HistoryRecorder {
       history.#owner = owner;
       history.#index = index;
     };
+    appendMessages = (history, messages, from) => history.#append(messages, from);
+  }
+
+  /** Appends copies of `messages[from..]` and tells the owner their order. */
+  #append(messages: readonly unknown[], from: number): void {
+    for (let index = from; index < messages.length; index += 1)
+      this.messagesAndChoices.push(clonePlain(messages[index]) as MessageOrChoice);
+    if (this.#owner !== undefined && from < messages.length)
+      appendOrderOf(this.#owner, this.#index, messages.length - from);
   }
 
   /**
@@ -68,8 +84,7 @@ export class HistoryRecorder {
 
   /** Appends messages (context, not trained on). Returns `this` for chaining. */
   addMessage(...messages: ChatCompletionMessageParam[]): this {
-    for (const message of messages) this.messagesAndChoices.push(clonePlain(message));
-    if (this.#owner !== undefined) appendOrderOf(this.#owner, this.#index, messages.length);
+    this.#append(messages, 0);
     return this;
   }
 
@@ -218,7 +233,7 @@ export class TrajectoryRecorder extends HistoryRecorder {
       }
     }
     if (target === undefined) target = this.addHistory();
-    target.addMessage(...(messages.slice(covered) as ChatCompletionMessageParam[]));
+    appendMessages(target, messages, covered);
     target.addChoice(choice);
     const offered = functionTools(tools);
     if (offered !== null) target.tools = clonePlain(offered);
