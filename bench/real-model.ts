@@ -17,7 +17,7 @@ import { loadTensorFlow } from '../src/engine/backend.js';
 import { loadBaseTensors, readHfConfig } from '../src/engine/hf/files.js';
 import { initialLora, loraSettingsOf } from '../src/engine/hf/lora.js';
 import { runnable } from '../src/engine/hf/model.js';
-import { wasmWeightBytes } from '../src/engine/hf/runtime.js';
+import { assertFitsWasmHeap } from '../src/engine/hf/runtime.js';
 import { generateHf } from '../src/engine/hf/sampler.js';
 import type { TextLayer } from '../src/engine/hf/text.js';
 import { tokensPerPass, trainableAdapter } from '../src/engine/hf/trainer.js';
@@ -35,11 +35,15 @@ const { values } = parseArgs({
     'new-tokens': { type: 'string', default: '32' },
     'train-rows': { type: 'string', default: '8' },
     'train-length': { type: 'string', default: '128' },
+    layers: { type: 'string' },
+    profile: { type: 'boolean', default: false },
   },
 });
 const shapeName = values.shape as keyof typeof SHAPES;
-const shape = SHAPES[shapeName];
-if (!shape) throw new Error(`Expected --shape ${Object.keys(SHAPES).join(' or ')}, got ${values.shape}`);
+const fullShape = SHAPES[shapeName];
+if (!fullShape) throw new Error(`Expected --shape ${Object.keys(SHAPES).join(' or ')}, got ${values.shape}`);
+// --layers N: the same shape with fewer layers, for quick comparisons (fractions, not memory).
+const shape = { ...fullShape, layers: values.layers ? Number(values.layers) : fullShape.layers };
 const newTokens = Number(values['new-tokens']);
 const trainRows = Number(values['train-rows']);
 const trainLength = Number(values['train-length']);
@@ -144,11 +148,10 @@ try {
     `${shapeName}: ${(parameters / 1e6).toFixed(1)}M parameters, loaded in ${((performance.now() - started) / 1000).toFixed(1)} s, peak RSS ${peakRss()}`,
   );
 
-  const heapBytes = wasmWeightBytes(config);
-  if (heapBytes > 3.6e9) {
-    console.log(
-      `sampling and training skipped: the weights need ~${(heapBytes / 1e9).toFixed(1)} GB of wasm heap (each float32 matrix and XNNPACK's packed copy), more than a 4 GB wasm32 heap leaves; the engine refuses such models with that message`,
-    );
+  try {
+    assertFitsWasmHeap(directory, config);
+  } catch (error) {
+    console.log(`sampling and training skipped, as the engine would refuse the model: ${(error as Error).message}`);
     process.exit(0);
   }
 
@@ -240,6 +243,29 @@ try {
   });
   const learned = sequences.reduce((sum, sequence) => sum + sequence.mask.reduce((a: number, b) => a + b, 0), 0);
   started = performance.now();
+  if (values.profile) {
+    // --profile: where the training step's time goes, by kernel (summed wall time of each kernel).
+    const info = await tf.profile(() => {
+      computeStep(tf, trainable, sequences, lossSettings('rl', null));
+    });
+    const byKernel = new Map<string, { ms: number; calls: number }>();
+    for (const kernel of info.kernels) {
+      const key =
+        kernel.name === 'BatchMatMul' || kernel.name === 'Transpose' || kernel.name === 'Identity'
+          ? `${kernel.name} ${JSON.stringify(kernel.inputShapes)}`
+          : kernel.name;
+      const entry = byKernel.get(key) ?? { ms: 0, calls: 0 };
+      entry.ms += Number(kernel.kernelTimeMs);
+      entry.calls += 1;
+      byKernel.set(key, entry);
+    }
+    const total = [...byKernel.values()].reduce((sum, entry) => sum + entry.ms, 0);
+    for (const [name, entry] of [...byKernel].sort((a, b) => b[1].ms - a[1].ms).slice(0, 30))
+      console.log(
+        `  ${name}: ${entry.ms.toFixed(0)} ms (${((100 * entry.ms) / total).toFixed(0)}%) in ${entry.calls} calls`,
+      );
+    started = performance.now();
+  }
   computeStep(tf, trainable, sequences, lossSettings('rl', null));
   const passTokens = tokensPerPass(config);
   const seconds = (performance.now() - started) / 1000;

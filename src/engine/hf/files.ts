@@ -146,7 +146,7 @@ export function linearShape(config: HfModelConfig, module: LinearModule): [numbe
 }
 
 /**
- * Loads a model folder's weights into tensors (linear weights transposed to `[in, out]`),
+ * Loads a model folder's weights into tensors (matrices as transformers stores them, `[out, in]`),
  * checking every expected tensor's presence and shape.
  */
 export async function loadBaseTensors(tf: TensorFlow, directory: string, config: HfModelConfig): Promise<BaseTensors> {
@@ -181,17 +181,7 @@ export async function loadBaseTensors(tf: TensorFlow, directory: string, config:
         );
       if (name === 'model.embed_tokens.weight') {
         hostEmbedding = tensor.data;
-        if (config.tiedEmbeddings)
-          uploaded.set(
-            'output',
-            tf.tensor2d(transposeHost(tensor.data, shape[0] as number, shape[1] as number), [
-              shape[1] as number,
-              shape[0] as number,
-            ]),
-          );
-      } else if (name.endsWith('_proj.weight') || name === 'lm_head.weight') {
-        const [rows, columns] = shape as [number, number];
-        uploaded.set(name, tf.tensor2d(transposeHost(tensor.data, rows, columns), [columns, rows]));
+        if (config.tiedEmbeddings) uploaded.set('output', tf.tensor2d(tensor.data, shape as [number, number]));
       } else {
         uploaded.set(name, tf.tensor(tensor.data, [...shape]));
       }
