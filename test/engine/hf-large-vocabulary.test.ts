@@ -70,7 +70,10 @@ afterAll(() => disposeBase(base));
 function loss(a: Tensor, b: Tensor): Tensor {
   const lora = { scale: 2, layers: [{ down_proj: { a: a as Tensor2D, b: b as Tensor2D } }] };
   const logits = forwardLogits(tf, runnable(config, base, lora), tokens, 1, tokens.length);
-  const picked = tf.gather(tf.reshape(logits, [-1]), readLogits.map(([position, id]) => position * vocabulary + id));
+  const picked = tf.gather(
+    tf.reshape(logits, [-1]),
+    readLogits.map(([position, id]) => position * vocabulary + id),
+  );
   return tf.sum(tf.mul(picked, tf.tensor1d(readLogits.map(([, , weight]) => weight))));
 }
 
@@ -82,7 +85,9 @@ describe('a vocabulary taller than one backward block', () => {
     const value = (aData: Float32Array, bData: Float32Array): number =>
       tf.tidy(() => loss(tf.tensor2d(aData, [12, 2]), tf.tensor2d(bData, [2, 8])).dataSync()[0] as number);
     const [gradA, gradB] = tf.tidy(() =>
-      tf.grads(loss)([tf.tensor2d(a, [12, 2]), tf.tensor2d(b, [2, 8])]).map((g) => g.dataSync() as Float32Array),
+      tf
+        .grads(loss)([tf.tensor2d(a, [12, 2]), tf.tensor2d(b, [2, 8])])
+        .map((g) => g.dataSync() as Float32Array),
     ) as [Float32Array, Float32Array];
     const step = 1e-2;
     const checks: [Float32Array, Float32Array, number][] = [
