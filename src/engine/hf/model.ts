@@ -263,8 +263,7 @@ function hiddenStates(
   const rotary = rotaryOf(tf, model, positions);
   const mask = causalMask(tf, groups, length);
   const scale = 1 / Math.sqrt(c.headDimension);
-  let x = embedded;
-  for (let layer = 0; layer < c.layerCount; layer += 1) {
+  const block = (layer: number, x: Tensor2D): Tensor2D => {
     const weights = model.base.layers[layer] as LayerTensors;
     const h = rmsNorm(tf, x, weights.inputNorm, c.rmsNormEpsilon) as Tensor2D;
     const { q, k, v } = projectQkv(tf, model, layer, h, rotary);
@@ -292,8 +291,20 @@ function hiddenStates(
       tf.transpose(tf.reshape(attended, [batch, c.headCount, length, c.headDimension]), [0, 2, 1, 3]),
       [rows, c.headCount * c.headDimension],
     ) as Tensor2D;
-    x = tf.add(x, linear(tf, model, layer, 'o_proj', merged));
-    x = tf.add(x, mlp(tf, model, layer, x));
+    const attentionOut = tf.add(x, linear(tf, model, layer, 'o_proj', merged)) as Tensor2D;
+    return tf.add(attentionOut, mlp(tf, model, layer, attentionOut)) as Tensor2D;
+  };
+  let x = embedded;
+  for (let layer = 0; layer < c.layerCount; layer += 1) {
+    if (!cache) {
+      x = block(layer, x);
+      continue;
+    }
+    // Sampling keeps nothing of a layer but its output and cache: a long batched prefill's
+    // intermediates, all kept to the end of the pass, would outgrow the heap of a 0.6B model.
+    const input = x;
+    x = tf.tidy(() => block(layer, input));
+    if (input !== embedded) input.dispose();
   }
   return rmsNorm(tf, x, model.base.finalNorm, c.rmsNormEpsilon) as Tensor2D;
 }
