@@ -1,6 +1,6 @@
 /**
  * A real model's vocabulary can be taller than the blocks in which the backward pass copies the
- * output projection (`src/engine/hf/model.ts`, 16,384 rows; Qwen3 has 151,936): LoRA gradients
+ * output projection (`PROJECTION_BLOCK_ROWS`, 16,384; Qwen3 has 151,936): LoRA gradients
  * through such a projection must equal central finite differences, whichever block a learned
  * token's row falls in.
  */
@@ -10,7 +10,7 @@ import { loadTensorFlow } from '../../src/engine/backend.js';
 import type { TensorFlow } from '../../src/engine/backend.js';
 import { parseHfConfig } from '../../src/engine/hf/config.js';
 import { disposeBase, linearShape } from '../../src/engine/hf/files.js';
-import { LINEAR_MODULES, forwardLogits, runnable } from '../../src/engine/hf/model.js';
+import { LINEAR_MODULES, PROJECTION_BLOCK_ROWS, forwardLogits, runnable } from '../../src/engine/hf/model.js';
 import type { BaseTensors, LayerTensors, LinearModule } from '../../src/engine/hf/model.js';
 import { SeededRandom } from '../../src/engine/random.js';
 
@@ -60,7 +60,13 @@ beforeAll(async () => {
   };
   base = {
     hostEmbedding: embedding,
-    output: tf.tensor2d(embedding, [vocabulary, config.hiddenSize]),
+    output: [0, PROJECTION_BLOCK_ROWS].map((start) => {
+      const rows = Math.min(PROJECTION_BLOCK_ROWS, vocabulary - start);
+      return tf.tensor2d(embedding.subarray(start * config.hiddenSize, (start + rows) * config.hiddenSize), [
+        rows,
+        config.hiddenSize,
+      ]);
+    }),
     finalNorm: tf.ones([config.hiddenSize]),
     layers: [layer],
   };

@@ -43,8 +43,11 @@ export interface LayerTensors {
 export interface BaseTensors {
   /** The token embedding `[vocabulary, hidden]`, row-major, in host memory. */
   readonly hostEmbedding: Float32Array;
-  /** Output projection `[vocabulary, hidden]` (the embedding itself when tied). */
-  readonly output: Tensor2D;
+  /**
+   * Output projection `[vocabulary, hidden]` (the embedding itself when tied), as consecutive
+   * blocks of at most {@link PROJECTION_BLOCK_ROWS} rows.
+   */
+  readonly output: readonly Tensor2D[];
   readonly finalNorm: Tensor1D;
   readonly layers: readonly LayerTensors[];
 }
@@ -86,49 +89,58 @@ function swapAxes(tf: TensorFlow, x: Tensor2D): Tensor2D {
 }
 
 /**
- * Rows of a frozen weight the backward pass copies at a time: a copy is what XNNPACK may pack, and
- * the 151,936-row output projection of a Qwen3 model would otherwise be copied (0.6 GB) at once.
+ * Most rows of one output-projection block (a Qwen3 projection has 151,936): the backward pass
+ * copies one block at a time for XNNPACK to pack, rather than the whole 0.6 GB at once.
  */
-const BACKWARD_BLOCK_ROWS = 16384;
+export const PROJECTION_BLOCK_ROWS = 16384;
 
 /**
- * `x · Wᵀ` for a frozen weight `W` `[out, in]` and `x` `[tokens, in]`, computed as `(W · xᵀ)ᵀ`
- * (see the module comment); differentiable in `x`. The forward pass keeps nothing but its result
- * (the transposes and their packed copies are freed at once); the backward pass computes
- * `dy · W` over copies of blocks of `W`'s rows, so no packed copy of `W` outlives it.
+ * `x · Wᵀ` for a frozen weight `W` `[out, in]` given as blocks of its rows, and `x` `[tokens, in]`,
+ * computed as `(W · xᵀ)ᵀ` (see the module comment); differentiable in `x`. The forward pass keeps
+ * nothing but its result (the transposes and their packed copies are freed at once); the backward
+ * pass computes `dy · W` block by block over a copy of each block, so no packed copy of a weight
+ * outlives it.
  */
-function frozenProduct(tf: TensorFlow, weight: Tensor2D, x: Tensor2D): Tensor2D {
+function frozenProduct(tf: TensorFlow, blocks: readonly Tensor2D[], x: Tensor2D): Tensor2D {
   const product = tf.customGrad((...inputs) => {
     const columns = swapAxes(tf, inputs[0] as Tensor2D);
-    const transposed: Tensor2D = tf.matMul(weight, columns);
+    const parts = blocks.map((block) => tf.matMul(block, columns));
+    const transposed = parts.length === 1 ? (parts[0] as Tensor2D) : (tf.concat(parts, 0) as Tensor2D);
     const value = swapAxes(tf, transposed);
     columns.dispose();
+    for (const part of parts) part.dispose();
     transposed.dispose();
-    return { value, gradFunc: (dy: Tensor) => weightTimes(tf, dy as Tensor2D, weight) };
+    return { value, gradFunc: (dy: Tensor) => weightTimes(tf, dy as Tensor2D, blocks) };
   });
   return product(x) as Tensor2D;
 }
 
-/** `dy · W` in blocks of `W`'s rows, each block copied, used and freed before the next. */
-function weightTimes(tf: TensorFlow, dy: Tensor2D, weight: Tensor2D): Tensor2D {
-  const rows = weight.shape[0];
+/** `dy · W` block by block, each block copied (for XNNPACK to pack), used and freed before the next. */
+function weightTimes(tf: TensorFlow, dy: Tensor2D, blocks: readonly Tensor2D[]): Tensor2D {
+  const dyParts =
+    blocks.length === 1
+      ? [dy]
+      : tf.split(
+          dy,
+          blocks.map((block) => block.shape[0]),
+          1,
+        );
+  const one = tf.scalar(1);
   let sum: Tensor2D | null = null;
-  for (let start = 0; start < rows; start += BACKWARD_BLOCK_ROWS) {
-    const end = Math.min(start + BACKWARD_BLOCK_ROWS, rows);
+  blocks.forEach((block, index) => {
     const next: Tensor2D = tf.tidy(() => {
-      const index = tf.range(start, end, 1, 'int32');
-      const part: Tensor2D = tf.matMul(end - start === rows ? dy : tf.gather(dy, index, 1), tf.gather(weight, index));
+      const part: Tensor2D = tf.matMul(dyParts[index] as Tensor2D, tf.mul(block, one) as Tensor2D);
       return sum === null ? part : (tf.add(sum, part) as Tensor2D);
     });
     sum?.dispose();
     sum = next;
-  }
-  return sum as Tensor2D;
+  });
+  return sum as unknown as Tensor2D;
 }
 
 function linear(tf: TensorFlow, model: RunnableModel, layer: number, module: LinearModule, x: Tensor2D): Tensor2D {
   const weights = model.base.layers[layer] as LayerTensors;
-  let y = frozenProduct(tf, weights.linear[module], x);
+  let y = frozenProduct(tf, [weights.linear[module]], x);
   const bias = weights.bias[module];
   if (bias) y = tf.add(y, bias);
   const adapter = model.lora?.layers[layer]?.[module];
@@ -309,7 +321,7 @@ function hiddenStates(
   return rmsNorm(tf, x, model.base.finalNorm, c.rmsNormEpsilon) as Tensor2D;
 }
 
-/** The output projection (`[vocabulary, hidden]`, the embedding itself when tied). */
+/** The output projection (`[vocabulary, hidden]` in blocks of rows, the embedding itself when tied). */
 function project(tf: TensorFlow, model: RunnableModel, hidden: Tensor2D): Tensor2D {
   return frozenProduct(tf, model.base.output, hidden);
 }
