@@ -7,6 +7,11 @@
  * the same run on the same backend, and the peak RSS.
  *
  *   npx tsx bench/real-model.ts [--shape smollm2-135m|qwen3-0.6b] [--new-tokens 32] [--train-rows 8] [--train-length 128]
+ *
+ * `--layers N` keeps the shape but with N layers (quicker comparisons; not for memory figures).
+ * `--profile` first runs the training step under `tf.profile` and prints the kernels that took
+ * most time (with `--train-rows 1`: tfjs's profiler overflows the stack on a full 8-row step).
+ * BENCH_MODEL_DIR=<dir> writes the random model there and reuses it on later runs.
  */
 import { closeSync, existsSync, openSync, writeSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
