@@ -99,15 +99,15 @@ export const PROJECTION_BLOCK_ROWS = 16384;
  * computed as `(W · xᵀ)ᵀ` (see the module comment); differentiable in `x`. The forward pass keeps
  * nothing but its result (the transposes and their packed copies are freed at once); the backward
  * pass computes `dy · W` block by block over a copy of each block, so no packed copy of a weight
- * outlives it.
+ * outlives it. `xColumns`, the transpose of `x`, may be passed to share it (and its packed copy).
  */
-function frozenProduct(tf: TensorFlow, blocks: readonly Tensor2D[], x: Tensor2D): Tensor2D {
+function frozenProduct(tf: TensorFlow, blocks: readonly Tensor2D[], x: Tensor2D, xColumns?: Tensor2D): Tensor2D {
   const product = tf.customGrad((...inputs) => {
-    const columns = swapAxes(tf, inputs[0] as Tensor2D);
+    const columns = xColumns ?? swapAxes(tf, inputs[0] as Tensor2D);
     const parts = blocks.map((block) => tf.matMul(block, columns));
     const transposed = parts.length === 1 ? (parts[0] as Tensor2D) : (tf.concat(parts, 0) as Tensor2D);
     const value = swapAxes(tf, transposed);
-    columns.dispose();
+    if (!xColumns) columns.dispose();
     for (const part of parts) part.dispose();
     transposed.dispose();
     return { value, gradFunc: (dy: Tensor) => weightTimes(tf, dy as Tensor2D, blocks) };
@@ -138,14 +138,31 @@ function weightTimes(tf: TensorFlow, dy: Tensor2D, blocks: readonly Tensor2D[]):
   return sum as unknown as Tensor2D;
 }
 
-function linear(tf: TensorFlow, model: RunnableModel, layer: number, module: LinearModule, x: Tensor2D): Tensor2D {
+/**
+ * The linear layers `modules` of a block over the same input `x` `[tokens, in]` (q/k/v, gate/up):
+ * the transpose of `x` is made, and packed by XNNPACK, once for all of them and freed after.
+ */
+function linears(
+  tf: TensorFlow,
+  model: RunnableModel,
+  layer: number,
+  modules: readonly LinearModule[],
+  x: Tensor2D,
+): Tensor2D[] {
   const weights = model.base.layers[layer] as LayerTensors;
-  let y = frozenProduct(tf, [weights.linear[module]], x);
-  const bias = weights.bias[module];
-  if (bias) y = tf.add(y, bias);
-  const adapter = model.lora?.layers[layer]?.[module];
-  if (adapter) y = tf.add(y, tf.mul(tf.matMul(tf.matMul(x, adapter.a), adapter.b), (model.lora as LoraTensors).scale));
-  return y as Tensor2D;
+  const columns = swapAxes(tf, x);
+  const outputs = modules.map((module) => {
+    let y = frozenProduct(tf, [weights.linear[module]], x, columns);
+    const bias = weights.bias[module];
+    if (bias) y = tf.add(y, bias);
+    const adapter = model.lora?.layers[layer]?.[module];
+    if (adapter)
+      y = tf.add(y, tf.mul(tf.matMul(tf.matMul(x, adapter.a), adapter.b), (model.lora as LoraTensors).scale));
+    return y;
+  });
+  // Not on the gradient's path (the products' gradient is their own), so it can go now.
+  columns.dispose();
+  return outputs;
 }
 
 /** The rotary tables of some token positions, `[tokens, 1, headDim]`, and the half-turn matrix. */
@@ -197,9 +214,14 @@ function projectQkv(
   const c = model.config;
   const rows = h.shape[0];
   const weights = model.base.layers[layer] as LayerTensors;
-  let q: Tensor = tf.reshape(linear(tf, model, layer, 'q_proj', h), [rows, c.headCount, c.headDimension]);
-  let k: Tensor = tf.reshape(linear(tf, model, layer, 'k_proj', h), [rows, c.keyValueHeadCount, c.headDimension]);
-  const v = tf.reshape(linear(tf, model, layer, 'v_proj', h), [rows, c.keyValueHeadCount, c.headDimension]);
+  const [qOut, kOut, vOut] = linears(tf, model, layer, ['q_proj', 'k_proj', 'v_proj'], h) as [
+    Tensor2D,
+    Tensor2D,
+    Tensor2D,
+  ];
+  let q: Tensor = tf.reshape(qOut, [rows, c.headCount, c.headDimension]);
+  let k: Tensor = tf.reshape(kOut, [rows, c.keyValueHeadCount, c.headDimension]);
+  const v = tf.reshape(vOut, [rows, c.keyValueHeadCount, c.headDimension]);
   if (weights.queryNorm) q = rmsNorm(tf, q, weights.queryNorm, c.rmsNormEpsilon);
   if (weights.keyNorm) k = rmsNorm(tf, k, weights.keyNorm, c.rmsNormEpsilon);
   return { q: rotate(tf, q, rotary), k: rotate(tf, k, rotary), v: v as Tensor3D };
@@ -208,10 +230,9 @@ function projectQkv(
 function mlp(tf: TensorFlow, model: RunnableModel, layer: number, x: Tensor2D): Tensor2D {
   const weights = model.base.layers[layer] as LayerTensors;
   const h = rmsNorm(tf, x, weights.postAttentionNorm, model.config.rmsNormEpsilon) as Tensor2D;
-  const gate = linear(tf, model, layer, 'gate_proj', h);
-  const up = linear(tf, model, layer, 'up_proj', h);
+  const [gate, up] = linears(tf, model, layer, ['gate_proj', 'up_proj'], h) as [Tensor2D, Tensor2D];
   const activated = tf.mul(tf.mul(gate, tf.sigmoid(gate)), up) as Tensor2D;
-  return linear(tf, model, layer, 'down_proj', activated);
+  return linears(tf, model, layer, ['down_proj'], activated)[0] as Tensor2D;
 }
 
 /**
@@ -303,7 +324,7 @@ function hiddenStates(
       tf.transpose(tf.reshape(attended, [batch, c.headCount, length, c.headDimension]), [0, 2, 1, 3]),
       [rows, c.headCount * c.headDimension],
     ) as Tensor2D;
-    const attentionOut = tf.add(x, linear(tf, model, layer, 'o_proj', merged)) as Tensor2D;
+    const attentionOut = tf.add(x, linears(tf, model, layer, ['o_proj'], merged)[0] as Tensor2D) as Tensor2D;
     return tf.add(attentionOut, mlp(tf, model, layer, attentionOut)) as Tensor2D;
   };
   let x = embedded;
@@ -422,7 +443,7 @@ export function decodeStep(
       batch,
       c.headCount * c.headDimension,
     ]) as Tensor2D;
-    x = tf.add(x, linear(tf, model, layer, 'o_proj', merged));
+    x = tf.add(x, linears(tf, model, layer, ['o_proj'], merged)[0] as Tensor2D);
     x = tf.add(x, mlp(tf, model, layer, x));
   }
   const hidden = rmsNorm(tf, x, model.base.finalNorm, c.rmsNormEpsilon) as Tensor2D;
