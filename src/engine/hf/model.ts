@@ -156,8 +156,9 @@ function linears(
     const bias = weights.bias[module];
     if (bias) y = tf.add(y, bias);
     const adapter = model.lora?.layers[layer]?.[module];
+    // The scale goes on the small B (rank × out), not on a tokens × out product the pass would keep.
     if (adapter)
-      y = tf.add(y, tf.mul(tf.matMul(tf.matMul(x, adapter.a), adapter.b), (model.lora as LoraTensors).scale));
+      y = tf.add(y, tf.matMul(tf.matMul(x, adapter.a), tf.mul(adapter.b, (model.lora as LoraTensors).scale)));
     return y;
   });
   // Not on the gradient's path (the products' gradient is their own), so it can go now.
