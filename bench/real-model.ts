@@ -239,7 +239,13 @@ try {
 
   const settings = loraSettingsOf(null);
   const weights = initialLora(config, settings);
-  const trainable = trainableAdapter(tf, { directory, config, base, text }, settings, weights);
+  let trainable: ReturnType<typeof trainableAdapter>;
+  try {
+    trainable = trainableAdapter(tf, { directory, config, base, text }, settings, weights);
+  } catch (error) {
+    console.log(`training skipped, as the engine would refuse it: ${(error as Error).message}`);
+    process.exit(0);
+  }
   const sequences = Array.from({ length: trainRows }, (_, row) => {
     const tokens = Array.from({ length: trainLength }, (_, index) => (row * 131 + index * 7919) % shape.vocab);
     return {

@@ -76,6 +76,25 @@ export function assertFitsWasmHeap(directory: string, config: HfModelConfig): vo
     );
 }
 
+/**
+ * Bytes of weights beside which a training pass still fits the wasm heap. Measured: the
+ * SmolLM2-135M shape (0.5 GB of weights) trains 128-token rows; the Qwen3-0.6B shape (2.4 GB)
+ * ran the heap out in training even on 64-token rows, while it samples.
+ */
+const WASM_TRAINING_WEIGHT_BUDGET = 2.0e9;
+
+/**
+ * Throws, with the computed need, when a model's weights leave too little of the wasm heap for a
+ * training pass (sampling it may still work: see {@link assertFitsWasmHeap}).
+ */
+export function assertTrainableInWasmHeap(directory: string, config: HfModelConfig): void {
+  const bytes = wasmWeightBytes(config);
+  if (bytes > WASM_TRAINING_WEIGHT_BUDGET)
+    throw new Error(
+      `${directory}: this model's float32 weights take about ${(bytes / 1e9).toFixed(1)} GB of the wasm backend's 4 GB heap, more than the ${(WASM_TRAINING_WEIGHT_BUDGET / 1e9).toFixed(1)} GB beside which a training pass's activations still fit: the engine samples from it but trains only smaller models (SmolLM2-135M/360M; not Qwen3-0.6B).`,
+    );
+}
+
 async function loadBase(tf: TensorFlow, directory: string, loadText: TextLayerLoader): Promise<HfBaseModel> {
   const config = await readHfConfig(directory);
   assertFitsWasmHeap(directory, config);
