@@ -290,14 +290,14 @@ describe('clear errors', () => {
   });
 
   it('refuses a model whose float32 weights cannot fit the 4 GB wasm heap, before reading them', async () => {
-    const folder = path.join(root, 'qwen3-0.6b-shape');
+    const folder = path.join(root, 'qwen3-1.7b-shape');
     await writeTinyModel(folder);
     const config = JSON.parse(await readFile(path.join(folder, 'config.json'), 'utf8'));
     const big = {
       ...config,
       num_hidden_layers: 28,
-      hidden_size: 1024,
-      intermediate_size: 3072,
+      hidden_size: 2048,
+      intermediate_size: 6144,
       num_attention_heads: 16,
       num_key_value_heads: 8,
       head_dim: 128,
@@ -313,7 +313,7 @@ describe('clear errors', () => {
     try {
       await expect(
         other.chatCompletion({ baseModel: folder, checkpointPath: null, key: folder }, { ...ask('a'), model: folder }),
-      ).rejects.toThrow(/needs about 4\.8 GB of the wasm backend's heap/);
+      ).rejects.toThrow(/weights need about 6\.9 GB of the wasm backend's heap/);
     } finally {
       await other.close();
     }

@@ -5,12 +5,13 @@
  */
 import { access, readFile } from 'node:fs/promises';
 import path from 'node:path';
+import type { Tensor2D } from '@tensorflow/tfjs-core';
 import type { TensorFlow } from '../tensorflow.js';
 import { readSafetensors } from '../safetensors.js';
 import type { HostTensor } from '../safetensors.js';
 import { parseHfConfig } from './config.js';
 import type { HfModelConfig } from './config.js';
-import { LINEAR_MODULES } from './model.js';
+import { LINEAR_MODULES, PROJECTION_BLOCK_ROWS } from './model.js';
 import type { BaseTensors, LayerTensors, LinearModule } from './model.js';
 
 /** The config file of a model folder. */
@@ -146,7 +147,7 @@ export function linearShape(config: HfModelConfig, module: LinearModule): [numbe
 }
 
 /**
- * Loads a model folder's weights into tensors (linear weights transposed to `[in, out]`),
+ * Loads a model folder's weights into tensors (matrices as transformers stores them, `[out, in]`),
  * checking every expected tensor's presence and shape.
  */
 export async function loadBaseTensors(tf: TensorFlow, directory: string, config: HfModelConfig): Promise<BaseTensors> {
@@ -169,7 +170,7 @@ export async function loadBaseTensors(tf: TensorFlow, directory: string, config:
         expected.set(`${linearModulePath(layer, module)}.bias`, [shape[0]]);
     }
   }
-  const uploaded = new Map<string, ReturnType<TensorFlow['tensor']>>();
+  const uploaded = new Map<string, ReturnType<TensorFlow['tensor']> | Float32Array>();
   let hostEmbedding: Float32Array | null = null;
   try {
     await forEachWeight(directory, (name, tensor) => {
@@ -181,17 +182,9 @@ export async function loadBaseTensors(tf: TensorFlow, directory: string, config:
         );
       if (name === 'model.embed_tokens.weight') {
         hostEmbedding = tensor.data;
-        if (config.tiedEmbeddings)
-          uploaded.set(
-            'output',
-            tf.tensor2d(transposeHost(tensor.data, shape[0] as number, shape[1] as number), [
-              shape[1] as number,
-              shape[0] as number,
-            ]),
-          );
-      } else if (name.endsWith('_proj.weight') || name === 'lm_head.weight') {
-        const [rows, columns] = shape as [number, number];
-        uploaded.set(name, tf.tensor2d(transposeHost(tensor.data, rows, columns), [columns, rows]));
+        if (config.tiedEmbeddings) uploaded.set('output', tensor.data);
+      } else if (name === 'lm_head.weight') {
+        uploaded.set(name, tensor.data);
       } else {
         uploaded.set(name, tf.tensor(tensor.data, [...shape]));
       }
@@ -204,8 +197,15 @@ export async function loadBaseTensors(tf: TensorFlow, directory: string, config:
         `${directory}: the weights lack ${missing.length} tensor(s) that config.json implies, first ${missing[0]}.`,
       );
   } catch (error) {
-    for (const tensor of uploaded.values()) tensor.dispose();
+    for (const tensor of uploaded.values()) if (!(tensor instanceof Float32Array)) tensor.dispose();
     throw error;
+  }
+  // The projection goes up last, in blocks of rows, once every other tensor is known to be there.
+  const projection = uploaded.get(config.tiedEmbeddings ? 'output' : 'lm_head.weight') as Float32Array;
+  const output: Tensor2D[] = [];
+  for (let start = 0; start < config.vocabularySize; start += PROJECTION_BLOCK_ROWS) {
+    const rows = Math.min(PROJECTION_BLOCK_ROWS, config.vocabularySize - start);
+    output.push(tf.tensor2d(projection.subarray(start * d, (start + rows) * d), [rows, d]));
   }
   const get = <T>(name: string): T => uploaded.get(name) as T;
   const layers: LayerTensors[] = [];
@@ -230,7 +230,7 @@ export async function loadBaseTensors(tf: TensorFlow, directory: string, config:
   }
   return {
     hostEmbedding: hostEmbedding as unknown as Float32Array,
-    output: get(config.tiedEmbeddings ? 'output' : 'lm_head.weight'),
+    output,
     finalNorm: get('model.norm.weight'),
     layers,
   };
@@ -238,7 +238,7 @@ export async function loadBaseTensors(tf: TensorFlow, directory: string, config:
 
 /** Disposes the tensors of a base model. */
 export function disposeBase(base: BaseTensors): void {
-  const all = new Set([base.output, base.finalNorm]);
+  const all = new Set([...base.output, base.finalNorm]);
   for (const layer of base.layers) {
     all.add(layer.inputNorm);
     all.add(layer.postAttentionNorm);

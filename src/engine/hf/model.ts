@@ -5,8 +5,11 @@
  * (training, differentiable in the LoRA weights) and {@link prefill} + {@link decodeStep} with a
  * key/value cache (sampling).
  *
- * Linear weights are held as `[in, out]` (transformers stores `[out, in]`): the wasm backend's
- * `matMul` is about 10x slower with a transposed operand.
+ * Weight matrices are held as transformers stores them, `[out, in]`, and each is the FIRST operand
+ * of its product, `(W · xᵀ)ᵀ`: the wasm backend hands a plain 2-D `matMul` to XNNPACK, which packs
+ * the SECOND operand into a copy it keeps until that tensor is disposed. With the weight first, the
+ * heap holds each weight once and only the small activation is packed, per call; with the weight
+ * second, every weight would be held twice (a 0.6B model's ~4.8 GB do not fit a 4 GB wasm32 heap).
  */
 import type { Tensor, Tensor1D, Tensor2D, Tensor3D } from '@tensorflow/tfjs-core';
 import type { TensorFlow } from '../tensorflow.js';
@@ -22,7 +25,7 @@ export const LINEAR_MODULES = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_pro
 /** One of {@link LINEAR_MODULES}. */
 export type LinearModule = (typeof LINEAR_MODULES)[number];
 
-/** A block's weights as tensors (linear weights `[in, out]`). */
+/** A block's weights as tensors (linear weights `[out, in]`). */
 export interface LayerTensors {
   readonly inputNorm: Tensor1D;
   readonly postAttentionNorm: Tensor1D;
@@ -40,8 +43,11 @@ export interface LayerTensors {
 export interface BaseTensors {
   /** The token embedding `[vocabulary, hidden]`, row-major, in host memory. */
   readonly hostEmbedding: Float32Array;
-  /** Output projection `[hidden, vocabulary]` (the embedding transposed when tied). */
-  readonly output: Tensor2D;
+  /**
+   * Output projection `[vocabulary, hidden]` (the embedding itself when tied), as consecutive
+   * blocks of at most {@link PROJECTION_BLOCK_ROWS} rows.
+   */
+  readonly output: readonly Tensor2D[];
   readonly finalNorm: Tensor1D;
   readonly layers: readonly LayerTensors[];
 }
@@ -76,24 +82,123 @@ function rmsNorm(tf: TensorFlow, x: Tensor, weight: Tensor, epsilon: number): Te
   return tf.mul(tf.mul(x, tf.rsqrt(tf.add(variance, epsilon))), weight);
 }
 
-function linear(tf: TensorFlow, model: RunnableModel, layer: number, module: LinearModule, x: Tensor2D): Tensor2D {
-  const weights = model.base.layers[layer] as LayerTensors;
-  let y = tf.matMul(x, weights.linear[module]);
-  const bias = weights.bias[module];
-  if (bias) y = tf.add(y, bias);
-  const adapter = model.lora?.layers[layer]?.[module];
-  if (adapter) y = tf.add(y, tf.mul(tf.matMul(tf.matMul(x, adapter.a), adapter.b), (model.lora as LoraTensors).scale));
-  return y as Tensor2D;
+/** A matrix transposed (a single row or column only reshaped). */
+function swapAxes(tf: TensorFlow, x: Tensor2D): Tensor2D {
+  const [rows, columns] = x.shape;
+  return (rows === 1 || columns === 1 ? tf.reshape(x, [columns, rows]) : tf.transpose(x)) as Tensor2D;
 }
 
-/** transformers' `rotate_half`: `[-x2, x1]` over the last axis. */
-function rotateHalf(tf: TensorFlow, x: Tensor, half: number): Tensor {
-  const rank = x.shape.length;
-  const begin = x.shape.map(() => 0);
-  const size = x.shape.map(() => -1);
-  const first = tf.slice(x, begin, [...size.slice(0, rank - 1), half]);
-  const second = tf.slice(x, [...begin.slice(0, rank - 1), half], size);
-  return tf.concat([tf.neg(second), first], rank - 1);
+/**
+ * Most rows of one output-projection block (a Qwen3 projection has 151,936): the backward pass
+ * copies one block at a time for XNNPACK to pack, rather than the whole 0.6 GB at once.
+ */
+export const PROJECTION_BLOCK_ROWS = 16384;
+
+/**
+ * `x · Wᵀ` for a frozen weight `W` `[out, in]` given as blocks of its rows, and `x` `[tokens, in]`,
+ * computed as `(W · xᵀ)ᵀ` (see the module comment); differentiable in `x`. The forward pass keeps
+ * nothing but its result (the transposes and their packed copies are freed at once); the backward
+ * pass computes `dy · W` block by block over a copy of each block, so no packed copy of a weight
+ * outlives it. `xColumns`, the transpose of `x`, may be passed to share it (and its packed copy).
+ */
+function frozenProduct(tf: TensorFlow, blocks: readonly Tensor2D[], x: Tensor2D, xColumns?: Tensor2D): Tensor2D {
+  const product = tf.customGrad((...inputs) => {
+    const columns = xColumns ?? swapAxes(tf, inputs[0] as Tensor2D);
+    const parts = blocks.map((block) => tf.matMul(block, columns));
+    const transposed = parts.length === 1 ? (parts[0] as Tensor2D) : (tf.concat(parts, 0) as Tensor2D);
+    const value = swapAxes(tf, transposed);
+    if (!xColumns) columns.dispose();
+    for (const part of parts) part.dispose();
+    transposed.dispose();
+    return { value, gradFunc: (dy: Tensor) => weightTimes(tf, dy as Tensor2D, blocks) };
+  });
+  return product(x) as Tensor2D;
+}
+
+/** `dy · W` block by block, each block copied (for XNNPACK to pack), used and freed before the next. */
+function weightTimes(tf: TensorFlow, dy: Tensor2D, blocks: readonly Tensor2D[]): Tensor2D {
+  const dyParts =
+    blocks.length === 1
+      ? [dy]
+      : tf.split(
+          dy,
+          blocks.map((block) => block.shape[0]),
+          1,
+        );
+  const one = tf.scalar(1);
+  let sum: Tensor2D | null = null;
+  blocks.forEach((block, index) => {
+    const next: Tensor2D = tf.tidy(() => {
+      const part: Tensor2D = tf.matMul(dyParts[index] as Tensor2D, tf.mul(block, one) as Tensor2D);
+      return sum === null ? part : (tf.add(sum, part) as Tensor2D);
+    });
+    sum?.dispose();
+    sum = next;
+  });
+  return sum as unknown as Tensor2D;
+}
+
+/**
+ * The linear layers `modules` of a block over the same input `x` `[tokens, in]` (q/k/v, gate/up):
+ * the transpose of `x` is made, and packed by XNNPACK, once for all of them and freed after.
+ */
+function linears(
+  tf: TensorFlow,
+  model: RunnableModel,
+  layer: number,
+  modules: readonly LinearModule[],
+  x: Tensor2D,
+): Tensor2D[] {
+  const weights = model.base.layers[layer] as LayerTensors;
+  const columns = swapAxes(tf, x);
+  const outputs = modules.map((module) => {
+    let y = frozenProduct(tf, [weights.linear[module]], x, columns);
+    const bias = weights.bias[module];
+    if (bias) y = tf.add(y, bias);
+    const adapter = model.lora?.layers[layer]?.[module];
+    // The scale goes on the small B (rank × out), not on a tokens × out product the pass would keep.
+    if (adapter)
+      y = tf.add(y, tf.matMul(tf.matMul(x, adapter.a), tf.mul(adapter.b, (model.lora as LoraTensors).scale)));
+    return y;
+  });
+  // Not on the gradient's path (the products' gradient is their own), so it can go now.
+  columns.dispose();
+  return outputs;
+}
+
+/** The rotary tables of some token positions, `[tokens, 1, headDim]`, and the half-turn matrix. */
+interface Rotary {
+  readonly cos: Tensor;
+  readonly sin: Tensor;
+  /** `[headDim, headDim]`: `x · turn` is transformers' `rotate_half(x)`, `[-x2, x1]`. */
+  readonly turn: Tensor2D;
+}
+
+function rotaryOf(tf: TensorFlow, model: RunnableModel, positions: Int32Array): Rotary {
+  const c = model.config;
+  const d = c.headDimension;
+  const half = d / 2;
+  const tables = rotaryTables(c, model.frequencies, positions);
+  const turn = new Float32Array(d * d);
+  for (let column = 0; column < half; column += 1) {
+    turn[(column + half) * d + column] = -1;
+    turn[column * d + column + half] = 1;
+  }
+  return {
+    cos: tf.tensor3d(tables.cos, [positions.length, 1, d]),
+    sin: tf.tensor3d(tables.sin, [positions.length, 1, d]),
+    turn: tf.tensor2d(turn, [d, d]),
+  };
+}
+
+/**
+ * `x · cos + rotate_half(x) · sin` for `x` `[tokens, heads, headDim]`. `rotate_half` is a product
+ * with a signed permutation: the wasm backend's `slice` copies its whole input per call.
+ */
+function rotate(tf: TensorFlow, x: Tensor, rotary: Rotary): Tensor3D {
+  const [tokens, heads, d] = x.shape as [number, number, number];
+  const turned = tf.reshape(tf.matMul(tf.reshape(x, [tokens * heads, d]) as Tensor2D, rotary.turn), x.shape);
+  return tf.add(tf.mul(x, rotary.cos), tf.mul(turned, rotary.sin)) as Tensor3D;
 }
 
 /**
@@ -105,29 +210,30 @@ function projectQkv(
   model: RunnableModel,
   layer: number,
   h: Tensor2D,
-  cos: Tensor,
-  sin: Tensor,
+  rotary: Rotary,
 ): { q: Tensor3D; k: Tensor3D; v: Tensor3D } {
   const c = model.config;
   const rows = h.shape[0];
   const weights = model.base.layers[layer] as LayerTensors;
-  let q: Tensor = tf.reshape(linear(tf, model, layer, 'q_proj', h), [rows, c.headCount, c.headDimension]);
-  let k: Tensor = tf.reshape(linear(tf, model, layer, 'k_proj', h), [rows, c.keyValueHeadCount, c.headDimension]);
-  const v = tf.reshape(linear(tf, model, layer, 'v_proj', h), [rows, c.keyValueHeadCount, c.headDimension]);
+  const [qOut, kOut, vOut] = linears(tf, model, layer, ['q_proj', 'k_proj', 'v_proj'], h) as [
+    Tensor2D,
+    Tensor2D,
+    Tensor2D,
+  ];
+  let q: Tensor = tf.reshape(qOut, [rows, c.headCount, c.headDimension]);
+  let k: Tensor = tf.reshape(kOut, [rows, c.keyValueHeadCount, c.headDimension]);
+  const v = tf.reshape(vOut, [rows, c.keyValueHeadCount, c.headDimension]);
   if (weights.queryNorm) q = rmsNorm(tf, q, weights.queryNorm, c.rmsNormEpsilon);
   if (weights.keyNorm) k = rmsNorm(tf, k, weights.keyNorm, c.rmsNormEpsilon);
-  const half = c.headDimension / 2;
-  const rotate = (t: Tensor): Tensor3D => tf.add(tf.mul(t, cos), tf.mul(rotateHalf(tf, t, half), sin)) as Tensor3D;
-  return { q: rotate(q), k: rotate(k), v: v as Tensor3D };
+  return { q: rotate(tf, q, rotary), k: rotate(tf, k, rotary), v: v as Tensor3D };
 }
 
 function mlp(tf: TensorFlow, model: RunnableModel, layer: number, x: Tensor2D): Tensor2D {
   const weights = model.base.layers[layer] as LayerTensors;
   const h = rmsNorm(tf, x, weights.postAttentionNorm, model.config.rmsNormEpsilon) as Tensor2D;
-  const gate = linear(tf, model, layer, 'gate_proj', h);
-  const up = linear(tf, model, layer, 'up_proj', h);
+  const [gate, up] = linears(tf, model, layer, ['gate_proj', 'up_proj'], h) as [Tensor2D, Tensor2D];
   const activated = tf.mul(tf.mul(gate, tf.sigmoid(gate)), up) as Tensor2D;
-  return linear(tf, model, layer, 'down_proj', activated);
+  return linears(tf, model, layer, ['down_proj'], activated)[0] as Tensor2D;
 }
 
 /**
@@ -137,6 +243,30 @@ function mlp(tf: TensorFlow, model: RunnableModel, layer: number, x: Tensor2D): 
  * is copied when a token is appended).
  */
 export type HfKeyValueCache = KeyValueCache;
+
+/**
+ * Most matrices of a batched product done one by one. The wasm backend hands only plain 2-D
+ * products to XNNPACK; a batched one runs a naive loop ~10x slower. Splitting copies the whole
+ * input once per matrix (its `slice` reads all of it), so past this many the loop is cheaper.
+ */
+const HEADWISE_MAX = 32;
+
+/** `a · b` for `a` `[n, m, k]` and `b` `[n, k, p]`, as `n` plain products when `n` is small. */
+function batchedProduct(tf: TensorFlow, a: Tensor3D, b: Tensor3D): Tensor3D {
+  const n = a.shape[0];
+  if (n > HEADWISE_MAX) return tf.matMul(a, b);
+  const [, m, k] = a.shape;
+  const p = b.shape[2];
+  const left = n === 1 ? [a] : tf.split(a, n, 0);
+  const right = n === 1 ? [b] : tf.split(b, n, 0);
+  const products = left.map((part, index) =>
+    tf.reshape(
+      tf.matMul(tf.reshape(part, [m, k]) as Tensor2D, tf.reshape(right[index] as Tensor3D, [k, p]) as Tensor2D),
+      [1, m, p],
+    ),
+  );
+  return (n === 1 ? products[0] : tf.concat(products, 0)) as Tensor3D;
+}
 
 /** Causal mask `[groups * length, length]` for queries laid out group-major. */
 function causalMask(tf: TensorFlow, groups: number, length: number): Tensor2D {
@@ -164,16 +294,13 @@ function hiddenStates(
   const c = model.config;
   const groups = c.headCount / c.keyValueHeadCount;
   const rows = batch * length;
-  const tables = rotaryTables(c, model.frequencies, positions);
-  const cos = tf.tensor3d(tables.cos, [rows, 1, c.headDimension]);
-  const sin = tf.tensor3d(tables.sin, [rows, 1, c.headDimension]);
+  const rotary = rotaryOf(tf, model, positions);
   const mask = causalMask(tf, groups, length);
   const scale = 1 / Math.sqrt(c.headDimension);
-  let x = embedded;
-  for (let layer = 0; layer < c.layerCount; layer += 1) {
+  const block = (layer: number, x: Tensor2D): Tensor2D => {
     const weights = model.base.layers[layer] as LayerTensors;
     const h = rmsNorm(tf, x, weights.inputNorm, c.rmsNormEpsilon) as Tensor2D;
-    const { q, k, v } = projectQkv(tf, model, layer, h, cos, sin);
+    const { q, k, v } = projectQkv(tf, model, layer, h, rotary);
     // [batch, length, heads, d] -> [batch, kv, groups, length, d] -> [batch * kv, groups * length, d]:
     // query head h uses key/value head floor(h / groups), so no key or value is repeated.
     const queries = tf.reshape(
@@ -192,21 +319,33 @@ function hiddenStates(
       cache.keys.push([tf.keep(keys)]);
       cache.values.push([tf.keep(values)]);
     }
-    const scores = tf.add(tf.mul(tf.matMul(queries, keys), scale), mask);
-    const attended = tf.matMul(tf.softmax(scores) as Tensor3D, values);
+    const scores = tf.add(tf.mul(batchedProduct(tf, queries, keys), scale), mask);
+    const attended = batchedProduct(tf, tf.softmax(scores) as Tensor3D, values);
     const merged = tf.reshape(
       tf.transpose(tf.reshape(attended, [batch, c.headCount, length, c.headDimension]), [0, 2, 1, 3]),
       [rows, c.headCount * c.headDimension],
     ) as Tensor2D;
-    x = tf.add(x, linear(tf, model, layer, 'o_proj', merged));
-    x = tf.add(x, mlp(tf, model, layer, x));
+    const attentionOut = tf.add(x, linears(tf, model, layer, ['o_proj'], merged)[0] as Tensor2D) as Tensor2D;
+    return tf.add(attentionOut, mlp(tf, model, layer, attentionOut)) as Tensor2D;
+  };
+  let x = embedded;
+  for (let layer = 0; layer < c.layerCount; layer += 1) {
+    if (!cache) {
+      x = block(layer, x);
+      continue;
+    }
+    // Sampling keeps nothing of a layer but its output and cache: a long batched prefill's
+    // intermediates, all kept to the end of the pass, would outgrow the heap of a 0.6B model.
+    const input = x;
+    x = tf.tidy(() => block(layer, input));
+    if (input !== embedded) input.dispose();
   }
   return rmsNorm(tf, x, model.base.finalNorm, c.rmsNormEpsilon) as Tensor2D;
 }
 
-/** The output projection (`[hidden, vocabulary]`, the embedding transposed when tied). */
+/** The output projection (`[vocabulary, hidden]` in blocks of rows, the embedding itself when tied). */
 function project(tf: TensorFlow, model: RunnableModel, hidden: Tensor2D): Tensor2D {
-  return tf.matMul(hidden, model.base.output);
+  return frozenProduct(tf, model.base.output, hidden);
 }
 
 /**
@@ -278,9 +417,7 @@ export function decodeStep(
   const c = model.config;
   const batch = tokens.length;
   const groups = c.headCount / c.keyValueHeadCount;
-  const tables = rotaryTables(c, model.frequencies, positions);
-  const cos = tf.tensor3d(tables.cos, [batch, 1, c.headDimension]);
-  const sin = tf.tensor3d(tables.sin, [batch, 1, c.headDimension]);
+  const rotary = rotaryOf(tf, model, positions);
   const keyLength = keyMask.length / batch;
   const mask = tf.tensor3d(keyMask, [batch, 1, keyLength]);
   const scale = 1 / Math.sqrt(c.headDimension);
@@ -289,7 +426,7 @@ export function decodeStep(
   for (let layer = 0; layer < c.layerCount; layer += 1) {
     const weights = model.base.layers[layer] as LayerTensors;
     const h = rmsNorm(tf, x, weights.inputNorm, c.rmsNormEpsilon) as Tensor2D;
-    const { q, k, v } = projectQkv(tf, model, layer, h, cos, sin);
+    const { q, k, v } = projectQkv(tf, model, layer, h, rotary);
     const rowsKv = batch * c.keyValueHeadCount;
     const query = tf.reshape(q, [rowsKv, groups, c.headDimension]) as Tensor3D;
     const newKey = tf.reshape(k, [rowsKv, c.headDimension, 1]) as Tensor3D;
@@ -307,7 +444,7 @@ export function decodeStep(
       batch,
       c.headCount * c.headDimension,
     ]) as Tensor2D;
-    x = tf.add(x, linear(tf, model, layer, 'o_proj', merged));
+    x = tf.add(x, linears(tf, model, layer, ['o_proj'], merged)[0] as Tensor2D);
     x = tf.add(x, mlp(tf, model, layer, x));
   }
   const hidden = rmsNorm(tf, x, model.base.finalNorm, c.rmsNormEpsilon) as Tensor2D;

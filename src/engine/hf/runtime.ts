@@ -47,28 +47,57 @@ export class HfBaseCache {
 /** The base models of the training worker thread. */
 export const workerBaseCache = new HfBaseCache();
 
-/** The wasm backend's heap (wasm32): 4 GB, of which some is needed for activations. */
-const WASM_HEAP_BUDGET = 3.6e9;
+/**
+ * Bytes of the wasm backend's heap (wasm32: 4 GB at most) a model's weights may take; the rest is
+ * for activations, the key/value cache, the logits and the copies the backward pass makes.
+ */
+const WASM_WEIGHT_BUDGET = 2.8e9;
 
 /**
- * Bytes of wasm heap a model's weights take: float32 linear layers and output projection, each
- * twice (XNNPACK keeps a packed copy of every matrix it multiplies by); the embedding stays on the
- * host.
+ * Bytes of wasm heap a model's weights take: the float32 linear layers and output projection, once
+ * (no packed copy is kept: see `src/engine/hf/model.ts`); the embedding stays on the host.
  */
 export function wasmWeightBytes(config: HfModelConfig): number {
   const q = config.headCount * config.headDimension;
   const kv = config.keyValueHeadCount * config.headDimension;
   const perLayer = config.hiddenSize * (2 * q + 2 * kv) + 3 * config.hiddenSize * config.intermediateSize;
-  return 2 * 4 * (config.layerCount * perLayer + config.hiddenSize * config.vocabularySize);
+  return 4 * (config.layerCount * perLayer + config.hiddenSize * config.vocabularySize);
+}
+
+/**
+ * Throws, with the computed need, when a model's weights do not fit the wasm heap beside its
+ * activations (see {@link wasmWeightBytes}).
+ */
+export function assertFitsWasmHeap(directory: string, config: HfModelConfig): void {
+  const bytes = wasmWeightBytes(config);
+  if (bytes > WASM_WEIGHT_BUDGET)
+    throw new Error(
+      `${directory}: this model's float32 weights need about ${(bytes / 1e9).toFixed(1)} GB of the wasm backend's heap, more than the ${(WASM_WEIGHT_BUDGET / 1e9).toFixed(1)} GB a 4 GB wasm32 heap leaves beside activations: the engine runs models up to about 700M parameters (SmolLM2-135M/360M and Qwen3-0.6B fit; Llama-3.2-1B and Qwen3-1.7B do not).`,
+    );
+}
+
+/**
+ * Bytes of weights beside which a training pass still fits the wasm heap. Measured: the
+ * SmolLM2-135M shape (0.5 GB of weights) trains 128-token rows; the Qwen3-0.6B shape (2.4 GB)
+ * ran the heap out in training even on 64-token rows, while it samples.
+ */
+const WASM_TRAINING_WEIGHT_BUDGET = 2.0e9;
+
+/**
+ * Throws, with the computed need, when a model's weights leave too little of the wasm heap for a
+ * training pass (sampling it may still work: see {@link assertFitsWasmHeap}).
+ */
+export function assertTrainableInWasmHeap(directory: string, config: HfModelConfig): void {
+  const bytes = wasmWeightBytes(config);
+  if (bytes > WASM_TRAINING_WEIGHT_BUDGET)
+    throw new Error(
+      `${directory}: this model's float32 weights take about ${(bytes / 1e9).toFixed(1)} GB of the wasm backend's 4 GB heap, more than the ${(WASM_TRAINING_WEIGHT_BUDGET / 1e9).toFixed(1)} GB beside which a training pass's activations still fit: the engine samples from it but trains only smaller models (SmolLM2-135M/360M; not Qwen3-0.6B).`,
+    );
 }
 
 async function loadBase(tf: TensorFlow, directory: string, loadText: TextLayerLoader): Promise<HfBaseModel> {
   const config = await readHfConfig(directory);
-  const bytes = wasmWeightBytes(config);
-  if (bytes > WASM_HEAP_BUDGET)
-    throw new Error(
-      `${directory}: this model needs about ${(bytes / 1e9).toFixed(1)} GB of the wasm backend's heap for its float32 weights (each matrix and XNNPACK's packed copy of it), more than the ${(WASM_HEAP_BUDGET / 1e9).toFixed(1)} GB a 4 GB wasm32 heap leaves: the engine runs models up to about 400M parameters (SmolLM2-135M/360M fit; Qwen3-0.6B does not).`,
-    );
+  assertFitsWasmHeap(directory, config);
   const text = await loadText(directory);
   if (text.vocabularySize > config.vocabularySize)
     throw new Error(

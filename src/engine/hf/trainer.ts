@@ -13,6 +13,7 @@ import type { HostWeights } from '../weights.js';
 import { initialLora, loraSettingsOf, loraTensors, readAdapter, readAdapterOptimizer, writeAdapter } from './lora.js';
 import type { LoraOptions, LoraSettings } from './lora.js';
 import { forwardLogits, runnable } from './model.js';
+import { assertTrainableInWasmHeap } from './runtime.js';
 import type { HfBaseCache, HfBaseModel } from './runtime.js';
 import type { TextLayerLoader } from './text.js';
 import { buildHfRlData, buildHfSftSequences } from './training-data.js';
@@ -52,6 +53,7 @@ export function trainableAdapter(
   weights: HostWeights,
 ): TrainableModel {
   const c = model.config;
+  assertTrainableInWasmHeap(model.directory, c);
   return {
     vocabularySize: c.vocabularySize,
     contextLength: c.contextLength,
