@@ -168,6 +168,7 @@ class Attempt<S> implements RolloutScope {
   }
 }
 
+/** Does nothing: the default of a rejecter not yet set, and the handler of a rejection observed elsewhere. */
 function ignore(): void {}
 
 /** An attempt's timer ran out: it aborts with a {@link RolloutTimeoutError}. */
