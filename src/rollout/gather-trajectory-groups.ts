@@ -22,7 +22,7 @@ import {
   timeoutOption,
 } from '../internal/options.js';
 import { toRewardFn, type RewardSpec } from '../rewards/combine-rewards.js';
-import { evaluateRewardNow } from '../rewards/reward-function.js';
+import { evaluateRewardNow, type RewardFn } from '../rewards/reward-function.js';
 import { fastParseTrajectory } from '../schema/fast-parse.js';
 import { Trajectory, type TrajectoryException, type TrajectoryGroup, type TrajectoryInput } from '../schema/index.js';
 import { GatherEmitter, type GatherEventMap } from './gather-events.js';
@@ -168,6 +168,7 @@ class Attempt<S> implements RolloutScope {
   }
 }
 
+/** Does nothing: the default of a rejecter not yet set, and the handler of a rejection observed elsewhere. */
 function ignore(): void {}
 
 /** An attempt's timer ran out: it aborts with a {@link RolloutTimeoutError}. */
@@ -236,6 +237,356 @@ function buildTrajectory(recorded: TrajectoryInput, returned: unknown): Trajecto
 }
 
 /**
+ * What a gather runs with: the checked options, the rollout and the reward function, and the
+ * options a gather reads once when it starts (so that changing the options object later changes
+ * nothing).
+ */
+type GatherPlan<S> = ReturnType<typeof checkOptions<S>> & {
+  readonly rollout: RolloutFn<S>;
+  readonly reward: RewardFn<S> | undefined;
+  readonly scoreGroup: GroupScorer<S> | undefined;
+  readonly policyVersion: (() => number | Promise<number>) | undefined;
+  readonly signal: AbortSignal | undefined;
+};
+
+/** A rollout that failed for good, with the error it failed with (the exception budget's evidence). */
+interface Failure {
+  readonly exception: TrajectoryException;
+  readonly error: unknown;
+}
+
+/**
+ * One gather, in named pieces: the workers that take the rollouts in order (`execute`, `worker`),
+ * one rollout with its retries (`runRollout`), one attempt with its timeout (`startAttempt`, `work`),
+ * a rollout's end (`succeeded`, or `failed` against the exception budget), one group with its
+ * scoring (`settleRollout`, `runGroup`, `scoreGroup`), stopping (`stop`, `onAbort`) and the events
+ * (`emit`, `progress`). The gather's state lives here, one object a gather; nothing is allocated
+ * per rollout beyond what the gather always made (its attempt, its promise, its trajectory).
+ */
+class GatherRun<S> {
+  private readonly list: readonly S[];
+  private readonly plan: GatherPlan<S>;
+  private readonly total: number;
+  private readonly events: GatherEmitter<S>;
+  private readonly controller = new AbortController();
+  /** The running attempts: `stop` aborts them (cheaper than a listener each on the gather's signal). */
+  private readonly running = new Set<Attempt<S>>();
+  private stopped = false;
+  private rejectGather: (error: unknown) => void = ignore;
+  /** Rejects once the gather stops, with the error it stopped with. */
+  private readonly stoppedEarly: Promise<never>;
+  // Progress: rollouts settled, failed for good, and finished with their reward sum.
+  private done = 0;
+  private failedCount = 0;
+  private finished = 0;
+  private rewardSum = 0;
+  private readonly failures: Failure[] = [];
+  /** The next rollout a worker takes (its position: group by group). */
+  private next = 0;
+  /** Each group's outcomes, its rollouts not yet settled, and what settles it. */
+  private readonly outcomes: Outcome[][];
+  private readonly remaining: number[];
+  private readonly settleGroup: Array<(outcomes: Outcome[]) => void> = [];
+
+  /** A gather of `groupSize` rollouts of every scenario in `list`, as `plan` says. */
+  constructor(list: readonly S[], plan: GatherPlan<S>) {
+    this.list = list;
+    this.plan = plan;
+    this.total = list.length * plan.groupSize;
+    this.events = plan.options.events ?? new GatherEmitter<S>();
+    // Every running attempt listens on the gather's signal: without this, Node prints a
+    // MaxListenersExceededWarning on stderr past 10 concurrent rollouts.
+    setMaxListeners(Number.POSITIVE_INFINITY, this.controller.signal);
+    this.stoppedEarly = new Promise<never>((_resolve, reject) => {
+      this.rejectGather = reject;
+    });
+    this.stoppedEarly.catch(ignore);
+    this.outcomes = list.map(() => new Array<Outcome>(plan.groupSize));
+    this.remaining = list.map(() => plan.groupSize);
+  }
+
+  /**
+   * Runs the gather to its end: the groups in scenario order, or the error it stopped with (the
+   * caller's abort, the exception budget, a group scorer's or an event listener's throw).
+   */
+  async execute(): Promise<TrajectoryGroup[]> {
+    const { signal } = this.plan;
+    signal?.addEventListener('abort', this.onAbort, { once: true });
+    const detachBar =
+      this.plan.options.progress === true && process.stderr.isTTY
+        ? attachProgressBar(this.events, process.stderr)
+        : undefined;
+    try {
+      // `concurrency` workers take the rollouts in order (group by group), each from the gather's own
+      // async context; a group is scored and reported once its last rollout settled.
+      const groupsDone = this.list.map((scenario, groupIndex) =>
+        new Promise<Outcome[]>((resolve) => {
+          this.settleGroup[groupIndex] = resolve;
+        }).then((settled) => this.runGroup(scenario, groupIndex, settled)),
+      );
+      for (let count = 0; count < Math.min(this.plan.concurrency, this.total); count += 1)
+        this.worker().catch((error: unknown) => this.stop(error));
+      const all = Promise.all(groupsDone);
+      all.catch(ignore);
+      const groups = await Promise.race([all, this.stoppedEarly]);
+      if (this.stopped) await this.stoppedEarly;
+      return groups;
+    } catch (error) {
+      this.stop(error);
+      throw error;
+    } finally {
+      signal?.removeEventListener('abort', this.onAbort);
+      detachBar?.();
+    }
+  }
+
+  /** Stops everything: the rollouts see `reason` on their signal, the gather rejects with `error`. */
+  private stop(error: unknown, reason: unknown = error): void {
+    if (this.stopped) return;
+    this.stopped = true;
+    this.controller.abort(reason);
+    for (const attempt of this.running) attempt.abort(reason);
+    this.rejectGather(error);
+  }
+
+  /** The caller's signal aborted: stop with an `APIUserAbortError` (its `cause` is the signal's reason). */
+  private readonly onAbort = (): void => {
+    const { signal } = this.plan;
+    this.stop(userAbortError(signal, 'The gather'), abortReason(signal));
+  };
+
+  /** Emits one event; a throwing listener stops the gather with its error. */
+  private emit<K extends keyof GatherEventMap<S>>(name: K, payload: Parameters<GatherEventMap<S>[K]>[0]): void {
+    try {
+      (this.events.emit as (event: K, payload: unknown) => boolean)(name, payload);
+    } catch (error) {
+      // A throwing listener is the caller's bug: stop visibly rather than lose rollouts.
+      this.stop(error);
+    }
+  }
+
+  /** Whether an event has listeners (an emitter that cannot say is assumed to listen). */
+  private heard(name: keyof GatherEventMap<S>): boolean {
+    return typeof this.events.listenerCount !== 'function' || this.events.listenerCount(name) > 0;
+  }
+
+  /** Emits `progress` after a rollout settled, built only when someone listens (it runs after every rollout). */
+  private progress(): void {
+    if (!this.heard('progress')) return;
+    this.emit('progress', {
+      done: this.done,
+      total: this.total,
+      failed: this.failedCount,
+      rewardMean: this.finished === 0 ? Number.NaN : this.rewardSum / this.finished,
+    });
+  }
+
+  /** One worker: takes the next rollout in order until none is left or the gather stopped. */
+  private async worker(): Promise<void> {
+    const { groupSize } = this.plan;
+    while (!this.stopped && this.next < this.total) {
+      const position = this.next;
+      this.next += 1;
+      const groupIndex = Math.floor(position / groupSize);
+      const index = position % groupSize;
+      const outcome = await this.runRollout(this.list[groupIndex] as S, groupIndex, index);
+      this.settleRollout(groupIndex, index, outcome);
+    }
+  }
+
+  /** Keeps a rollout's outcome in its group, and settles the group when it was the group's last. */
+  private settleRollout(groupIndex: number, index: number, outcome: Outcome): void {
+    const outcomes = this.outcomes[groupIndex] as Outcome[];
+    outcomes[index] = outcome;
+    const remaining = (this.remaining[groupIndex] as number) - 1;
+    this.remaining[groupIndex] = remaining;
+    if (remaining === 0) this.settleGroup[groupIndex]?.(outcomes);
+  }
+
+  /**
+   * One rollout: attempts until one finishes, or one fails and may not be retried (then it counts
+   * against the exception budget); undefined when the gather stopped first.
+   */
+  private async runRollout(scenario: S, groupIndex: number, index: number): Promise<Outcome> {
+    for (let attempt = 0; ; attempt += 1) {
+      if (this.stopped) return undefined;
+      if (this.heard('rollout:start')) this.emit('rollout:start', { groupIndex, index, attempt });
+      const current = new Attempt(scenario, groupIndex, index, attempt);
+      try {
+        const trajectory = await this.startAttempt(current);
+        current.finish(this.running);
+        return this.succeeded(current, trajectory);
+      } catch (error) {
+        current.finish(this.running);
+        if (this.stopped) return undefined;
+        const exception = toTrajectoryException(error);
+        const willRetry = attempt < this.plan.maxRetries && isRetryableError(error, true);
+        this.emit('rollout:error', { groupIndex, index, attempt, error, exception, willRetry });
+        if (!willRetry) return this.failed(exception, error);
+        if (!(await this.backOff(attempt))) return undefined;
+      }
+    }
+  }
+
+  /**
+   * Starts an attempt under its timeout: one promise settled by whichever comes first, the work or
+   * an abort (the gather stopped, or the attempt timed out). Both sources are ours, so they reject
+   * it directly.
+   */
+  private startAttempt(attempt: Attempt<S>): Promise<Trajectory> {
+    const { timeout } = this.plan;
+    this.running.add(attempt);
+    if (Number.isFinite(timeout)) attempt.timer = setTimeout(timeOut, timeout, attempt, timeout);
+    return new Promise<Trajectory>((resolve, reject) => {
+      attempt.reject = reject;
+      this.work(attempt).then(resolve, reject);
+    });
+  }
+
+  /** What an attempt does: run the rollout in its scope, then stamp, validate and score its trajectory. */
+  private async work(attempt: Attempt<S>): Promise<Trajectory> {
+    const { recorder, scenario, signal } = attempt;
+    const { policyVersion } = this.plan;
+    const startTime = new Date().toISOString();
+    // Read twice per rollout: an answer given at once (`() => model.getStep()`) skips the microtask queue.
+    const initialRead = policyVersion?.();
+    const initialVersion = isPromiseLike(initialRead) ? await initialRead : initialRead;
+    const context: RolloutContext = {
+      signal,
+      trajectory: recorder,
+      index: attempt.index,
+      groupIndex: attempt.groupIndex,
+      attempt: attempt.attempt,
+    };
+    // The attempt is the rollout's capture scope; the scope closes once what the rollout returned settled.
+    const started = openRolloutScope(attempt, this.plan.rollout, scenario, context);
+    let returned: unknown;
+    try {
+      returned = isPromiseLike(started) ? await started : started;
+    } finally {
+      closeRolloutScope();
+    }
+    recorder.close();
+    const finalRead = policyVersion?.();
+    const finalVersion = isPromiseLike(finalRead) ? await finalRead : finalRead;
+    const trajectory = buildTrajectory(recorder[takeTrajectory](), returned);
+    trajectory.start_time ??= startTime;
+    if (initialVersion !== undefined) trajectory.initial_policy_version ??= initialVersion;
+    if (finalVersion !== undefined) trajectory.final_policy_version ??= finalVersion;
+    const { reward } = this.plan;
+    if (reward !== undefined) {
+      const value = evaluateRewardNow(reward, trajectory, scenario);
+      trajectory.reward = isPromiseLike(value) ? await value : value;
+    }
+    return trajectory;
+  }
+
+  /** An attempt finished: counted and reported (`rollout:end`, `progress`); undefined when the gather stopped meanwhile. */
+  private succeeded(attempt: Attempt<S>, trajectory: Trajectory): Outcome {
+    if (this.stopped) return undefined;
+    this.done += 1;
+    this.finished += 1;
+    this.rewardSum += trajectory.reward;
+    if (this.heard('rollout:end')) {
+      this.emit('rollout:end', {
+        groupIndex: attempt.groupIndex,
+        index: attempt.index,
+        attempt: attempt.attempt,
+        trajectory,
+      });
+    }
+    this.progress();
+    return trajectory;
+  }
+
+  /** Waits before retry `attempt + 1`; false when the gather stopped meanwhile. */
+  private async backOff(attempt: number): Promise<boolean> {
+    try {
+      await delay(backoffDelay(attempt + 1, this.plan.retryDelay), this.controller.signal);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /**
+   * A rollout failed for good: counted, reported (`progress`) and kept for its group, or, one past
+   * the exception budget, the gather stops with an {@link ExceptionBudgetExceededError} (undefined).
+   */
+  private failed(exception: TrajectoryException, error: unknown): Outcome {
+    this.done += 1;
+    this.failedCount += 1;
+    this.failures.push({ exception, error });
+    this.progress();
+    const { maxExceptions } = this.plan;
+    if (!this.overBudget(this.failures.length)) return new Failed(exception);
+    this.stop(
+      new ExceptionBudgetExceededError({
+        exceptions: this.failures.map((failure) => failure.exception),
+        errors: this.failures.map((failure) => failure.error),
+        maxExceptions,
+        total: this.total,
+      }),
+    );
+    return undefined;
+  }
+
+  /** Whether `count` failures exceed `maxExceptions` (a count, or a fraction of all rollouts). */
+  private overBudget(count: number): boolean {
+    const { maxExceptions } = this.plan;
+    return maxExceptions > 0 && maxExceptions < 1 ? count / this.total > maxExceptions : count > maxExceptions;
+  }
+
+  /** One group, once its last rollout settled: built from its outcomes, scored, and reported (`group:end`). */
+  private async runGroup(scenario: S, groupIndex: number, outcomes: readonly Outcome[]): Promise<TrajectoryGroup> {
+    const trajectories: Trajectory[] = [];
+    const exceptions: TrajectoryException[] = [];
+    for (const outcome of outcomes) {
+      if (outcome === undefined) continue;
+      if (outcome instanceof Failed) exceptions.push(outcome.exception);
+      else trajectories.push(outcome);
+    }
+    let group: TrajectoryGroup = { trajectories, exceptions };
+    const { scoreGroup } = this.plan;
+    if (scoreGroup !== undefined && trajectories.length > 0 && !this.stopped) {
+      group = await this.scoreGroup(scoreGroup, group, scenario, groupIndex);
+    }
+    if (!this.stopped) this.emit('group:end', { groupIndex, scenario, group });
+    return group;
+  }
+
+  /**
+   * Runs the group scorer under the gather's `timeout` and its stop (both abort the scorer's signal
+   * and reject): the group it returned, or the same group when it returned nothing.
+   */
+  private async scoreGroup(
+    scoreGroup: GroupScorer<S>,
+    group: TrajectoryGroup,
+    scenario: S,
+    groupIndex: number,
+  ): Promise<TrajectoryGroup> {
+    const { controller } = this;
+    const { timeout } = this.plan;
+    const scoring = new AbortController();
+    const onStop = (): void => scoring.abort(controller.signal.reason);
+    controller.signal.addEventListener('abort', onStop, { once: true });
+    const timer = Number.isFinite(timeout)
+      ? setTimeout(() => scoring.abort(new RolloutTimeoutError(timeout, `scoreGroup of group ${groupIndex}`)), timeout)
+      : undefined;
+    try {
+      const scored = await raceSignal(
+        Promise.resolve(scoreGroup(group, { scenario, groupIndex, signal: scoring.signal })),
+        scoring.signal,
+      );
+      return scored || group;
+    } finally {
+      clearTimeout(timer);
+      controller.signal.removeEventListener('abort', onStop);
+    }
+  }
+}
+
+/**
  * Runs `groupSize` rollouts of every scenario and returns one `TrajectoryGroup` per scenario, in
  * scenario order (trajectories in rollout order). Each rollout runs in its own capture scope, so
  * completions made through a `captureCompletions` client are recorded into its trajectory; then the
@@ -257,233 +608,15 @@ export async function gatherTrajectoryGroups<S>(
   rollout: RolloutFn<S>,
   gatherOptions?: GatherOptions<S>,
 ): Promise<TrajectoryGroup[]> {
-  const { options, groupSize, concurrency, timeout, maxRetries, retryDelay, maxExceptions } =
-    checkOptions(gatherOptions);
+  const checked = checkOptions(gatherOptions);
   functionOption('rollout', rollout);
   if (scenarios === null || typeof (scenarios as { [Symbol.iterator]?: unknown })?.[Symbol.iterator] !== 'function') {
     throw invalidOption('scenarios', scenarios, 'an iterable (an array of scenarios)');
   }
+  const { options } = checked;
   const reward = options.reward === undefined ? undefined : toRewardFn(options.reward);
   const { scoreGroup, policyVersion, signal } = options;
   if (signal?.aborted) throw userAbortError(signal, 'The gather');
   const list = Array.from(scenarios);
-  const total = list.length * groupSize;
-  const events = options.events ?? new GatherEmitter<S>();
-  const controller = new AbortController();
-  // Every running attempt listens on the gather's signal: without this, Node prints a
-  // MaxListenersExceededWarning on stderr past 10 concurrent rollouts.
-  setMaxListeners(Number.POSITIVE_INFINITY, controller.signal);
-  /** The running attempts: `stop` aborts them (cheaper than a listener each on the gather's signal). */
-  const running = new Set<Attempt<S>>();
-
-  let stopped = false;
-  let rejectGather: (error: unknown) => void = () => undefined;
-  const stoppedEarly = new Promise<never>((_resolve, reject) => {
-    rejectGather = reject;
-  });
-  stoppedEarly.catch(() => undefined);
-  /** Stops everything: the rollouts see `reason` on their signal, the gather rejects with `error`. */
-  const stop = (error: unknown, reason: unknown = error): void => {
-    if (stopped) return;
-    stopped = true;
-    controller.abort(reason);
-    for (const attempt of running) attempt.abort(reason);
-    rejectGather(error);
-  };
-  const onAbort = (): void => stop(userAbortError(signal, 'The gather'), abortReason(signal));
-  signal?.addEventListener('abort', onAbort, { once: true });
-
-  const emit = <K extends keyof GatherEventMap<S>>(name: K, payload: Parameters<GatherEventMap<S>[K]>[0]): void => {
-    try {
-      (events.emit as (event: K, payload: unknown) => boolean)(name, payload);
-    } catch (error) {
-      // A throwing listener is the caller's bug: stop visibly rather than lose rollouts.
-      stop(error);
-    }
-  };
-
-  const stats = { done: 0, failed: 0, finished: 0, rewardSum: 0 };
-  const failures: { exception: TrajectoryException; error: unknown }[] = [];
-  const overBudget = (count: number): boolean =>
-    maxExceptions > 0 && maxExceptions < 1 ? count / total > maxExceptions : count > maxExceptions;
-  /** Whether an event has listeners (an emitter that cannot say is assumed to listen). */
-  const heard = (name: keyof GatherEventMap<S>): boolean =>
-    typeof events.listenerCount !== 'function' || events.listenerCount(name) > 0;
-  const progress = (): void => {
-    // Built only when someone listens: it runs after every rollout.
-    if (!heard('progress')) return;
-    emit('progress', {
-      done: stats.done,
-      total,
-      failed: stats.failed,
-      rewardMean: stats.finished === 0 ? Number.NaN : stats.rewardSum / stats.finished,
-    });
-  };
-
-  /** What an attempt does: run the rollout in its scope, then stamp, validate and score its trajectory. */
-  const work = async (attempt: Attempt<S>): Promise<Trajectory> => {
-    const { recorder, scenario, signal: attemptSignal } = attempt;
-    const startTime = new Date().toISOString();
-    // Read twice per rollout: an answer given at once (`() => model.getStep()`) skips the microtask queue.
-    const initialRead = policyVersion?.();
-    const initialVersion = isPromiseLike(initialRead) ? await initialRead : initialRead;
-    const context: RolloutContext = {
-      signal: attemptSignal,
-      trajectory: recorder,
-      index: attempt.index,
-      groupIndex: attempt.groupIndex,
-      attempt: attempt.attempt,
-    };
-    // The attempt is the rollout's capture scope; the scope closes once what the rollout returned settled.
-    const started = openRolloutScope(attempt, rollout, scenario, context);
-    let returned: unknown;
-    try {
-      returned = isPromiseLike(started) ? await started : started;
-    } finally {
-      closeRolloutScope();
-    }
-    recorder.close();
-    const finalRead = policyVersion?.();
-    const finalVersion = isPromiseLike(finalRead) ? await finalRead : finalRead;
-    const trajectory = buildTrajectory(recorder[takeTrajectory](), returned);
-    trajectory.start_time ??= startTime;
-    if (initialVersion !== undefined) trajectory.initial_policy_version ??= initialVersion;
-    if (finalVersion !== undefined) trajectory.final_policy_version ??= finalVersion;
-    if (reward !== undefined) {
-      const value = evaluateRewardNow(reward, trajectory, scenario);
-      trajectory.reward = isPromiseLike(value) ? await value : value;
-    }
-    return trajectory;
-  };
-
-  const runRollout = async (scenario: S, groupIndex: number, index: number): Promise<Outcome> => {
-    for (let attempt = 0; ; attempt += 1) {
-      if (stopped) return undefined;
-      if (heard('rollout:start')) emit('rollout:start', { groupIndex, index, attempt });
-      const current = new Attempt(scenario, groupIndex, index, attempt);
-      running.add(current);
-      if (Number.isFinite(timeout)) current.timer = setTimeout(timeOut, timeout, current, timeout);
-      try {
-        // One promise settled by whichever comes first: the work, or an abort (the gather stopped,
-        // or the attempt timed out). Both sources are ours, so they reject directly.
-        const trajectory = await new Promise<Trajectory>((resolve, reject) => {
-          current.reject = reject;
-          work(current).then(resolve, reject);
-        });
-        current.finish(running);
-        if (stopped) return undefined;
-        stats.done += 1;
-        stats.finished += 1;
-        stats.rewardSum += trajectory.reward;
-        if (heard('rollout:end')) emit('rollout:end', { groupIndex, index, attempt, trajectory });
-        progress();
-        return trajectory;
-      } catch (error) {
-        current.finish(running);
-        if (stopped) return undefined;
-        const exception = toTrajectoryException(error);
-        const willRetry = attempt < maxRetries && isRetryableError(error, true);
-        emit('rollout:error', { groupIndex, index, attempt, error, exception, willRetry });
-        if (willRetry) {
-          try {
-            await delay(backoffDelay(attempt + 1, retryDelay), controller.signal);
-          } catch {
-            return undefined;
-          }
-          continue;
-        }
-        stats.done += 1;
-        stats.failed += 1;
-        failures.push({ exception, error });
-        progress();
-        if (overBudget(failures.length)) {
-          stop(
-            new ExceptionBudgetExceededError({
-              exceptions: failures.map((failure) => failure.exception),
-              errors: failures.map((failure) => failure.error),
-              maxExceptions,
-              total,
-            }),
-          );
-          return undefined;
-        }
-        return new Failed(exception);
-      }
-    }
-  };
-
-  const runGroup = async (scenario: S, groupIndex: number, outcomes: readonly Outcome[]): Promise<TrajectoryGroup> => {
-    const trajectories: Trajectory[] = [];
-    const exceptions: TrajectoryException[] = [];
-    for (const outcome of outcomes) {
-      if (outcome === undefined) continue;
-      if (outcome instanceof Failed) exceptions.push(outcome.exception);
-      else trajectories.push(outcome);
-    }
-    let group: TrajectoryGroup = { trajectories, exceptions };
-    if (scoreGroup !== undefined && trajectories.length > 0 && !stopped) {
-      const scoring = new AbortController();
-      const onStop = (): void => scoring.abort(controller.signal.reason);
-      controller.signal.addEventListener('abort', onStop, { once: true });
-      const timer = Number.isFinite(timeout)
-        ? setTimeout(
-            () => scoring.abort(new RolloutTimeoutError(timeout, `scoreGroup of group ${groupIndex}`)),
-            timeout,
-          )
-        : undefined;
-      try {
-        const scored = await raceSignal(
-          Promise.resolve(scoreGroup(group, { scenario, groupIndex, signal: scoring.signal })),
-          scoring.signal,
-        );
-        if (scored) group = scored;
-      } finally {
-        clearTimeout(timer);
-        controller.signal.removeEventListener('abort', onStop);
-      }
-    }
-    if (!stopped) emit('group:end', { groupIndex, scenario, group });
-    return group;
-  };
-
-  const detachBar =
-    options.progress === true && process.stderr.isTTY ? attachProgressBar(events, process.stderr) : undefined;
-  try {
-    // `concurrency` workers take the rollouts in order (group by group), each from the gather's own
-    // async context; a group is scored and reported once its last rollout settled.
-    const outcomes: Outcome[][] = list.map(() => new Array<Outcome>(groupSize));
-    const remaining: number[] = list.map(() => groupSize);
-    const settleGroup: Array<(outcomes: Outcome[]) => void> = [];
-    const groupsDone = list.map((scenario, groupIndex) =>
-      new Promise<Outcome[]>((resolve) => {
-        settleGroup[groupIndex] = resolve;
-      }).then((settled) => runGroup(scenario, groupIndex, settled)),
-    );
-    let next = 0;
-    const worker = async (): Promise<void> => {
-      while (!stopped && next < total) {
-        const position = next;
-        next += 1;
-        const groupIndex = Math.floor(position / groupSize);
-        const index = position % groupSize;
-        const outcome = await runRollout(list[groupIndex] as S, groupIndex, index);
-        (outcomes[groupIndex] as Outcome[])[index] = outcome;
-        remaining[groupIndex] = (remaining[groupIndex] as number) - 1;
-        if (remaining[groupIndex] === 0) settleGroup[groupIndex]?.(outcomes[groupIndex] as Outcome[]);
-      }
-    };
-    for (let count = 0; count < Math.min(concurrency, total); count += 1)
-      worker().catch((error: unknown) => stop(error));
-    const all = Promise.all(groupsDone);
-    all.catch(() => undefined);
-    const groups = await Promise.race([all, stoppedEarly]);
-    if (stopped) await stoppedEarly;
-    return groups;
-  } catch (error) {
-    stop(error);
-    throw error;
-  } finally {
-    signal?.removeEventListener('abort', onAbort);
-    detachBar?.();
-  }
+  return new GatherRun(list, { ...checked, rollout, reward, scoreGroup, policyVersion, signal }).execute();
 }
