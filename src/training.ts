@@ -92,7 +92,12 @@ export type { CaptureCompletionsOptions } from './rollout/capture-completions.js
 export type { CaptureFetchOptions } from './rollout/capture-fetch.js';
 export type { ChatCompletionCreateBody, ChatCompletionRequestOptions } from './schema/chat-client.js';
 export type { RecordTrajectoryOptions } from './rollout/rollout-scope.js';
-export { HistoryRecorder, TrajectoryRecorder, type RecordedCompletion } from './rollout/trajectory-recorder.js';
+export {
+  ConversationRecorder,
+  HistoryRecorder,
+  TrajectoryRecorder,
+  type RecordedCompletion,
+} from './rollout/trajectory-recorder.js';
 export { dropStaleGroups, type StalenessSplit } from './rollout/drop-stale-groups.js';
 
 // Rewards: evaluating one, and the option and result types of the built-ins and the judge.

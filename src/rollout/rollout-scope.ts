@@ -7,7 +7,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { Trajectory } from '../schema/index.js';
 import { isPromiseLike } from '../internal/delay.js';
 import { PolicyloopError } from '../internal/errors.js';
-import { TrajectoryRecorder, type HistoryRecorder } from './trajectory-recorder.js';
+import { TrajectoryRecorder, type ConversationRecorder } from './trajectory-recorder.js';
 
 /** What a captured client needs to know about the rollout it is called from. */
 export interface RolloutScope {
@@ -16,7 +16,7 @@ export interface RolloutScope {
   /** Aborts when the rollout is cancelled or times out; passed to requests that carry none. */
   readonly signal?: AbortSignal | undefined;
   /** Where completions go when set (see {@link captureInto}); else the recorder decides. */
-  readonly history?: HistoryRecorder | undefined;
+  readonly history?: ConversationRecorder | undefined;
 }
 
 const storage = new AsyncLocalStorage<RolloutScope>();
@@ -108,7 +108,7 @@ function closeScopeAndThrow(error: unknown): never {
  *   await solver(task, plan); // recorded in the main conversation
  * };
  */
-export function captureInto<T>(history: HistoryRecorder, fn: () => T): T {
+export function captureInto<T>(history: ConversationRecorder, fn: () => T): T {
   const scope = storage.getStore();
   if (scope === undefined) {
     throw new PolicyloopError(

@@ -29,15 +29,16 @@ export const takeTrajectory: unique symbol = Symbol('policyloop.takeTrajectory')
  */
 let appendOrderOf: (owner: TrajectoryRecorder, history: number, count: number) => void = () => undefined;
 
-/** Makes `history` conversation number `index` of `owner` (set by {@link HistoryRecorder}'s static block). */
-let attachHistory: (history: HistoryRecorder, owner: TrajectoryRecorder, index: number) => void = () => undefined;
+/** Makes `history` conversation number `index` of `owner` (set by {@link ConversationRecorder}'s static block). */
+let attachHistory: (history: ConversationRecorder, owner: TrajectoryRecorder, index: number) => void = () => undefined;
 
 /**
  * Appends copies of `messages[from..]` to `history` (its `addMessage` without the two arrays a
- * slice and a spread would make for every recorded completion; set by {@link HistoryRecorder}'s
+ * slice and a spread would make for every recorded completion; set by {@link ConversationRecorder}'s
  * static block).
  */
-let appendMessages: (history: HistoryRecorder, messages: readonly unknown[], from: number) => void = () => undefined;
+let appendMessages: (history: ConversationRecorder, messages: readonly unknown[], from: number) => void = () =>
+  undefined;
 
 /**
  * One conversation: messages (context) and Choices (trainable turns), in order, plus the tools it
@@ -47,7 +48,7 @@ let appendMessages: (history: HistoryRecorder, messages: readonly unknown[], fro
  * recorder.addMessage({ role: 'user', content: 'What is 2+2?' });
  * recorder.addChoice(completion.choices[0]);
  */
-export class HistoryRecorder {
+export class ConversationRecorder {
   /** The items in order, as they go on the wire (`messages_and_choices`). */
   readonly messagesAndChoices: MessageOrChoice[] = [];
   /** The trajectory this conversation belongs to (told of every append), and its number there. */
@@ -142,10 +143,18 @@ export interface RecordedCompletion {
    * The conversation to record into when the request continues it (see `captureInto`); when it
    * does not, a new `additional_histories` entry is started.
    */
-  readonly into?: HistoryRecorder | undefined;
+  readonly into?: ConversationRecorder | undefined;
   /** The Choice to record (the first of the response). */
   readonly choice: Choice;
 }
+
+/**
+ * The old name of {@link ConversationRecorder} ("history" now names metric rows only).
+ * @deprecated Use `ConversationRecorder`; removed in the next minor version.
+ */
+export const HistoryRecorder = ConversationRecorder;
+/** @deprecated Use `ConversationRecorder`; removed in the next minor version. */
+export type HistoryRecorder = ConversationRecorder;
 
 /**
  * Records one rollout's trajectory. Every captured completion is appended to the conversation it
@@ -159,9 +168,9 @@ export interface RecordedCompletion {
  * recorder.metrics['turns'] = 1;
  * const trajectory = recorder.toTrajectory();
  */
-export class TrajectoryRecorder extends HistoryRecorder {
+export class TrajectoryRecorder extends ConversationRecorder {
   /** Sub-agent conversations (`additional_histories`). */
-  readonly additionalHistories: HistoryRecorder[] = [];
+  readonly additionalHistories: ConversationRecorder[] = [];
   /** Metrics of this trajectory (numbers or booleans). */
   readonly metrics: Metrics = {};
   /**
@@ -189,8 +198,8 @@ export class TrajectoryRecorder extends HistoryRecorder {
   }
 
   /** A new, empty sub-agent conversation in `additional_histories`. */
-  addHistory(): HistoryRecorder {
-    const history = new HistoryRecorder();
+  addHistory(): ConversationRecorder {
+    const history = new ConversationRecorder();
     this.additionalHistories.push(history);
     attachHistory(history, this, this.additionalHistories.length);
     return history;
@@ -216,15 +225,16 @@ export class TrajectoryRecorder extends HistoryRecorder {
    * Records one completion into the conversation it continues (see the class docs). Ignored after
    * {@link TrajectoryRecorder.close}. Returns the conversation it went into, or null when closed.
    */
-  recordCompletion(completion: RecordedCompletion): HistoryRecorder | null {
+  recordCompletion(completion: RecordedCompletion): ConversationRecorder | null {
     if (this.#closed) return null;
     const { messages, tools, choice, into } = completion;
-    let target: HistoryRecorder | undefined;
+    let target: ConversationRecorder | undefined;
     let covered = 0;
     // The main conversation, then each sub-agent's (or only `into`), without an array per completion.
     const count = into === undefined ? this.additionalHistories.length + 1 : 1;
     for (let position = 0; position < count; position += 1) {
-      const history = into ?? (position === 0 ? this : (this.additionalHistories[position - 1] as HistoryRecorder));
+      const history =
+        into ?? (position === 0 ? this : (this.additionalHistories[position - 1] as ConversationRecorder));
       const continued = history.continuedBy(messages, tools);
       if (continued !== null) {
         target = history;
@@ -260,7 +270,7 @@ export class TrajectoryRecorder extends HistoryRecorder {
    * The trajectory with each conversation's items from `itemsOf`; everything else copied. The
    * run's order goes with it when there are sub-agent conversations to interleave.
    */
-  private build(itemsOf: (history: HistoryRecorder) => MessageOrChoice[], order: number[]): TrajectoryInput {
+  private build(itemsOf: (history: ConversationRecorder) => MessageOrChoice[], order: number[]): TrajectoryInput {
     const trajectory: TrajectoryInput = {
       messages_and_choices: itemsOf(this),
       additional_histories: this.additionalHistories.map((history) => historyEntry(history, itemsOf(history))),
@@ -276,14 +286,14 @@ export class TrajectoryRecorder extends HistoryRecorder {
 }
 
 /** The `additional_histories` entry of `history` with `items` (its tools copied). */
-function historyEntry(history: HistoryRecorder, items: MessageOrChoice[]): AdditionalHistory {
+function historyEntry(history: ConversationRecorder, items: MessageOrChoice[]): AdditionalHistory {
   const entry: AdditionalHistory = { messages_and_choices: items };
   if (history.tools !== null) entry.tools = clonePlain(history.tools);
   return entry;
 }
 
-/** {@link HistoryRecorder.takeItems} of another history (protected members are reachable from the class body only through `this`). */
-function takeItemsOf(history: HistoryRecorder): MessageOrChoice[] {
+/** {@link ConversationRecorder.takeItems} of another history (protected members are reachable from the class body only through `this`). */
+function takeItemsOf(history: ConversationRecorder): MessageOrChoice[] {
   return (history as unknown as { takeItems(): MessageOrChoice[] }).takeItems();
 }
 
