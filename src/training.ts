@@ -9,13 +9,10 @@
  */
 
 // The models, backends and trainer: their options, results and events.
+export type { TrainableModelOptions } from './training/trainable-model.js';
+export type { OpenAIClientOptions, ModelFetchOptions, LogOptions, LogParams } from './training/prompted-model.js';
 export type {
-  TrainableModelOptions,
   WaitOptions,
-  OpenAIClientOptions,
-  ModelFetchOptions,
-  LogOptions,
-  LogParams,
   JobOptions,
   TrainOptions,
   SFTOptions,
@@ -23,7 +20,7 @@ export type {
   TrainResult,
   PruneParams,
   PruneResult,
-} from './training/trainable-model.js';
+} from './training/backend.js';
 export type {
   TrainableModelEvents,
   TrainingJobKind,

@@ -9,7 +9,8 @@ import type { RolloutFn } from '../rollout/rollout-function.js';
 import type { GroupsDroppedEvent } from './model-events.js';
 import type { PromptedModel } from './prompted-model.js';
 import type { LearningRateSchedule } from './schedules.js';
-import type { TrainableModel, TrainOptions } from './trainable-model.js';
+import type { TrainOptions } from './backend.js';
+import type { TrainableModel } from './trainable-model.js';
 
 /** Validation of an {@link RLTrainer} run. */
 export interface RLValidationOptions<S> {

@@ -48,18 +48,6 @@ import { dropGroups } from './drop-groups.js';
 import { assertSomethingToTrain, assertTrainingGroupsShape } from './training-input.js';
 import { assertChoicesHaveLogprobs } from './missing-logprobs.js';
 
-export type {
-  WaitOptions,
-  JobOptions,
-  TrainOptions,
-  SFTOptions,
-  SFTSource,
-  TrainResult,
-  PruneParams,
-  PruneResult,
-} from './backend.js';
-export type { OpenAIClientOptions, ModelFetchOptions, LogOptions, LogParams } from './prompted-model.js';
-
 /** Options of `new TrainableModel(...)`. */
 export interface TrainableModelOptions {
   /** The model's name, unique within its project (also a directory name: no `/`). */

@@ -12,7 +12,7 @@ import { LocalBackend } from '../../src/training/local-backend.js';
 import { ServiceJobs } from '../../src/training/service-jobs.js';
 import { TrainableModel } from '../../src/training/trainable-model.js';
 import type { Backend, JobModel, JobReporter } from '../../src/training/backend.js';
-import type { PruneResult, SFTOptions, SFTSource, TrainResult } from '../../src/training/trainable-model.js';
+import type { PruneResult, SFTOptions, SFTSource, TrainResult } from 'policyloop/training';
 import type { RetentionOptions } from '../../src/training/checkpoint-retention.js';
 
 class RecordingJobs extends ServiceJobs {
