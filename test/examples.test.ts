@@ -80,7 +80,7 @@ describe('examples', () => {
     // 30 SFT passes: every greedy reply calls `weather` (0.5 each), with one city for all (0.625).
     expect(output).toMatch(/^warm start: SFT x 30 \(step 1\): greedy reward 0\.625, \d+ s$/m);
     expect(output).toMatch(
-      /^RL step 1\/1: rollout reward [01]\.\d{3}( \(no gradient: skipped\))?, greedy reward [01]\.\d{3}, \d+ s$/m,
+      /^RL step 1\/1: rollout reward [01]\.\d{3}( \(no gradient: skipped\))?(, kl_div -?[\d.]+(e[+-]?\d+)?)?, greedy reward [01]\.\d{3}, \d+ s$/m,
     );
     expect(output).toMatch(/^after 1 RL steps: greedy reward [01]\.\d{3}, \d+ s$/m);
   }, 300_000);

@@ -39,6 +39,7 @@ describe('npm pack from a fresh clone', () => {
   const clone = path.join(work, 'clone');
   let tarball = '';
 
+  // An install of the build's dev dependencies and a full tsc build: minutes on a loaded 2-core machine.
   it('builds dist/ without a prior install and packs docs, examples, README and CHANGELOG', () => {
     cloneWorkingTree(clone);
     expect(readdirSync(clone)).not.toContain('node_modules');
@@ -64,7 +65,7 @@ describe('npm pack from a fresh clone', () => {
     const links = [...readme.matchAll(/\]\(((?!https?:|#)[^)\s]+)\)/g)].map((match) => match[1] as string);
     expect(links.length).toBeGreaterThan(5);
     for (const link of links) expect(files, `README links ${link}`).toContain(`package/${link.replace(/#.*$/, '')}`);
-  });
+  }, 300_000);
 
   it('installs into an empty project without optional dependencies, and every entry loads', () => {
     const project = path.join(work, 'user-project');
