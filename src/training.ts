@@ -14,8 +14,11 @@ export type { OpenAIClientOptions, ModelFetchOptions, LogOptions, LogParams } fr
 export type {
   WaitOptions,
   JobOptions,
+  TrainParams,
   TrainOptions,
+  SFTParams,
   SFTOptions,
+  DeprecatedJobOptions,
   SFTSource,
   TrainResult,
   PruneParams,

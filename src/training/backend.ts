@@ -82,7 +82,10 @@ export interface WaitOptions {
   signal?: AbortSignal | undefined;
 }
 
-/** Options of a training call that follows its job. */
+/**
+ * Request options of a training call that follows its job (`train`'s and `trainSFT`'s third
+ * argument, `finishPendingJob`'s only one).
+ */
 export interface JobOptions extends WaitOptions {
   /**
    * Overall time allowed for the job, in milliseconds.
@@ -99,8 +102,38 @@ export interface JobOptions extends WaitOptions {
   onProgress?: ((progress: JobProgress) => void) | undefined;
 }
 
-/** Options of `TrainableModel.train`. */
-export interface TrainOptions extends JobOptions {
+/**
+ * A job's request options in their old place, the training parameters (`train`'s and `trainSFT`'s
+ * second argument). Each still works there, and is refused when the third argument has it too.
+ */
+export interface DeprecatedJobOptions {
+  /**
+   * @deprecated Pass it in the request options, the third argument: `train(groups, params, { signal })`,
+   * `trainSFT(source, params, { signal })`; removed in the next minor version.
+   */
+  signal?: AbortSignal | undefined;
+  /**
+   * @deprecated Pass it in the request options, the third argument: `train(groups, params, { timeout })`;
+   * removed in the next minor version.
+   */
+  timeout?: number | undefined;
+  /**
+   * @deprecated Pass it in the request options, the third argument: `train(groups, params, { pollInterval })`;
+   * removed in the next minor version.
+   */
+  pollInterval?: number | undefined;
+  /**
+   * @deprecated Pass it in the request options, the third argument: `train(groups, params, { onProgress })`;
+   * removed in the next minor version.
+   */
+  onProgress?: ((progress: JobProgress) => void) | undefined;
+}
+
+/**
+ * The training parameters of `TrainableModel.train`, its second argument (request options such as
+ * `signal` and `timeout` go in the third, a {@link JobOptions}).
+ */
+export interface TrainParams extends DeprecatedJobOptions {
   /**
    * The learning rate.
    * @default the backend's: the engine's tuned value on the local backend, the service's own on the hosted one
@@ -134,11 +167,20 @@ export interface TrainOptions extends JobOptions {
   log?: boolean | undefined;
 }
 
+/**
+ * `train`'s parameters and its request options in one object, as `TrainingJobs.trainRL` takes
+ * them (and `RLTrainer`'s `train` option); `model.train` takes them apart, `(groups, params, options)`.
+ */
+export interface TrainOptions extends Omit<TrainParams, keyof JobOptions>, JobOptions {}
+
 /** Where SFT data comes from: trajectories or `{messages}` rows, a local JSONL file, or a URL. */
 export type SFTSource = readonly (TrajectoryInput | SFTRow)[] | string | URL;
 
-/** Options of `TrainableModel.trainSFT`. */
-export interface SFTOptions extends JobOptions {
+/**
+ * The training parameters of `TrainableModel.trainSFT`, its second argument (request options such
+ * as `signal` and `timeout` go in the third, a {@link JobOptions}).
+ */
+export interface SFTParams extends DeprecatedJobOptions {
   /**
    * The learning rate: one number, or one per batch.
    * @default the service's (the engine's tuned SFT value locally)
@@ -165,6 +207,12 @@ export interface SFTOptions extends JobOptions {
    */
   config?: Partial<SFTTrainingConfigInput> | undefined;
 }
+
+/**
+ * `trainSFT`'s parameters and its request options in one object, as `TrainingJobs.trainSFT` takes
+ * them; `model.trainSFT` takes them apart, `(source, params, options)`.
+ */
+export interface SFTOptions extends Omit<SFTParams, keyof JobOptions>, JobOptions {}
 
 /** What a training call returns. */
 export interface TrainResult {

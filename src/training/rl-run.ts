@@ -227,10 +227,12 @@ export class RLRun<S> {
         : learningRateAt(config.learningRate, step, { maxSteps: config.maxSteps });
     // No signal: an abort lets the job finish, so the step's row is written. A learning rate of
     // the trainer's wins over `train.learningRate`; without one, that one stays.
-    const result = await this.model.train(selected.groups, {
-      ...options.train,
-      ...(learningRate === undefined ? {} : { learningRate }),
-    });
+    const { timeout, pollInterval, onProgress, ...params } = options.train ?? {};
+    const result = await this.model.train(
+      selected.groups,
+      { ...params, ...(learningRate === undefined ? {} : { learningRate }) },
+      { timeout, pollInterval, onProgress },
+    );
     this.lastTrainEnd = performance.now();
     this.latest = result.step;
     this.totals.steps += 1;

@@ -136,7 +136,10 @@ export interface RLTrainerOptions<S> {
    * @default `train.learningRate`, else the backend's default
    */
   learningRate?: number | LearningRateSchedule | undefined;
-  /** Options of each `model.train` (learning rate, loss, job timeout...). */
+  /**
+   * Options of each `model.train`: its parameters (learning rate, loss...) and its request options
+   * but `signal` (job `timeout`, `pollInterval`, `onProgress`), which the trainer passes apart.
+   */
   train?: Omit<TrainOptions, 'signal' | 'maxStepsOffPolicy' | 'maxStaleness' | 'log'> | undefined;
   /**
    * A progress line per step: `true` writes to stderr, a stream writes there, `false` is silent.

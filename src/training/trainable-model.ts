@@ -24,8 +24,10 @@ import type {
   PruneParams,
   PruneResult,
   SFTOptions,
+  SFTParams,
   SFTSource,
   TrainOptions,
+  TrainParams,
   TrainResult,
   WaitOptions,
 } from './backend.js';
@@ -244,20 +246,30 @@ export class TrainableModel extends PromptedModel<TrainableModelEvents> {
    * with `MissingLogprobsError` when a Choice has no logprobs. Groups whose rewards are all equal
    * in an otherwise trainable batch are left out of the upload (they carry no gradient), counted in
    * `train/frac_reward_zero_std` and reported by a `groups:dropped` event (`reason: 'zero_variance'`).
-   * Rejects with `TrainingJobFailedError` when the job fails, and with `TrainingTimeoutError` after
-   * `timeout`.
+   * Rejects with `TrainingJobFailedError` when the job fails, with `TrainingTimeoutError` after
+   * `options.timeout`, and with `APIUserAbortError` when `options.signal` aborts (the job goes on:
+   * the next `train` or `finishPendingJob` finishes its step).
+   *
+   * `params` are the training parameters, `options` the request options (`signal`, `timeout`,
+   * `pollInterval`, `onProgress`). Request options in `params` (the old form) still work and are
+   * deprecated; one given in both places is refused.
    * @example
-   * const { step, metrics } = await model.train(groups, { onProgress: (p) => console.log(p.fraction) });
+   * const { step, metrics } = await model.train(groups, { learningRate: 1e-5 }, { signal, onProgress: (p) => console.log(p.fraction) });
    * console.log(metrics['train/reward'], metrics['train/loss']);
    */
-  async train(groups: readonly TrajectoryGroupInput[], options: TrainOptions = {}): Promise<TrainResult> {
-    checkTrainOptions(options);
+  async train(
+    groups: readonly TrajectoryGroupInput[],
+    params: TrainParams = {},
+    options: JobOptions = {},
+  ): Promise<TrainResult> {
+    const merged: TrainOptions = jobArguments(params, options);
+    checkTrainOptions(merged);
     const { backend, model, files } = this.registered();
     assertTrainingGroupsShape(groups);
     const given = parseGroups(groups);
-    await this.finishPendingJob(options);
-    const step = await this.getStep(options);
-    const maxStepsOffPolicy = options.maxStepsOffPolicy ?? options.maxStaleness;
+    await this.finishPendingJob(merged);
+    const step = await this.getStep(merged);
+    const maxStepsOffPolicy = merged.maxStepsOffPolicy ?? merged.maxStaleness;
     const drop = { step, given, emit: (event: GroupsDroppedEvent) => this.emit('groups:dropped', event) };
     const stale =
       maxStepsOffPolicy === undefined
@@ -271,19 +283,19 @@ export class TrainableModel extends PromptedModel<TrainableModelEvents> {
       );
     }
     assertSomethingToTrain(stale.kept);
-    if (options.allowTrainingWithoutLogprobs !== true) assertChoicesHaveLogprobs(stale.kept);
+    if (merged.allowTrainingWithoutLogprobs !== true) assertChoicesHaveLogprobs(stale.kept);
 
-    const log = options.log ?? true;
+    const log = merged.log ?? true;
     const groupMetrics = log ? prefixMetrics(computeStepMetrics(stale.kept), 'train') : {};
     // The step's history row is written once the job is known to be done (see TrainingJobs).
-    if (log) await this.logBatcher().add({ split: 'train', groups: stale.kept }, options);
+    if (log) await this.logBatcher().add({ split: 'train', groups: stale.kept }, merged);
     // Equal rewards give every trajectory of the group a zero advantage: no gradient, so the
     // service is not asked to process them (the history row above still counts them).
     const flat = dropGroups(stale.kept, { reason: 'zero_variance' }, drop);
     // The service stamps logged groups with its current step: deliver them before the step moves.
-    await this.flushBatcher(options.signal);
+    await this.flushBatcher(merged.signal);
     const request = { step, groups: flat.kept, groupMetrics, droppedGroups: stale.dropped + flat.dropped };
-    return jobsOf(backend).trainRL({ id: model.id, files }, request, options, this.jobReporter());
+    return jobsOf(backend).trainRL({ id: model.id, files }, request, merged, this.jobReporter());
   }
 
   /**
@@ -319,14 +331,22 @@ export class TrainableModel extends PromptedModel<TrainableModelEvents> {
    * Supervised fine-tuning: from trajectories or `{messages}` rows (the local backend writes a
    * JSONL file into the data directory and sends its `file://` URL), from a local JSONL file
    * path, or from a URL the service can read (`trainingDataUrl` or a URL `source`; the hosted
-   * service needs one). Follows the job to the end and returns the new step.
+   * service needs one). Follows the job to the end and returns the new step. `params` are the
+   * training parameters, `options` the request options (`signal`, `timeout`, `pollInterval`,
+   * `onProgress`); request options in `params` (the old form) still work and are deprecated, and
+   * one given in both places is refused.
    * @example
    * await model.trainSFT([{ messages: [{ role: 'user', content: '2+2?' }, { role: 'assistant', content: '4' }] }]);
    */
-  async trainSFT(source: SFTSource | undefined, options: SFTOptions = {}): Promise<TrainResult> {
-    checkSFTOptions(options);
+  async trainSFT(
+    source: SFTSource | undefined,
+    params: SFTParams = {},
+    options: JobOptions = {},
+  ): Promise<TrainResult> {
+    const merged: SFTOptions = jobArguments(params, options);
+    checkSFTOptions(merged);
     const { backend, model, files } = this.registered();
-    return jobsOf(backend).trainSFT({ id: model.id, files }, source, options, this.jobReporter());
+    return jobsOf(backend).trainSFT({ id: model.id, files }, source, merged, this.jobReporter());
   }
 
   /**
@@ -449,6 +469,36 @@ export class TrainableModel extends PromptedModel<TrainableModelEvents> {
 }
 
 const POSITIVE = { min: 0, exclusiveMin: true } as const;
+
+/** The request options of a job, by name: `train`'s and `trainSFT`'s third argument. */
+const JOB_OPTION_NAMES: readonly (keyof JobOptions)[] = ['signal', 'timeout', 'pollInterval', 'onProgress'];
+
+/**
+ * `train`'s or `trainSFT`'s training parameters and request options as one object, from either
+ * form: `(params, options)`, or the deprecated `signal`/`timeout`/`pollInterval`/`onProgress` in
+ * the parameters. One given in both places is refused (which one wins would be a guess).
+ */
+function jobArguments<Params extends object>(
+  params: Params,
+  options: JobOptions,
+): Omit<Params, keyof JobOptions> & JobOptions {
+  const checkedParams = optionsObject('params', params) as Params & JobOptions;
+  const checkedOptions = optionsObject('options', options);
+  for (const name of JOB_OPTION_NAMES) {
+    if (checkedParams[name] !== undefined && checkedOptions[name] !== undefined) {
+      throw invalidOption(
+        `params.${name}`,
+        checkedParams[name],
+        `left out when \`options.${name}\` is given (request options go in the third argument only)`,
+      );
+    }
+  }
+  const merged = { ...checkedParams } as Record<string, unknown>;
+  for (const name of JOB_OPTION_NAMES) {
+    if (checkedOptions[name] !== undefined) merged[name] = checkedOptions[name];
+  }
+  return merged as Omit<Params, keyof JobOptions> & JobOptions;
+}
 
 /** Checks the options of `train` before anything is logged or sent. */
 function checkTrainOptions(options: TrainOptions): void {

@@ -243,6 +243,14 @@ describe('model options, against the local service', () => {
     ['trainSFT', 'learningRate[1]', (m) => m.trainSFT('data.jsonl', { learningRate: [1e-4, -1] })],
     ['trainSFT', 'assistantTurns', (m) => m.trainSFT('data.jsonl', { assistantTurns: 'first' as never })],
     ['trainSFT', 'source', (m) => m.trainSFT(undefined)],
+    ['train', 'params', (m) => m.train([group()], 'cispo' as never)],
+    ['train', 'options', (m) => m.train([group()], {}, new AbortController().signal as never)],
+    ['train', 'timeout', (m) => m.train([group()], { learningRate: 1e-4 }, { timeout: 0 })],
+    ['train', 'signal', (m) => m.train([group()], {}, { signal: 'stop' as never })],
+    ['train', 'learningRate', (m) => m.train([group()], { learningRate: -1 }, { timeout: 1_000 })],
+    ['trainSFT', 'pollInterval', (m) => m.trainSFT('data.jsonl', {}, { pollInterval: 0 })],
+    ['trainSFT', 'onProgress', (m) => m.trainSFT('data.jsonl', { batchSize: 1 }, { onProgress: 1 as never })],
+    ['trainSFT', 'signal', (m) => m.trainSFT('data.jsonl', { signal: 'x' as never })],
     ['replaySpool', 'signal', (m) => m.replaySpool({ signal: 'x' as never })],
     ['pruneCheckpoints', 'signal', (m) => m.pruneCheckpoints({ signal: 'x' as never })],
     ['pruneCheckpoints', 'signal', (m) => m.pruneCheckpoints({ keepBestBy: null }, { signal: 'x' as never })],
@@ -287,4 +295,65 @@ describe('model options, against the local service', () => {
     expect((await other.history()).map((entry) => entry.training_step)).toEqual([3, 4]);
     await other.close();
   });
+
+  it('train and trainSFT take request options third, and the deprecated place (the parameters) still works', async () => {
+    const controller = new AbortController();
+    controller.abort(new Error('stop'));
+    const { signal } = controller;
+    const rows = [
+      {
+        messages: [
+          { role: 'user' as const, content: 'a' },
+          { role: 'assistant' as const, content: 'b' },
+        ],
+      },
+    ];
+    const before = state.calls;
+    for (const call of [
+      () => model.train([group()], { learningRate: 1e-4 }, { signal }),
+      () => model.train([group()], undefined, { signal, timeout: 60_000 }),
+      () => model.train([group()], { learningRate: 1e-4, signal }),
+      () => model.train([group()], { signal }, { timeout: 60_000 }),
+      () => model.trainSFT(rows, { batchSize: 1 }, { signal }),
+      () => model.trainSFT(rows, { batchSize: 1, signal }),
+    ]) {
+      const error = await failure(call);
+      expect(error).toBeInstanceOf(APIUserAbortError);
+      expect((error as APIUserAbortError).cause).toEqual(new Error('stop'));
+    }
+    expect(state.calls).toBe(before);
+    expect(await model.history()).toEqual([]);
+  });
+
+  it.each([
+    ['signal', { signal: new AbortController().signal }, 'an AbortSignal'],
+    ['timeout', { timeout: 1_000 }, '1000'],
+    ['pollInterval', { pollInterval: 100 }, '100'],
+    ['onProgress', { onProgress: () => undefined }, 'a function'],
+  ] as const)(
+    'a request option in both places (`%s`) is refused, naming both, and nothing is sent',
+    async (name, given, got) => {
+      const before = state.calls;
+      const rows = [
+        {
+          messages: [
+            { role: 'user' as const, content: 'a' },
+            { role: 'assistant' as const, content: 'b' },
+          ],
+        },
+      ];
+      for (const call of [
+        () => model.train([group()], { learningRate: 1e-4, ...given }, given),
+        () => model.trainSFT(rows, { ...given }, given),
+      ]) {
+        const error = await failure(call);
+        expectInvalid(error, `params.${name}`);
+        expect((error as Error).message).toBe(
+          `Expected \`params.${name}\` to be left out when \`options.${name}\` is given (request options go in the third argument only), got ${got}`,
+        );
+      }
+      expect(state.calls).toBe(before);
+      expect(await model.history()).toEqual([]);
+    },
+  );
 });

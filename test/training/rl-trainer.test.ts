@@ -27,7 +27,10 @@ let dataDir: string;
 let backend: LocalBackend;
 let modelCount = 0;
 /** Bodies of the training jobs the service received, and requests not answered yet. */
-const jobBodies: { trajectory_groups: { trajectories: { initial_policy_version?: number | null }[] }[] }[] = [];
+const jobBodies: {
+  trajectory_groups: { trajectories: { initial_policy_version?: number | null }[] }[];
+  experimental_config?: Record<string, unknown>;
+}[] = [];
 let inFlight = 0;
 
 const recordingFetch: typeof globalThis.fetch = async (input, init) => {
@@ -128,6 +131,7 @@ describe('RLTrainer', () => {
   it('with maxStepsOffPolicy 0 samples every batch from the step it trains', async () => {
     const model = await freshModel();
     const firstJob = jobBodies.length;
+    let progressCalls = 0;
     const trainer = new RLTrainer({
       model,
       scenarios: WORDS,
@@ -138,6 +142,8 @@ describe('RLTrainer', () => {
       maxSteps: 3,
       maxStepsOffPolicy: 0,
       progress: false,
+      // A training parameter and a request option in the one `train` object: each reaches its place.
+      train: { lossFn: 'ppo', onProgress: () => (progressCalls += 1) },
     });
     await trainer.run();
     const bodies = jobBodies.slice(firstJob);
@@ -146,6 +152,8 @@ describe('RLTrainer', () => {
         (body) => new Set(body.trajectory_groups.flatMap((g) => g.trajectories.map((t) => t.initial_policy_version))),
       ),
     ).toEqual([new Set([0]), new Set([1]), new Set([2])]);
+    expect(bodies.map((body) => body.experimental_config?.['loss_fn'])).toEqual(['ppo', 'ppo', 'ppo']);
+    expect(progressCalls).toBeGreaterThanOrEqual(3);
     await model.close();
   });
 

@@ -236,23 +236,30 @@ describe('RL and SFT round trips', () => {
 });
 
 describe('aborts and timeouts while following a job', () => {
-  it('an abort while train follows its job rejects with APIUserAbortError whose cause is the reason', async () => {
-    const model = await freshModel();
-    const groups = await sampleGroups(model);
-    const controller = new AbortController();
-    const reason = new Error('enough training');
-    const error = await model
-      .train(groups, { signal: controller.signal, onProgress: () => controller.abort(reason) })
-      .catch((caught: unknown) => caught);
-    expect(error).toBeInstanceOf(APIUserAbortError);
-    expect((error as APIUserAbortError).cause).toBe(reason);
-    expect(error).not.toBeInstanceOf(TrainingTimeoutError);
-  });
+  it.each([
+    ['in the request options (third argument)', 'new'],
+    ['in the parameters (the deprecated form)', 'old'],
+  ] as const)(
+    'an abort while train follows its job, signal %s, rejects with APIUserAbortError whose cause is the reason',
+    async (_where, form) => {
+      const model = await freshModel();
+      const groups = await sampleGroups(model);
+      const controller = new AbortController();
+      const reason = new Error('enough training');
+      const request = { signal: controller.signal, onProgress: () => controller.abort(reason) };
+      const error = await (form === 'new' ? model.train(groups, {}, request) : model.train(groups, request)).catch(
+        (caught: unknown) => caught,
+      );
+      expect(error).toBeInstanceOf(APIUserAbortError);
+      expect((error as APIUserAbortError).cause).toBe(reason);
+      expect(error).not.toBeInstanceOf(TrainingTimeoutError);
+    },
+  );
 
   it('a timeout while train follows its job rejects with TrainingTimeoutError, not the abort error', async () => {
     const model = await freshModel();
     const groups = await sampleGroups(model);
-    const error = await model.train(groups, { timeout: 1 }).catch((caught: unknown) => caught);
+    const error = await model.train(groups, {}, { timeout: 1 }).catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(TrainingTimeoutError);
     expect(error).not.toBeInstanceOf(APIUserAbortError);
   });
