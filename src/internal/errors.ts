@@ -114,7 +114,7 @@ export class InvalidArgumentError extends PolicyloopError {
  * Not retryable.
  * @example
  * try {
- *   await model.train(groups, { signal: AbortSignal.timeout(60_000) });
+ *   await model.train(groups, {}, { signal: AbortSignal.timeout(60_000) });
  * } catch (error) {
  *   if (error instanceof APIUserAbortError) console.log('stopped:', error.cause);
  * }
