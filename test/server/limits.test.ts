@@ -134,7 +134,8 @@ describe('SFT training data limits', () => {
     });
     const { job } = await sftJob(server, model.id, url);
     expect(job.error_message).toMatch(new RegExp(`^Cannot download training data from ${url}: no usable answer`));
-    expect(job.error_message).not.toContain('404');
+    // The URL's port may hold the digits 404 too: only what the message says of the answer counts.
+    expect(String(job.error_message).replace(url, '<url>')).not.toContain('404');
   });
 });
 
