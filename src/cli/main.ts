@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { Command, CommanderError, Option } from 'commander';
 import type { TrainingClient } from '../client/index.js';
 import { DEFAULT_DATA_DIR } from '../internal/env.js';
+import type { ExportOptions } from './commands/export.js';
 import type { ServeOptions } from './commands/serve.js';
 import type { CommonOptions } from './context.js';
 
@@ -127,14 +128,24 @@ function buildProgram(setExitCode: (code: number) => void): Command {
 
   program
     .command('export')
-    .description('Write a checkpoint of a Hugging Face base model as a PEFT adapter (or merged model)')
-    .helpOption(false)
-    .allowUnknownOption()
-    .allowExcessArguments()
-    .argument('[options...]', 'see `policyloop export --help`')
-    .action(async (options: string[]) => {
+    .summary('Write a checkpoint of a Hugging Face base model as a PEFT adapter (or merged model)')
+    .description(
+      'Write a checkpoint of a model trained on a Hugging Face base model (Llama, Qwen3) to a folder: its ' +
+        "LoRA adapter in PEFT's format (PeftModel.from_pretrained, vLLM --enable-lora), or with --merged the " +
+        'whole model with the adapter merged in (transformers, vLLM without LoRA). Reads the local ' +
+        "service's data directory (the service may be running).",
+    )
+    .argument(
+      '<model>',
+      'a model id, project/name or entity/project/name; :step picks a checkpoint (default: the latest)',
+    )
+    .requiredOption('--out <dir>', 'Folder to write (created if needed)')
+    .option('--merged', 'Write the merged model (config, float32 weights, tokenizer files)', false)
+    .option('--data-dir <dir>', "The service's data directory", DEFAULT_DATA_DIR)
+    .option('--model <dir>', 'A base model folder given to `serve --model`; repeat for several', collect)
+    .action(async (reference: string, options: ExportOptions) => {
       const { exportCommand } = await import('./commands/export.js');
-      setExitCode(await exportCommand(options));
+      setExitCode(await exportCommand(reference, options));
     });
 
   withCommonOptions(program.command('health').description('Check that the service answers')).action(

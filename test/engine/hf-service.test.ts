@@ -9,7 +9,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { exportCommand } from '../../src/cli/commands/export.js';
+import { main } from '../../src/cli/main.js';
 import { loadTensorFlow } from '../../src/engine/backend.js';
 import { disposeBase, loadBaseTensors, readHfConfig } from '../../src/engine/hf/files.js';
 import { disposeLora, readAdapter, uploadLora } from '../../src/engine/hf/lora.js';
@@ -207,12 +207,12 @@ describe('a Hugging Face model through the local service', () => {
     // `policyloop export`: the adapter of step 1, and the merged model of step 2.
     const dataDir = path.join(directory, 'data');
     const adapterOut = path.join(directory, 'export-adapter');
-    expect(await exportCommand([`hf/tiny:1`, '--out', adapterOut, '--data-dir', dataDir])).toBe(0);
+    expect(await main(['export', `hf/tiny:1`, '--out', adapterOut, '--data-dir', dataDir])).toBe(0);
     expect((await readdir(adapterOut)).sort()).toEqual(['adapter_config.json', 'adapter_model.safetensors']);
     const exported = await readSafetensors(path.join(adapterOut, 'adapter_model.safetensors'));
     expect(exported.tensors.get('base_model.model.model.layers.1.mlp.up_proj.lora_A.weight')?.shape).toEqual([2, 32]);
     const mergedOut = path.join(directory, 'export-merged');
-    expect(await exportCommand([`${model.id}`, '--out', mergedOut, '--merged', '--data-dir', dataDir])).toBe(0);
+    expect(await main(['export', `${model.id}`, '--out', mergedOut, '--merged', '--data-dir', dataDir])).toBe(0);
     expect((await readdir(mergedOut)).sort()).toEqual([
       'config.json',
       'generation_config.json',

@@ -6,59 +6,27 @@
  */
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 import { DEFAULT_DATA_DIR } from '../../internal/env.js';
 
-const HELP = `Usage: policyloop export <model>[:step] --out DIR [options]
+/** Options of `export` (parsed by commander in `main.ts`). */
+export interface ExportOptions {
+  /** Folder to write. */
+  out: string;
+  /** Write the merged model instead of the adapter. */
+  merged?: boolean | undefined;
+  /** The service's data directory. @default '.policyloop' */
+  dataDir?: string | undefined;
+  /** Base model folders given to `serve --model`. */
+  model?: string[] | undefined;
+}
 
-Write a checkpoint of a model trained on a Hugging Face base model (Llama, Qwen3) to a folder:
-its LoRA adapter in PEFT's format (PeftModel.from_pretrained, vLLM --enable-lora), or with
---merged the whole model with the adapter merged in (transformers, vLLM without LoRA).
-
-<model> is a model id, project/name or entity/project/name; :step picks a checkpoint (default:
-the latest). Reads the local service's data directory (the service may be running).
-
-Options:
-  --out DIR          Folder to write (created if needed)
-  --merged           Write the merged model (config, float32 weights, tokenizer files)
-  --data-dir DIR     The service's data directory (default ${DEFAULT_DATA_DIR})
-  --model DIR        A base model folder given to \`serve --model\`; repeat for several
-  -h, --help         Show this help`;
-
-/** The `export` subcommand; returns the exit code. */
-export async function exportCommand(argv: readonly string[]): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: [...argv],
-      options: {
-        out: { type: 'string' },
-        merged: { type: 'boolean', default: false },
-        'data-dir': { type: 'string', default: DEFAULT_DATA_DIR },
-        model: { type: 'string', multiple: true },
-        help: { type: 'boolean', short: 'h', default: false },
-      },
-      allowPositionals: true,
-      strict: true,
-    });
-  } catch (error) {
-    process.stderr.write(`policyloop export: ${error instanceof Error ? error.message : String(error)}\n\n${HELP}\n`);
-    return 2;
-  }
-  const { values, positionals } = parsed;
-  if (values.help) {
-    process.stdout.write(`${HELP}\n`);
-    return 0;
-  }
-  const [reference] = positionals;
-  if (positionals.length !== 1 || reference === undefined || values.out === undefined) {
-    process.stderr.write(`policyloop export: expected one <model>[:step] and --out DIR\n\n${HELP}\n`);
-    return 2;
-  }
+/** The `export` subcommand for `<model>[:step]`; returns the exit code. */
+export async function exportCommand(reference: string, options: ExportOptions): Promise<number> {
+  const values = { out: options.out, merged: options.merged ?? false, model: options.model };
   const match = /^(.*?)(?::(\d+))?$/.exec(reference) as RegExpExecArray;
   const name = match[1] as string;
   const step = match[2] === undefined ? undefined : Number(match[2]);
-  const dataDir = values['data-dir'];
+  const dataDir = options.dataDir ?? DEFAULT_DATA_DIR;
   const { DATABASE_FILE } = await import('../../server/store.js');
   if (!existsSync(path.join(dataDir, DATABASE_FILE))) {
     process.stderr.write(`policyloop export: no local service data in ${path.resolve(dataDir)} (give --data-dir)\n`);
