@@ -19,6 +19,7 @@ import type { ModelResponse, TrajectoryGroup, TrajectoryGroupInput } from '../sc
 import type {
   Backend,
   BackendConnection,
+  DeprecatedJobOptions,
   JobOptions,
   JobReporter,
   PruneParams,
@@ -470,8 +471,16 @@ export class TrainableModel extends PromptedModel<TrainableModelEvents> {
 
 const POSITIVE = { min: 0, exclusiveMin: true } as const;
 
-/** The request options of a job, by name: `train`'s and `trainSFT`'s third argument. */
-const JOB_OPTION_NAMES: readonly (keyof JobOptions)[] = ['signal', 'timeout', 'pollInterval', 'onProgress'];
+/**
+ * The request options of a job, by name: `train`'s and `trainSFT`'s third argument. Checked
+ * against `JobOptions` and `DeprecatedJobOptions`: a key added to either must be added here.
+ */
+const JOB_OPTION_NAMES = Object.keys({
+  signal: true,
+  timeout: true,
+  pollInterval: true,
+  onProgress: true,
+} satisfies Record<keyof JobOptions, true> & Record<keyof DeprecatedJobOptions, true>) as (keyof JobOptions)[];
 
 /**
  * `train`'s or `trainSFT`'s training parameters and request options as one object, from either
@@ -484,18 +493,17 @@ function jobArguments<Params extends object>(
 ): Omit<Params, keyof JobOptions> & JobOptions {
   const checkedParams = optionsObject('params', params) as Params & JobOptions;
   const checkedOptions = optionsObject('options', options);
+  const merged = { ...checkedParams } as Record<string, unknown>;
   for (const name of JOB_OPTION_NAMES) {
-    if (checkedParams[name] !== undefined && checkedOptions[name] !== undefined) {
+    if (checkedOptions[name] === undefined) continue;
+    if (checkedParams[name] !== undefined) {
       throw invalidOption(
         `params.${name}`,
         checkedParams[name],
         `left out when \`options.${name}\` is given (request options go in the third argument only)`,
       );
     }
-  }
-  const merged = { ...checkedParams } as Record<string, unknown>;
-  for (const name of JOB_OPTION_NAMES) {
-    if (checkedOptions[name] !== undefined) merged[name] = checkedOptions[name];
+    merged[name] = checkedOptions[name];
   }
   return merged as Omit<Params, keyof JobOptions> & JobOptions;
 }

@@ -22,7 +22,6 @@ export interface ExportOptions {
 
 /** The `export` subcommand for `<model>[:step]`; returns the exit code. */
 export async function exportCommand(reference: string, options: ExportOptions): Promise<number> {
-  const values = { out: options.out, merged: options.merged ?? false, model: options.model };
   const match = /^(.*?)(?::(\d+))?$/.exec(reference) as RegExpExecArray;
   const name = match[1] as string;
   const step = match[2] === undefined ? undefined : Number(match[2]);
@@ -61,7 +60,7 @@ export async function exportCommand(reference: string, options: ExportOptions): 
       );
       return 1;
     }
-    const registry = new ModelRegistry(values.model ?? []);
+    const registry = new ModelRegistry(options.model ?? []);
     const baseDirectory = registry.resolve(model.base_model);
     if (!baseDirectory) {
       process.stderr.write(`policyloop export: ${registry.describeMissing(model.base_model)}\n`);
@@ -71,11 +70,11 @@ export async function exportCommand(reference: string, options: ExportOptions): 
       baseDirectory,
       baseModel: model.base_model,
       checkpointDirectory: checkpoint && step !== 0 ? path.resolve(dataDir, checkpoint.path) : null,
-      out: values.out,
-      merged: values.merged,
+      out: options.out,
+      merged: options.merged ?? false,
     });
     process.stdout.write(
-      `wrote ${values.merged ? 'the merged model' : 'the adapter'} of ${model.entity}/${model.project}/${model.name} at step ${checkpoint && step !== 0 ? checkpoint.step : 0} to ${path.resolve(values.out)}: ${files.join(', ')}\n`,
+      `wrote ${options.merged ? 'the merged model' : 'the adapter'} of ${model.entity}/${model.project}/${model.name} at step ${checkpoint && step !== 0 ? checkpoint.step : 0} to ${path.resolve(options.out)}: ${files.join(', ')}\n`,
     );
     return 0;
   } catch (error) {
