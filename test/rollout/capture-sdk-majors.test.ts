@@ -1,8 +1,9 @@
 /**
  * Capture with both majors of the `openai` SDK the peer range allows (6 and 7, the latter installed
  * as the `openai-v7` alias), against the real local service on loopback: the same scenarios run
- * for each. Capture keeps `.withResponse()` working through the SDK's private `_thenUnwrap`, so
- * this is where a major that changes it shows up.
+ * for each. Capture returns the SDK's own promise and records through its private
+ * `parseResponse` (a stream through its private `_thenUnwrap`), so this is where a major that
+ * changes either shows up.
  *
  * openai 7 declares `engines.node >= 22`, but everything capture uses of it (the client, its
  * APIPromise and its Stream) runs on Node 20, which this package supports: these cases run on
@@ -101,6 +102,35 @@ describe.each(majors)('capture with $name', ({ OpenAI }) => {
       return { status: response.status, content: data.choices[0]?.message.content };
     });
     expect(result.status).toBe(200);
+    const choices = choicesOf(trajectory);
+    expect(choices).toHaveLength(1);
+    expect(choices[0]?.message.content).toBe(result.content);
+  });
+
+  it('returns the SDK promise itself: .asResponse() gives the unread raw body and records nothing', async () => {
+    const captured = client();
+    const { result, trajectory } = await recordTrajectory(async () => {
+      const response = await captured.chat.completions
+        .create({ model: service.baseModel, messages: [{ role: 'user', content: 'raw please' }] })
+        .asResponse();
+      return (await response.json()) as { choices: Choice[] };
+    });
+    expect(result.choices[0]?.message.role).toBe('assistant');
+    expect(choicesOf(trajectory)).toHaveLength(0);
+  });
+
+  it('records once when the caller both awaits the promise and asks it .withResponse()', async () => {
+    const captured = client();
+    const { result, trajectory } = await recordTrajectory(async () => {
+      const pending = captured.chat.completions.create({
+        model: service.baseModel,
+        messages: [{ role: 'user', content: 'twice' }],
+      });
+      const awaited = await pending;
+      const { data } = await pending.withResponse();
+      return { same: data === awaited, content: awaited.choices[0]?.message.content };
+    });
+    expect(result.same).toBe(true);
     const choices = choicesOf(trajectory);
     expect(choices).toHaveLength(1);
     expect(choices[0]?.message.content).toBe(result.content);

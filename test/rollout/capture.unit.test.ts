@@ -237,6 +237,39 @@ describe('captureCompletions', () => {
     expect(parsed.additional_histories).toEqual([]);
   });
 
+  it('returns the client promise itself, records before the caller resumes, and logs a Choice it cannot copy', async () => {
+    const choice = makeChoice('ok');
+    const client = captureCompletions({
+      chat: {
+        completions: {
+          create: (body: { messages: unknown[] }) =>
+            Promise.resolve({
+              choices: [
+                body.messages.length === 1 ? choice : { ...choice, message: { ...choice.message, extra: () => 1 } },
+              ],
+            }),
+        },
+      },
+    });
+    const { result, trajectory } = await recordTrajectory(async (recorder) => {
+      const first = await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'a' }] });
+      const seen = recorder.toTrajectory().messages_and_choices.length;
+      await client.chat.completions.create({
+        model: 'm',
+        messages: [
+          { role: 'user', content: 'a' },
+          { role: 'user', content: 'b' },
+        ],
+      });
+      return { seen, first };
+    });
+    expect(result.seen).toBe(2);
+    expect(result.first.choices[0]).toBe(choice);
+    expect(trajectory.messages_and_choices).toHaveLength(2);
+    expect(trajectory.logs).toHaveLength(1);
+    expect(trajectory.logs[0]).toMatch(/^policyloop could not record a completion: .*could not be cloned/);
+  });
+
   it('stops recording once the recorder is closed', async () => {
     const recorder = new TrajectoryRecorder();
     recorder.recordCompletion({ messages: [{ role: 'user', content: 'a' }], choice: makeChoice('b') });
