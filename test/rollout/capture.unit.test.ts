@@ -3,6 +3,7 @@ import { captureCompletions, captureInto, currentTrajectory, recordTrajectory } 
 import { TrajectoryRecorder } from 'policyloop/training';
 import { isChoice, Trajectory } from 'policyloop';
 import type { Choice } from 'policyloop/schema';
+import type { ChatCompletionCreateBody } from 'policyloop/training';
 import { makeChoice, scriptedChatClient } from 'policyloop/testing';
 
 type Message = Record<string, unknown>;
@@ -242,18 +243,21 @@ describe('captureCompletions', () => {
     const client = captureCompletions({
       chat: {
         completions: {
-          create: (body: { messages: unknown[] }) =>
+          create: (body: ChatCompletionCreateBody) =>
             Promise.resolve({
               choices: [
-                body.messages.length === 1 ? choice : { ...choice, message: { ...choice.message, extra: () => 1 } },
+                (body.messages as unknown[]).length === 1 ? choice : { ...choice, message: { ...choice.message, extra: () => 1 } },
               ],
             }),
         },
       },
     });
-    const { result, trajectory } = await recordTrajectory(async (recorder) => {
-      const first = await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'a' }] });
-      const seen = recorder.toTrajectory().messages_and_choices.length;
+    const { result, trajectory } = await recordTrajectory(async () => {
+      const first = (await client.chat.completions.create({
+        model: 'm',
+        messages: [{ role: 'user', content: 'a' }],
+      })) as { choices: Choice[] };
+      const seen = (currentTrajectory() as TrajectoryRecorder).toTrajectory().messages_and_choices.length;
       await client.chat.completions.create({
         model: 'm',
         messages: [
@@ -268,6 +272,35 @@ describe('captureCompletions', () => {
     expect(trajectory.messages_and_choices).toHaveLength(2);
     expect(trajectory.logs).toHaveLength(1);
     expect(trajectory.logs[0]).toMatch(/^policyloop could not record a completion: .*could not be cloned/);
+  });
+
+  it('records deep copies: later changes to the Choice or the messages do not show in the trajectory', () => {
+    const recorder = new TrajectoryRecorder();
+    const choice = makeChoice('four') as Choice & Record<string, unknown>;
+    choice.logprobs = {
+      content: [{ token: 'four', logprob: -0.5, bytes: [102, 111, 117, 114], top_logprobs: [] }],
+      refusal: null,
+    };
+    const own = JSON.parse('{"__proto__": {"kept": true}, "list": [1, [2, {"deep": 3}]]}') as Record<string, unknown>;
+    choice['extra'] = own;
+    const message = { role: 'user' as const, content: 'What is 2+2?', metadata: { when: new Date(0) } };
+    recorder.recordCompletion({ messages: [message], choice });
+    (choice.logprobs?.content?.[0]?.bytes as number[])[0] = 0;
+    choice.message.content = 'changed';
+    ((own['list'] as unknown[])[1] as unknown[])[0] = 'changed';
+    message.metadata.when.setTime(1);
+    const [recordedMessage, recordedChoice] = recorder.toTrajectory().messages_and_choices as unknown as [
+      typeof message,
+      Choice & Record<string, unknown>,
+    ];
+    expect(recordedChoice.message.content).toBe('four');
+    expect(recordedChoice.logprobs?.content?.[0]?.bytes).toEqual([102, 111, 117, 114]);
+    const extra = recordedChoice['extra'] as Record<string, unknown>;
+    expect(Object.hasOwn(extra, '__proto__')).toBe(true);
+    expect(Object.getPrototypeOf(extra)).toBe(Object.prototype);
+    expect(extra['list']).toEqual([1, [2, { deep: 3 }]]);
+    expect(recordedMessage.metadata.when).toBeInstanceOf(Date);
+    expect(recordedMessage.metadata.when.getTime()).toBe(0);
   });
 
   it('stops recording once the recorder is closed', async () => {
