@@ -246,7 +246,9 @@ describe('captureCompletions', () => {
           create: (body: ChatCompletionCreateBody) =>
             Promise.resolve({
               choices: [
-                (body.messages as unknown[]).length === 1 ? choice : { ...choice, message: { ...choice.message, extra: () => 1 } },
+                (body.messages as unknown[]).length === 1
+                  ? choice
+                  : { ...choice, message: { ...choice.message, extra: () => 1 } },
               ],
             }),
         },
@@ -257,7 +259,7 @@ describe('captureCompletions', () => {
         model: 'm',
         messages: [{ role: 'user', content: 'a' }],
       })) as { choices: Choice[] };
-      const seen = (currentTrajectory() as TrajectoryRecorder).toTrajectory().messages_and_choices.length;
+      const seen = ((currentTrajectory() as TrajectoryRecorder).toTrajectory().messages_and_choices ?? []).length;
       await client.chat.completions.create({
         model: 'm',
         messages: [
