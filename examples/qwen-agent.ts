@@ -18,7 +18,7 @@
  *
  * The reward before and after RL is measured on replies no job trains on: 8 a question at the
  * rollout temperature with seeds 9000 up, and the greedy ones. Why temperature 0.05 and why two
- * cities (docs/engine.md, "An agent on the tiny Qwen3 that learns"): this model's tied random
+ * cities (docs/engine.md, "An agent on the tiny Qwen3 that learns by RL"): this model's tied random
  * head bounds its logits to about ±1.3, so the 23-token call survives sampling only at about 0.05,
  * and at that temperature no hidden state puts much probability on more than two cities.
  * Measured curve: docs/engine.md (Real models): 0.484 after the warm start, 0.875 after 8 RL steps.

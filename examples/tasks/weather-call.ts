@@ -28,7 +28,7 @@ export const HOME_CITY = 'Bern';
 /**
  * The cities the warm start's demonstrations name (each one Qwen3 token after `"`). Two, because
  * the tiny Qwen3's tied random head can put most of the probability on two cities at once, not on
- * more (docs/engine.md, "An agent on the tiny Qwen3 that learns").
+ * more (docs/engine.md, "An agent on the tiny Qwen3 that learns by RL").
  */
 export const WEATHER_CITIES: readonly string[] = ['Paris', HOME_CITY];
 

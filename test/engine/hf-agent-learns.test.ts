@@ -10,8 +10,9 @@
  * so the answer is left to RL: the reward on replies no job trains on (8 a question at the rollout
  * temperature, seeds 9000 up) must rise by at least 0.3 from the warm start to the end of RL.
  *
- * Deterministic: the model's weights are seeded, rollouts and evaluation replies are seeded
- * (temperature 0.05, see docs/engine.md "An agent on the tiny Qwen3 that learns").
+ * Deterministic: the model's weights are seeded (seed 0: the two cities are the pair its random
+ * head separates best; another seed learns less), rollouts and evaluation replies are seeded
+ * (temperature 0.05, see docs/engine.md "An agent on the tiny Qwen3 that learns by RL").
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
