@@ -1,36 +1,44 @@
 /**
- * An agent on a Qwen3 model that learns, offline: a tiny random-weight Qwen3 (`writeTinyQwen3`:
- * width 64, 2 layers, the REAL Qwen3 tokenizer, chat template and 151,936-token vocabulary) is
- * served by the local engine and trained by LoRA. The agent asks "Weather in <city>?" through the
- * OpenAI client with a `weather` tool (`tasks/weather-call.ts`); Qwen3's template renders the
- * tool into the prompt and the service parses the model's `<tool_call>` text back into
- * `tool_calls`. Reward: 0.5 for calling `weather`, plus 0.5 for the asked city as its argument.
+ * An agent on a Qwen3 model that learns by RL, offline: a tiny random-weight Qwen3
+ * (`writeTinyQwen3`: width 64, 2 layers, the REAL Qwen3 tokenizer, chat template and 151,936-token
+ * vocabulary) is served by the local engine and trained by LoRA. The system prompt says where the
+ * user lives (Bern); the user asks "What's the weather at home?" (4 phrasings) through the OpenAI
+ * client with a `weather` tool (`tasks/weather-call.ts`). Qwen3's template renders the tool into
+ * the prompt and the service parses the model's `<tool_call>` text back into `tool_calls`.
+ * Reward: 0.5 for calling `weather`, plus 0.5 when its city is the user's home.
  *
  * 1. Greedy evaluation of the random model (reward 0: it writes noise).
- * 2. A short SFT warm start on one demonstration per city (LoRA rank 64 = the width, on every
- *    linear layer): the model learns to write the call, with one city for all questions.
- * 3. RL (for the city), synchronous: each step rolls out 4 cities x 4 at temperature 0.05 with
- *    fixed seeds and trains one step on the groups (learning rate 1e-3), printing the rollouts'
- *    mean reward, the job's `kl_div` (about 0: the service's logprobs are the model's own at every
- *    temperature) and the greedy reward. Why 0.05 (docs/engine.md, "An agent on the
- *    tiny Qwen3 that learns"): this model's logits span about ±1.3, so temperature 1 samples
- *    almost uniformly over 151,936 ids.
+ * 2. An SFT warm start that teaches the call's format, not the answer: its demonstrations call
+ *    `weather` for Paris or Bern in turn, whatever the question (LoRA rank 64 = the width, on every
+ *    linear layer). The model then samples `Paris` mostly and `Bern` now and then.
+ * 3. RL, synchronous: each step rolls out the 4 questions x 4 at temperature 0.05 with fixed seeds
+ *    and trains one step on the groups (learning rate 2e-3), printing the rollouts' cities and
+ *    mean reward and the job's `kl_div` (about 0: the service's logprobs are the model's own at
+ *    every temperature). RL learns which city the user wants, from the reward alone.
  *
- * Measured curve: docs/engine.md (Real models): 0 for the random model, 0.625 after the warm
- * start (every reply calls `weather`, with one city for all), 0.625 through 12 RL steps: RL never
- * samples the asked city, so it can only make the sampled calls more reliable ("Does RL add to
- * it?" there). A larger embedding scale (`writeTinyQwen3`'s `embeddingStd`), a wider model, a
- * higher temperature, a higher learning rate or a 60-pass warm start did not change that ("Is it
- * the logit range?" there): the warm start learns one city for all questions, not to copy the
- * asked one.
+ * The reward before and after RL is measured on replies no job trains on: 8 a question at the
+ * rollout temperature with seeds 9000 up, and the greedy ones. Why temperature 0.05 and why two
+ * cities (docs/engine.md, "An agent on the tiny Qwen3 that learns by RL"): this model's tied random
+ * head bounds its logits to about ±1.3, so the 23-token call survives sampling only at about 0.05,
+ * and at that temperature no hidden state puts much probability on more than two cities.
+ * Measured curve: docs/engine.md (Real models): 0.484 after the warm start, 0.875 after 8 RL steps.
  * Run: npx tsx examples/qwen-agent.ts (POLICYLOOP_EXAMPLE_STEPS=<n> for n RL steps, default 8;
- * POLICYLOOP_WARM_EPOCHS=<n> for n SFT steps, default 30).
+ * POLICYLOOP_WARM_EPOCHS=<n> for n SFT steps, default 50).
  */
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { gatherTrajectoryGroups, LocalBackend, TrainableModel, type TrajectoryGroup } from 'policyloop';
 import { writeTinyQwen3 } from 'policyloop/testing';
-import { weatherAgent, weatherDemonstration, weatherReward, weatherScenarios } from './tasks/weather-call.js';
+import {
+  evaluateWeather,
+  formatLabels,
+  HELD_OUT_WEATHER_QUESTIONS,
+  replyLabel,
+  weatherAgent,
+  weatherDemonstrations,
+  weatherReward,
+  weatherScenarios,
+} from './tasks/weather-call.js';
 
 const wholeNumber = (name: string, fallback: number): number => {
   const value = Number(process.env[name] ?? fallback);
@@ -39,7 +47,8 @@ const wholeNumber = (name: string, fallback: number): number => {
   return value;
 };
 const steps = wholeNumber('POLICYLOOP_EXAMPLE_STEPS', 8);
-const warmEpochs = wholeNumber('POLICYLOOP_WARM_EPOCHS', 30);
+const warmEpochs = wholeNumber('POLICYLOOP_WARM_EPOCHS', 50);
+const temperature = 0.05;
 const started = performance.now();
 const elapsed = (): string => `${((performance.now() - started) / 1000).toFixed(0)} s`;
 
@@ -52,60 +61,63 @@ await model.register(backend);
 const client = model.openai();
 const scenarios = weatherScenarios();
 
-/** Mean reward of the greedy replies (temperature 0: the same text every run). */
-const greedy = async (): Promise<number> => {
-  const rewards = await Promise.all(
-    scenarios.map(async (scenario) =>
-      weatherReward(await weatherAgent(client, model.inferenceName(), scenario, { temperature: 0 }), scenario),
-    ),
-  );
-  return rewards.reduce((sum, reward) => sum + reward, 0) / rewards.length;
+/** The reward on replies no job trains on: 8 sampled a question (seeds 9000 up), and the greedy ones. */
+const evaluate = async (): Promise<string> => {
+  const sampled = await evaluateWeather(client, model.inferenceName(), scenarios, { temperature, samples: 8 });
+  const greedy = await evaluateWeather(client, model.inferenceName(), scenarios, { temperature: 0 });
+  return `sampled reward ${sampled.reward.toFixed(3)} (${formatLabels(sampled.labels)}), greedy reward ${greedy.reward.toFixed(3)}`;
 };
-console.log(`random Qwen3: greedy reward ${(await greedy()).toFixed(3)}, ${elapsed()}`);
+const random = await evaluateWeather(client, model.inferenceName(), scenarios, { temperature: 0 });
+console.log(`random Qwen3: greedy reward ${random.reward.toFixed(3)}, ${elapsed()}`);
 
-// 1. SFT warm start: `warmEpochs` passes over one demonstration per city, one optimizer step each.
-const demonstrations = scenarios.map(weatherDemonstration);
+// 1. SFT warm start: `warmEpochs` passes over the 4 questions, one optimizer step each, the city
+// alternating between Paris and Bern whatever the question: the format, not the answer.
 if (warmEpochs > 0) {
-  const warm = await model.trainSFT(Array.from({ length: warmEpochs }, () => demonstrations).flat(), {
-    batchSize: demonstrations.length,
+  const warm = await model.trainSFT(weatherDemonstrations(scenarios, warmEpochs), {
+    batchSize: scenarios.length,
     learningRate: 5e-3,
     // Rank 64 = the model's width: the adapter can change every linear layer in full (rank 8 had
-    // not learned the call's JSON after 50 passes; rank 64 writes it after 30).
+    // not learned the call's JSON after 40 passes).
     config: { lora_rank: 64, lora_alpha: 64 },
   });
-  console.log(
-    `warm start: SFT x ${warmEpochs} (step ${warm.step}): greedy reward ${(await greedy()).toFixed(3)}, ${elapsed()}`,
-  );
+  console.log(`warm start: SFT x ${warmEpochs} (step ${warm.step}): ${await evaluate()}, ${elapsed()}`);
 }
 
-// 2. RL: 4 samples per city at temperature 0.05, seeded by step and sample.
-const rollOut = (step: number): Promise<TrajectoryGroup[]> =>
+// 2. RL: 4 samples per question at temperature 0.05, seeded by step and sample.
+const rollOut = (step: number, labels: Record<string, number>): Promise<TrajectoryGroup[]> =>
   gatherTrajectoryGroups(
     scenarios,
     async (scenario, { index }) => {
       const message = await weatherAgent(client, model.inferenceName(), scenario, {
-        temperature: 0.05,
+        temperature,
         seed: step * 100 + index,
       });
-      return { reward: weatherReward(message, scenario) };
+      labels[replyLabel(message)] = (labels[replyLabel(message)] ?? 0) + 1;
+      return { reward: weatherReward(message) };
     },
     { groupSize: 4, concurrency: 16, policyVersion: () => model.getStep() },
   );
 for (let index = 1; index <= steps; index += 1) {
-  const groups = await rollOut(index);
+  const labels: Record<string, number> = {};
+  const groups = await rollOut(index, labels);
   const rewards = groups.flatMap((group) => group.trajectories.map((trajectory) => trajectory.reward));
   const mean = rewards.reduce((sum, reward) => sum + reward, 0) / rewards.length;
   // A batch whose groups all have equal rewards carries no gradient (model.train refuses it).
   const flat = groups.every((group) => group.trajectories.every((t) => t.reward === group.trajectories[0]?.reward));
   // The service returns the model's own (temperature-1) logprobs at temperature 0.05 too, which the
-  // trainer recomputes: each job starts at importance ratio 1 (`kl_div` ~1e-6). 1e-3 keeps the warm
-  // start's calls; 2e-3 and 5e-3 broke them within a few steps (docs/engine.md).
-  const result = flat ? undefined : await model.train(groups, { learningRate: 1e-3 });
+  // trainer recomputes: each job starts at importance ratio 1 (`kl_div` ~1e-7).
+  const result = flat ? undefined : await model.train(groups, { learningRate: 2e-3 });
   const kl = result === undefined ? '' : `, kl_div ${(result.metrics['train/kl_div'] ?? Number.NaN).toExponential(1)}`;
   console.log(
-    `RL step ${index}/${steps}: rollout reward ${mean.toFixed(3)}${flat ? ' (no gradient: skipped)' : ''}${kl}, greedy reward ${(await greedy()).toFixed(3)}, ${elapsed()}`,
+    `RL step ${index}/${steps}: rollout reward ${mean.toFixed(3)} (${formatLabels(labels)})${flat ? ' (no gradient: skipped)' : ''}${kl}, ${elapsed()}`,
   );
 }
-console.log(`after ${steps} RL steps: greedy reward ${(await greedy()).toFixed(3)}, ${elapsed()}`);
+const heldOut = await evaluateWeather(client, model.inferenceName(), weatherScenarios(HELD_OUT_WEATHER_QUESTIONS), {
+  temperature,
+  samples: 8,
+});
+console.log(
+  `after ${steps} RL steps: ${await evaluate()}; questions never trained on: sampled reward ${heldOut.reward.toFixed(3)} (${formatLabels(heldOut.labels)}), ${elapsed()}`,
+);
 await model.close();
 await backend.close();

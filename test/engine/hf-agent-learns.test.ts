@@ -1,14 +1,18 @@
 /**
  * An agent on the tiny Qwen3 (random weights, the REAL Qwen3 tokenizer, chat template and
- * 151,936-token vocabulary) learns through the local service, offline: it asks "Weather in
- * <city>?" through the OpenAI client with a `weather` tool (examples/tasks/weather-call.ts),
- * Qwen3's template renders the tool into the prompt, and the service parses the model's
- * `<tool_call>` text back into `tool_calls`. The reward (0.5 for calling `weather`, 0.5 more for
- * the asked city) is measured greedily over the 4 cities before training and after an SFT warm
- * start (LoRA rank 64) and RL steps, and must rise by at least 0.3.
+ * 151,936-token vocabulary) learns by RL through the local service, offline. The system prompt says
+ * the user lives in Bern; the agent asks "What's the weather at home?" (4 phrasings) through the
+ * OpenAI client with a `weather` tool (examples/tasks/weather-call.ts); Qwen3's template renders
+ * the tool into the prompt, and the service parses the model's `<tool_call>` text back into
+ * `tool_calls`. Reward: 0.5 for calling `weather`, 0.5 more for the user's home.
  *
- * Deterministic: the model's weights are seeded, evaluation is greedy, RL rollouts are seeded
- * (temperature 0.05, see docs/engine.md "An agent on the tiny Qwen3 that learns").
+ * The SFT warm start teaches the call's format with Paris and Bern in turn, whatever the question,
+ * so the answer is left to RL: the reward on replies no job trains on (8 a question at the rollout
+ * temperature, seeds 9000 up) must rise by at least 0.3 from the warm start to the end of RL.
+ *
+ * Deterministic: the model's weights are seeded (seed 0: the two cities are the pair its random
+ * head separates best; another seed learns less), rollouts and evaluation replies are seeded
+ * (temperature 0.05, see docs/engine.md "An agent on the tiny Qwen3 that learns by RL").
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -16,9 +20,13 @@ import path from 'node:path';
 import type OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  calledCity,
+  evaluateWeather,
+  HOME_CITY,
+  replyLabel,
   WEATHER_TOOLS,
   weatherAgent,
-  weatherDemonstration,
+  weatherDemonstrations,
   weatherReward,
   weatherScenarios,
 } from '../../examples/tasks/weather-call.js';
@@ -30,6 +38,7 @@ let backend: LocalBackend;
 let model: TrainableModel;
 let client: OpenAI;
 const scenarios = weatherScenarios();
+const temperature = 0.05;
 
 beforeAll(async () => {
   directory = await mkdtemp(path.join(tmpdir(), 'hf-agent-learns-'));
@@ -45,39 +54,37 @@ afterAll(async () => {
   if (directory !== undefined) await rm(directory, { recursive: true, force: true });
 });
 
-/** The greedy replies to every scenario, and their mean reward. */
-async function greedy(): Promise<{ replies: OpenAI.ChatCompletionMessage[]; reward: number }> {
-  const replies = await Promise.all(
-    scenarios.map((scenario) => weatherAgent(client, model.inferenceName(), scenario, { temperature: 0 })),
-  );
-  const rewards = replies.map((reply, index) => weatherReward(reply, scenarios[index] as (typeof scenarios)[0]));
-  return { replies, reward: rewards.reduce((sum, reward) => sum + reward, 0) / rewards.length };
-}
+/** The mean reward of 8 replies a question at the rollout temperature that no job trains on. */
+const heldOutReward = async (): Promise<number> =>
+  (await evaluateWeather(client, model.inferenceName(), scenarios, { temperature, samples: 8 })).reward;
 
 describe('an agent on the tiny Qwen3 with the real tokenizer', () => {
-  it('learns to call its tool: the reward rises by at least 0.3 after SFT and RL', async () => {
-    const before = await greedy();
+  it('learns by RL which city the user means: the reward rises by at least 0.3 across the RL steps', async () => {
+    const random = await evaluateWeather(client, model.inferenceName(), scenarios, { temperature: 0 });
     // The random model writes no tool call at all.
-    expect(before.replies.every((reply) => (reply.tool_calls ?? []).length === 0)).toBe(true);
+    expect(random.replies.every((reply) => (reply.tool_calls ?? []).length === 0)).toBe(true);
 
-    const demonstrations = scenarios.map(weatherDemonstration);
-    await model.trainSFT(Array.from({ length: 30 }, () => demonstrations).flat(), {
-      batchSize: demonstrations.length,
+    // The warm start: the call's format, with Paris and Bern in turn whatever the question.
+    await model.trainSFT(weatherDemonstrations(scenarios, 50), {
+      batchSize: scenarios.length,
       learningRate: 5e-3,
       config: { lora_rank: 64, lora_alpha: 64 },
     });
+    const warm = await heldOutReward();
 
     let trained = 0;
     const sampledTokens = new Set<string>();
-    for (let step = 1; step <= 3; step += 1) {
+    const sampledLabels = new Set<string>();
+    for (let step = 1; step <= 8; step += 1) {
       const groups = await gatherTrajectoryGroups(
         scenarios,
         async (scenario, { index }) => {
           const reply = await weatherAgent(client, model.inferenceName(), scenario, {
-            temperature: 0.05,
+            temperature,
             seed: step * 100 + index,
           });
-          return { reward: weatherReward(reply, scenario) };
+          sampledLabels.add(replyLabel(reply));
+          return { reward: weatherReward(reply) };
         },
         { groupSize: 4, concurrency: 16, policyVersion: () => model.getStep() },
       );
@@ -93,7 +100,7 @@ describe('an agent on the tiny Qwen3 with the real tokenizer', () => {
       const flat = groups.every((group) => group.trajectories.every((t) => t.reward === group.trajectories[0]?.reward));
       if (!flat) {
         // See examples/qwen-agent.ts for the learning rate.
-        const result = await model.train(groups, { learningRate: 1e-3 });
+        const result = await model.train(groups, { learningRate: 2e-3 });
         // The logprobs the service returned at temperature 0.05 are the model's own (temperature 1),
         // which the trainer recomputes: each job starts on-policy, ratio 1 (docs/engine.md).
         expect(Math.abs(result.metrics['train/kl_div'] ?? 1)).toBeLessThan(1e-4);
@@ -102,14 +109,22 @@ describe('an agent on the tiny Qwen3 with the real tokenizer', () => {
       }
     }
 
-    const after = await greedy();
-    expect(after.reward - before.reward).toBeGreaterThanOrEqual(0.3);
-    // The calls came back parsed from Qwen3's `<tool_call>` text, for the tool the request offered.
-    const call = after.replies[0]?.tool_calls?.[0];
-    expect(call?.type === 'function' ? call.function.name : undefined).toBe(WEATHER_TOOLS[0].function.name);
-    // The rollouts differed (RL trained), and the model wrote Qwen3's own tool-call tokens.
+    // RL alone raised the reward on replies it never trained on.
+    const after = await heldOutReward();
+    expect(after - warm).toBeGreaterThanOrEqual(0.3);
+    // The rollouts explored: both cities were sampled, so the reward could tell them apart.
+    expect(sampledLabels).toContain('Paris');
+    expect(sampledLabels).toContain(HOME_CITY);
     expect(trained).toBeGreaterThan(0);
+    // Greedy, every question now gets a call of the offered tool for the user's home, parsed from
+    // Qwen3's `<tool_call>` text.
+    const greedy = await evaluateWeather(client, model.inferenceName(), scenarios, { temperature: 0 });
+    for (const reply of greedy.replies) {
+      const call = reply.tool_calls?.[0];
+      expect(call?.type === 'function' ? call.function.name : undefined).toBe(WEATHER_TOOLS[0].function.name);
+      expect(calledCity(reply)).toBe(HOME_CITY);
+    }
     expect(sampledTokens).toContain('<tool_call>');
     expect(sampledTokens).toContain('</tool_call>');
-  }, 600_000);
+  }, 900_000);
 });
