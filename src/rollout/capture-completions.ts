@@ -68,61 +68,6 @@ export function record(scope: RolloutScope, body: ChatCompletionCreateBody, choi
   scope.recorder.recordCompletion({ messages: body.messages, tools: body.tools, choice, into: scope.history });
 }
 
-/** The caller sees the request's rejection on its own promise; the recording reaction ignores it. */
-function ignoreRejection(): void {}
-
-/**
- * Records the first Choice of `response` from a reaction of its own: the caller's promise is the
- * client's, so an error here (a Choice that cannot be copied) goes into the trajectory's logs
- * instead of becoming an unhandled rejection.
- */
-function recordQuietly(scope: RolloutScope, body: ChatCompletionCreateBody, response: unknown): void {
-  try {
-    record(scope, body, firstChoice(response));
-  } catch (error) {
-    scope.recorder.log(`policyloop could not record a completion: ${String(error)}`);
-  }
-}
-
-/**
- * Arranges for the non-streamed completion `pending` will resolve to to be recorded, without a
- * promise of its own around it, so that the caller gets the client's own promise back; false when
- * `pending` is not a promise this works on (the caller then wraps it).
- *
- * - The openai SDK's APIPromise (6 and 7) parses the response once, lazily, through its
- *   `parseResponse` (private to the SDK, so only used when present), for `await`, `.then` and
- *   `.withResponse()` alike. The wrapper records what that parse returns, as a reaction added
- *   before the caller's, so the Choice is in the trajectory before the caller's `await` resumes;
- *   `.asResponse()` (the raw body, never parsed) records nothing, as before.
- * - Any other native promise: the recording is a reaction added before the caller can add one.
- *
- * Through the SDK this costs 8 to 15 µs less CPU per request on Node 24 than `_thenUnwrap` (a second
- * APIPromise, parse and request id per request), which matters at hundreds of rollouts a second
- * (bench/runner.ts).
- */
-function recordOnParse(pending: PromiseLike<unknown>, scope: RolloutScope, body: ChatCompletionCreateBody): boolean {
-  if (!(pending instanceof Promise)) return false;
-  const sdkPromise = pending as { parseResponse?: unknown; _thenUnwrap?: unknown };
-  const parse = sdkPromise.parseResponse;
-  if (typeof parse === 'function') {
-    let recorded = false;
-    sdkPromise.parseResponse = function recordParsed(this: unknown, ...args: unknown[]): unknown {
-      const parsed: unknown = Reflect.apply(parse, this, args);
-      // Once per request, even if a `_thenUnwrap` of the caller's parses the response a second time.
-      if (!recorded) {
-        recorded = true;
-        Promise.resolve(parsed).then((response) => recordQuietly(scope, body, response), ignoreRejection);
-      }
-      return parsed;
-    };
-    return true;
-  }
-  // An SDK promise without the hook: keep it lazy (`.asResponse()` must not find its body read).
-  if (typeof sdkPromise._thenUnwrap === 'function') return false;
-  pending.then((response) => recordQuietly(scope, body, response), ignoreRejection);
-  return true;
-}
-
 /**
  * Wraps a chunk stream so that the Choice it adds up to is recorded, exactly once, as soon as the
  * chunk carrying choice 0's `finish_reason` has been read (agent frameworks stop reading there),
@@ -217,15 +162,13 @@ export function captureCompletions<T extends ChatCompletionsClient>(
       effectiveOptions = { ...requestOptions, signal: scope.signal };
     }
     const pending = completions.create(merged, effectiveOptions);
-    if (merged.stream !== true && recordOnParse(pending, scope, merged)) return pending;
     const recordResponse = (response: unknown): unknown => {
       if (merged.stream === true) return captureStream(response, (choice) => record(scope, merged, choice));
       record(scope, merged, firstChoice(response));
       return response;
     };
-    // A stream must be wrapped, so the caller gets a transformed promise. The openai SDK's
-    // APIPromise (6 and 7) can transform its data and stay an APIPromise, which keeps
-    // `.withResponse()` working. `_thenUnwrap` is private to the SDK, so it is only used when
+    // The openai SDK's APIPromise (6 and 7) can transform its data and stay an APIPromise, which
+    // keeps `.withResponse()` working. `_thenUnwrap` is private to the SDK, so it is only used when
     // present; any other client (or an SDK without it) gets a plain promise.
     const thenUnwrap = (pending as { _thenUnwrap?: unknown })._thenUnwrap;
     if (typeof thenUnwrap === 'function') {

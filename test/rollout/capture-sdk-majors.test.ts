@@ -1,9 +1,8 @@
 /**
  * Capture with both majors of the `openai` SDK the peer range allows (6 and 7, the latter installed
  * as the `openai-v7` alias), against the real local service on loopback: the same scenarios run
- * for each. Capture returns the SDK's own promise and records through its private
- * `parseResponse` (a stream through its private `_thenUnwrap`), so this is where a major that
- * changes either shows up.
+ * for each. Capture keeps `.withResponse()` working through the SDK's private `_thenUnwrap`, so
+ * this is where a major that changes it shows up.
  *
  * openai 7 declares `engines.node >= 22`, but everything capture uses of it (the client, its
  * APIPromise and its Stream) runs on Node 20, which this package supports: these cases run on
