@@ -16,7 +16,10 @@ import type { WeightPlacement } from '../../src/engine/hf/files.js';
 import { disposeLora, loraName, peftName, readAdapter, uploadLora } from '../../src/engine/hf/lora.js';
 import { decodeStep, disposeHfCache, forwardLogits, prefill, runnable } from '../../src/engine/hf/model.js';
 import type { BaseTensors, LinearModule } from '../../src/engine/hf/model.js';
+import { generateHf } from '../../src/engine/hf/sampler.js';
+import type { TextLayer } from '../../src/engine/hf/text.js';
 import { trainableAdapter } from '../../src/engine/hf/trainer.js';
+import { SeededRandom } from '../../src/engine/random.js';
 import { computeStep, lossSettings } from '../../src/engine/trainer.js';
 import { readSafetensors } from '../../src/engine/safetensors.js';
 import type { HfModelConfig } from '../../src/engine/hf/config.js';
@@ -65,8 +68,11 @@ afterAll(() => {
   for (const { base } of loaded.values()) disposeBase(base);
 });
 
-/** The loss and LoRA gradients of the engine's training step on a model's fixed PEFT batch. */
-async function fixtureStep(name: string, placement: WeightPlacement) {
+/**
+ * The loss and LoRA gradients of the engine's training step on a model's fixed PEFT batch (10
+ * learned positions; `logitsPerChunk` of 3 × the vocabulary cuts the loss into 4 chunks).
+ */
+async function fixtureStep(name: string, placement: WeightPlacement, logitsPerChunk?: number) {
   const { config, base } = loaded.get(`${name} ${placement}`) as { config: HfModelConfig; base: BaseTensors };
   const folder = path.join(FIXTURES, 'lora', name);
   const adapter = await readAdapter(path.join(folder, 'adapter'), config);
@@ -92,6 +98,7 @@ async function fixtureStep(name: string, placement: WeightPlacement) {
     { directory: folder, config, base, text: null as never },
     adapter.settings,
     adapter.weights,
+    { logitsPerChunk },
   );
   return { config, folder, adapter, batch, step: computeStep(tf, trainable, sequences, lossSettings('rl', null)) };
 }
@@ -205,10 +212,63 @@ describe.each(MODELS.flatMap((model) => PLACEMENTS.map((placement) => [model, pl
     });
 
     if (placement === 'host')
-      it('gives the same loss and LoRA gradients as with the weights in the heap (checkpointed backward)', async () => {
-        const host = (await fixtureStep(model, 'host')).step;
+      it("recomputes the sampler's logprobs of sampled tokens in training (ratio 1, kl_div about 0)", async () => {
+        const { config, base } = loaded.get(`${model} heap`) as { config: HfModelConfig; base: BaseTensors };
+        const adapter = await readAdapter(path.join(FIXTURES, 'lora', model, 'adapter'), config);
+        const lora = uploadLora(tf, config, adapter.settings, adapter.weights);
+        const prompt = (prompts.find((candidate) => candidate.name === 'chat-text') as Prompt).ids;
+        const text = { stopTokenIds: [], decode: () => '' } as unknown as TextLayer;
+        const sampled = await generateHf(
+          tf,
+          runnable(config, base, lora),
+          text,
+          [1, 2, 3].map((seed) => ({
+            prompt,
+            sampling: {
+              temperature: 1,
+              topP: 1,
+              maxTokens: 8,
+              stop: [],
+              topLogprobs: 0,
+              random: new SeededRandom(seed),
+            },
+          })),
+        );
+        disposeLora(lora);
+        const sequences = sampled.map((sequence, row) => {
+          const tokens = [...prompt, ...sequence.tokens];
+          const learned = tokens.map((_, index) => (index >= prompt.length ? 1 : 0));
+          return {
+            tokens,
+            mask: learned,
+            weights: learned.map((value) => value * (row - 1)),
+            oldLogprobs: tokens.map((_, index) =>
+              index >= prompt.length ? (sequence.logprobs[index - prompt.length] as number) : Number.NaN,
+            ),
+          };
+        });
+        const hostBase = (loaded.get(name) as { base: BaseTensors }).base;
+        const trainable = trainableAdapter(
+          tf,
+          { directory: model, config, base: hostBase, text },
+          adapter.settings,
+          adapter.weights,
+          { logitsPerChunk: 5 * config.vocabularySize },
+        );
+        const step = computeStep(tf, trainable, sequences, lossSettings('rl', null));
+        expect(step.trainableTokens).toBe(24);
+        expect(Math.abs(step.approximateKl)).toBeLessThan(1e-5);
+        expect(step.meanRatio).toBeCloseTo(1, 5);
+      });
+
+    if (placement === 'host')
+      it('gives the same loss, entropy and LoRA gradients as with the weights in the heap (checkpointed backward, chunked loss)', async () => {
+        const { config } = loaded.get(name) as { config: HfModelConfig };
+        const host = (await fixtureStep(model, 'host', 3 * config.vocabularySize)).step;
         const heap = (await fixtureStep(model, 'heap')).step;
         expect(host.loss).toBeCloseTo(heap.loss, 6);
+        expect(host.entropy).toBeCloseTo(heap.entropy, 6);
+        expect(heap.entropy).toBeGreaterThan(0.1);
         let max = 0;
         let largest = 0;
         for (const [key, expected] of heap.gradients) {

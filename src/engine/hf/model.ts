@@ -598,6 +598,104 @@ export function forwardLogits(
   return project(tf, model, selected ? (tf.gather(hidden, tf.tensor1d(selected, 'int32')) as Tensor2D) : hidden);
 }
 
+/** Most logits (positions × vocabulary) one chunk of {@link forwardTokenLogprobs} holds: 16 MB a copy. */
+export const LOGITS_PER_CHUNK = 4 * 1024 * 1024;
+
+/** Each position's target log-probability and the entropy of its next-token distribution. */
+export interface TokenScores {
+  /** `[positions]`, differentiable. */
+  readonly logprobs: Tensor1D;
+  /** `[positions]`, a metric: no gradient flows through it. */
+  readonly entropy: Tensor1D;
+}
+
+/**
+ * The target log-probabilities and entropies of rows of final hidden states `hidden`
+ * `[positions, hidden]`, a chunk of positions at a time (at most {@link LOGITS_PER_CHUNK} logits):
+ * no pass holds all positions' logits. The forward pass keeps only `hidden`; the backward pass
+ * recomputes each chunk's logits and multiplies `dy · (onehot(target) - softmax)` by the output
+ * projection, chunk by chunk. The same operations as the log-softmax of whole logits, row by row.
+ */
+function chunkedScores(
+  tf: TensorFlow,
+  output: readonly FrozenMatrix[],
+  hidden: Tensor2D,
+  targets: Int32Array,
+  vocabulary: number,
+  logitsPerChunk: number,
+): TokenScores {
+  const count = hidden.shape[0];
+  const chunk = Math.max(1, Math.floor(logitsPerChunk / vocabulary));
+  const chunks: { start: number; size: number }[] = [];
+  for (let start = 0; start < count; start += chunk) chunks.push({ start, size: Math.min(chunk, count - start) });
+  const rowsOf = (h: Tensor2D, start: number, size: number): Tensor2D =>
+    size === count ? h : (tf.slice(h, [start, 0], [size, -1]) as Tensor2D);
+  const logprobsOf = (h: Tensor2D, start: number, size: number): Tensor2D =>
+    tf.logSoftmax(frozenProduct(tf, output, rowsOf(h, start, size))) as Tensor2D;
+  const oneHot = (start: number, size: number): Tensor2D =>
+    tf.oneHot(tf.tensor1d(targets.subarray(start, start + size), 'int32'), vocabulary) as Tensor2D;
+  let entropy: Tensor1D | null = null;
+  const head = tf.customGrad((...inputs) => {
+    const h = inputs[0] as Tensor2D;
+    (inputs[1] as (tensors: Tensor[]) => void)([h]);
+    const parts = chunks.map(({ start, size }) =>
+      tf.tidy(() => {
+        const logprobs = logprobsOf(h, start, size);
+        const picked = tf.sum(tf.mul(logprobs, oneHot(start, size)), -1);
+        const spread = tf.neg(tf.sum(tf.mul(tf.exp(logprobs), logprobs), -1));
+        return [picked, spread] as [Tensor1D, Tensor1D];
+      }),
+    );
+    const join = (tensors: Tensor1D[]): Tensor1D =>
+      tensors.length === 1 ? (tensors[0] as Tensor1D) : tf.concat(tensors);
+    entropy = tf.keep(join(parts.map((part) => part[1])));
+    return {
+      value: join(parts.map((part) => part[0])),
+      gradFunc: (dy: Tensor, saved: Tensor[]) => {
+        const savedHidden = saved[0] as Tensor2D;
+        const gradients = chunks.map(({ start, size }) =>
+          tf.tidy(() => {
+            const probabilities = tf.exp(logprobsOf(savedHidden, start, size));
+            const upstream = tf.reshape(size === count ? dy : tf.slice(dy, [start], [size]), [size, 1]);
+            const logitGradient = tf.mul(upstream, tf.sub(oneHot(start, size), probabilities)) as Tensor2D;
+            return weightTimes(tf, logitGradient, output);
+          }),
+        );
+        return gradients.length === 1 ? (gradients[0] as Tensor2D) : tf.concat(gradients, 0);
+      },
+    };
+  });
+  const logprobs = head(hidden) as Tensor1D;
+  return { logprobs, entropy: entropy as unknown as Tensor1D };
+}
+
+/**
+ * Differentiable training pass: for right-padded token ids `[batch, length]` (row-major), the
+ * log-probability of `targets[i]` after flat position `selected[i]`, and the entropy there,
+ * without holding every selected position's logits at once (see {@link chunkedScores}). `offsets`
+ * are the rows' first positions; `logitsPerChunk` bounds a chunk (tests make it small).
+ */
+export function forwardTokenLogprobs(
+  tf: TensorFlow,
+  model: RunnableModel,
+  tokens: Int32Array,
+  batch: number,
+  length: number,
+  selected: Int32Array,
+  targets: Int32Array,
+  offsets?: readonly number[],
+  logitsPerChunk = LOGITS_PER_CHUNK,
+): TokenScores {
+  const positions = Int32Array.from(
+    { length: batch * length },
+    (_, index) => (offsets?.[Math.floor(index / length)] ?? 0) + (index % length),
+  );
+  const embedded = tf.tensor2d(embedRows(model, tokens), [batch * length, model.config.hiddenSize]);
+  const hidden = hiddenStates(tf, model, embedded, batch, length, positions);
+  const rows = tf.gather(hidden, tf.tensor1d(selected, 'int32')) as Tensor2D;
+  return chunkedScores(tf, model.base.output, rows, targets, model.config.vocabularySize, logitsPerChunk);
+}
+
 function embedRows(model: RunnableModel, tokens: ArrayLike<number>): Float32Array {
   const d = model.config.hiddenSize;
   const out = new Float32Array(tokens.length * d);

@@ -5,7 +5,7 @@
 import type { Tensor, Tensor2D } from '@tensorflow/tfjs-core';
 import type { TensorFlow } from '../tensorflow.js';
 import { AdamW } from '../optimizer.js';
-import { LOGITS_PER_PASS, checkCancelled, runSteps, truncate } from '../trainer.js';
+import { checkCancelled, runSteps, truncate } from '../trainer.js';
 import type { TrainableModel, TrainingHooks } from '../trainer.js';
 import type { HfModelConfig } from './config.js';
 import type { EngineTrainingJob, EngineTrainingResult } from '../types.js';
@@ -14,7 +14,15 @@ import { initialLora, loraSettingsOf, loraTensors, readAdapter, readAdapterOptim
 import type { LoraOptions, LoraSettings } from './lora.js';
 import { linearShape } from './files.js';
 import type { WeightPlacement } from './files.js';
-import { LINEAR_MODULES, PROJECTION_BLOCK_ROWS, forwardLogits, isHostLayer, runnable } from './model.js';
+import {
+  LINEAR_MODULES,
+  LOGITS_PER_CHUNK,
+  PROJECTION_BLOCK_ROWS,
+  forwardLogits,
+  forwardTokenLogprobs,
+  isHostLayer,
+  runnable,
+} from './model.js';
 import type { BaseTensors } from './model.js';
 import { WASM_TRAINING_WEIGHT_BUDGET, wasmWeightBytes } from './runtime.js';
 import type { HfBaseCache, HfBaseModel } from './runtime.js';
@@ -47,8 +55,8 @@ function blockBytesPerToken(config: HfModelConfig): number {
 /**
  * Padded tokens per pass. With the weights in the heap, a pass keeps every block's activations to
  * its end; with the weights in host memory (checkpointed blocks), only each block's input plus one
- * block's activations, recomputed and differentiated, at a time. A learned position's logits add
- * a few vocabulary-sized rows on top (bounded by `LOGITS_PER_PASS`).
+ * block's activations, recomputed and differentiated, at a time. The learned positions' logits
+ * come on top, a chunk of positions at a time (`LOGITS_PER_CHUNK` in `model.ts`).
  */
 export function tokensPerPass(config: HfModelConfig, placement: WeightPlacement = 'heap'): number {
   const perToken =
@@ -63,17 +71,17 @@ const TRAINING_HEAP_BUDGET = 3.5e9;
 
 /**
  * Bytes of wasm heap a training pass needs when the model's weights are in host memory: the
- * largest block's float32 weights (uploaded twice over: the recomputation's and, for XNNPACK, one
- * packed copy), two output-projection blocks, the activations of a pass and its learned positions'
- * logits, each held about ten times over.
+ * float32 weights of a block (twice over: the upload and, for XNNPACK, one packed copy), two
+ * output-projection blocks, the activations of a pass and one chunk of its learned positions'
+ * logits, held about ten times over.
  */
 export function hostTrainingHeapBytes(config: HfModelConfig): number {
-  const largestBlock = LINEAR_MODULES.reduce((sum, module) => {
+  const blockWeights = LINEAR_MODULES.reduce((sum, module) => {
     const [out, input] = linearShape(config, module);
     return sum + 4 * out * input;
   }, 0);
   const projectionBlock = 4 * Math.min(PROJECTION_BLOCK_ROWS, config.vocabularySize) * config.hiddenSize;
-  return 2 * largestBlock + 2 * projectionBlock + ACTIVATION_BUDGET + 10 * 4 * LOGITS_PER_PASS;
+  return 2 * blockWeights + 2 * projectionBlock + ACTIVATION_BUDGET + 10 * 4 * LOGITS_PER_CHUNK;
 }
 
 /**
@@ -99,12 +107,16 @@ export function assertTrainable(directory: string, config: HfModelConfig, base: 
     );
 }
 
-/** The adapter of a policy as a {@link TrainableModel} over the base model. */
+/**
+ * The adapter of a policy as a {@link TrainableModel} over the base model. `options.logitsPerChunk`
+ * bounds the logits the loss holds at once (default `LOGITS_PER_CHUNK`; tests make it small).
+ */
 export function trainableAdapter(
   tf: TensorFlow,
   model: HfBaseModel,
   settings: LoraSettings,
   weights: HostWeights,
+  options: { readonly logitsPerChunk?: number | undefined } = {},
 ): TrainableModel {
   const c = model.config;
   assertTrainable(model.directory, c, model.base);
@@ -118,6 +130,22 @@ export function trainableAdapter(
     forward: (parameters, tokens, batch, length, positions, offsets) => {
       const lora = loraTensors(c, settings, (name) => parameters[name] as Tensor2D);
       return forwardLogits(tf, runnable(c, model.base, lora), tokens, batch, length, positions, offsets) as Tensor;
+    },
+    // A pass never holds all its learned positions' logits (151,936 a position for Qwen3).
+    tokenLogprobs: (parameters, tokens, batch, length, positions, offsets, targets) => {
+      const lora = loraTensors(c, settings, (name) => parameters[name] as Tensor2D);
+      const adapted = runnable(c, model.base, lora);
+      return forwardTokenLogprobs(
+        tf,
+        adapted,
+        tokens,
+        batch,
+        length,
+        positions,
+        targets,
+        offsets,
+        options.logitsPerChunk ?? LOGITS_PER_CHUNK,
+      );
     },
   };
 }
