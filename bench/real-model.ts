@@ -163,6 +163,8 @@ interface TrainingRequest {
 interface TrainingReport {
   readonly placement: string;
   readonly loadSeconds: number;
+  /** The process's peak RSS (MB) once the worker has loaded the model. */
+  readonly loadPeakMb: number;
   readonly seconds: number;
   readonly passTokens: number;
   readonly rank: number;
@@ -183,10 +185,11 @@ async function trainInWorker(request: TrainingRequest): Promise<TrainingReport> 
   let started = performance.now();
   const base = await loadBaseTensors(tf, request.directory, config, placement);
   const loadSeconds = (performance.now() - started) / 1000;
+  const loadPeakMb = process.resourceUsage().maxRSS / 1024;
   const settings = loraSettingsOf(null);
   const weights = initialLora(config, settings);
   const text = null as unknown as TextLayer;
-  const report = { placement, loadSeconds, seconds: 0, passTokens: 0, rank: settings.rank, learned: 0 };
+  const report = { placement, loadSeconds, loadPeakMb, seconds: 0, passTokens: 0, rank: settings.rank, learned: 0 };
   let trainable: ReturnType<typeof trainableAdapter>;
   try {
     trainable = trainableAdapter(tf, { directory: request.directory, config, base, text }, settings, weights);
@@ -360,7 +363,7 @@ if (!isMainThread) {
       placement: trainingWeights ?? null,
     });
     console.log(
-      `training worker: weights in ${report.placement === 'host' ? 'host memory (uploaded a block at a time, blocks checkpointed)' : 'its wasm heap'}, loaded in ${report.loadSeconds.toFixed(1)} s`,
+      `training worker: weights in ${report.placement === 'host' ? 'host memory (uploaded a block at a time, blocks checkpointed)' : 'its wasm heap'}, loaded in ${report.loadSeconds.toFixed(1)} s, peak RSS ${report.loadPeakMb.toFixed(0)} MB`,
     );
     if (report.refused) {
       console.log(`training skipped, as the engine would refuse it: ${report.refused}`);

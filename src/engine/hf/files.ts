@@ -100,13 +100,23 @@ export async function weightFiles(directory: string): Promise<Map<string, Set<st
   return files;
 }
 
-/** Calls `visit` with every float tensor of the folder's weights, one file at a time. */
+/**
+ * Calls `visit` with every float tensor of the folder's weights, one file at a time (widened to
+ * float32; BF16 tensors go to `visitBfloat16` as their bits instead when it is given: see
+ * `DecodeOptions.onBfloat16`).
+ */
 export async function forEachWeight(
   directory: string,
   visit: (name: string, tensor: HostTensor) => void,
+  visitBfloat16?: (name: string, shape: readonly number[], bits: Uint16Array) => void,
 ): Promise<void> {
   for (const [file, names] of await weightFiles(directory)) {
-    await readSafetensors(file, { dtypes: ['F32', 'BF16', 'F16'], onTensor: visit, ...(names ? { names } : {}) });
+    await readSafetensors(file, {
+      dtypes: ['F32', 'BF16', 'F16'],
+      onTensor: visit,
+      onBfloat16: visitBfloat16,
+      ...(names ? { names } : {}),
+    });
   }
 }
 
@@ -212,20 +222,44 @@ export async function loadBaseTensors(
       if (!(value instanceof Float32Array || value instanceof Uint16Array)) value.dispose();
   };
   try {
-    await forEachWeight(directory, (name, tensor) => {
-      const shape = expected.get(name);
-      if (!shape) return;
-      if (tensor.shape.join(',') !== shape.join(','))
+    const shapeOf = (name: string, shape: readonly number[]): readonly number[] | null => {
+      const wanted = expected.get(name);
+      if (!wanted) return null;
+      if (shape.join(',') !== wanted.join(','))
         throw new Error(
-          `${directory}: tensor ${name} has shape [${tensor.shape.join(', ')}], expected [${shape.join(', ')}] from config.json.`,
+          `${directory}: tensor ${name} has shape [${shape.join(', ')}], expected [${wanted.join(', ')}] from config.json.`,
         );
-      const onHost =
-        name === 'model.embed_tokens.weight' ||
-        name === 'lm_head.weight' ||
-        (placement === 'host' && name !== 'model.norm.weight');
-      if (!onHost) held.set(name, tf.tensor(tensor.data, [...shape]));
-      else held.set(name, shape.length === 2 ? compactValues(tensor.data) : tensor.data);
-    });
+      return wanted;
+    };
+    const onHost = (name: string): boolean =>
+      name === 'model.embed_tokens.weight' ||
+      name === 'lm_head.weight' ||
+      (placement === 'host' && name !== 'model.norm.weight');
+    await forEachWeight(
+      directory,
+      (name, tensor) => {
+        const shape = shapeOf(name, tensor.shape);
+        if (!shape) return;
+        if (!onHost(name)) held.set(name, tf.tensor(tensor.data, [...shape]));
+        else held.set(name, shape.length === 2 ? compactValues(tensor.data) : tensor.data);
+      },
+      // BF16 tensors as they are in the file: no float32 copy of a whole file's weights at once.
+      (name, fileShape, bits) => {
+        const shape = shapeOf(name, fileShape);
+        if (!shape) return;
+        if (shape.length !== 2) {
+          const widened = new Float32Array(bits.length);
+          const widenedBits = new Uint32Array(widened.buffer);
+          for (let index = 0; index < bits.length; index += 1) widenedBits[index] = (bits[index] as number) << 16;
+          held.set(name, onHost(name) ? widened : tf.tensor(widened, [...shape]));
+        } else if (onHost(name)) {
+          // Host matrices of the heap placement are copied so that the file's bytes can go.
+          held.set(name, placement === 'host' ? bits : bits.slice());
+        } else {
+          held.set(name, uploadHost(tf, bits, shape));
+        }
+      },
+    );
     const missing = [...expected.keys()].filter((name) => !held.has(name));
     if (missing.length > 0)
       throw new Error(
