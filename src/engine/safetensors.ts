@@ -179,10 +179,12 @@ export function decodeSafetensors(
       throw new Error(`Tensor ${name} has ${count} values but shape ${JSON.stringify(entry.shape)}.`);
     if (entry.dtype === 'BF16' && options.onBfloat16 && options.onTensor && littleEndian) {
       const offset = bytes.byteOffset + dataStart + begin;
-      const bits =
-        offset % 2 === 0
-          ? new Uint16Array(bytes.buffer, offset, count)
-          : new Uint16Array(bytes.slice(dataStart + begin, dataStart + end).buffer);
+      let bits: Uint16Array;
+      if (offset % 2 === 0) bits = new Uint16Array(bytes.buffer, offset, count);
+      else {
+        bits = new Uint16Array(count);
+        new Uint8Array(bits.buffer).set(bytes.subarray(dataStart + begin, dataStart + end));
+      }
       options.onBfloat16(name, entry.shape, bits);
       continue;
     }
