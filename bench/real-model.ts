@@ -115,7 +115,10 @@ async function writeRandomModel(directory: string): Promise<number> {
     offset += count * 2;
     parameters += count;
   }
-  const json = Buffer.from(JSON.stringify(header));
+  // The header padded with spaces to a multiple of 8 bytes, as the safetensors library writes it:
+  // the data then start aligned, and BF16 weights are read as views of the file's bytes.
+  const text = JSON.stringify(header);
+  const json = Buffer.from(text.padEnd(Math.ceil(text.length / 8) * 8, ' '));
   const file = openSync(path.join(directory, 'model.safetensors'), 'w');
   const length = Buffer.alloc(8);
   length.writeBigUInt64LE(BigInt(json.length));
