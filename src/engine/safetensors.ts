@@ -76,6 +76,12 @@ export interface DecodeOptions {
    * that a large file never holds all its tensors widened at once.
    */
   readonly onTensor?: ((name: string, tensor: HostTensor) => void) | undefined;
+  /**
+   * Receives each BF16 tensor as its bits (the upper half of each float32), not widened: a view of
+   * the file's bytes when they are 2-byte aligned (which keeps the whole file alive while a view
+   * is held), else a copy. Only with `onTensor`, which still receives the F32 and F16 tensors.
+   */
+  readonly onBfloat16?: ((name: string, shape: readonly number[], bits: Uint16Array) => void) | undefined;
 }
 
 /** float16 bits to float32, exactly (subnormals, infinities and NaN included). */
@@ -171,6 +177,17 @@ export function decodeSafetensors(
     const expected = entry.shape.reduce((a, b) => a * b, 1);
     if (count !== expected)
       throw new Error(`Tensor ${name} has ${count} values but shape ${JSON.stringify(entry.shape)}.`);
+    if (entry.dtype === 'BF16' && options.onBfloat16 && options.onTensor && littleEndian) {
+      const offset = bytes.byteOffset + dataStart + begin;
+      let bits: Uint16Array;
+      if (offset % 2 === 0) bits = new Uint16Array(bytes.buffer, offset, count);
+      else {
+        bits = new Uint16Array(count);
+        new Uint8Array(bits.buffer).set(bytes.subarray(dataStart + begin, dataStart + end));
+      }
+      options.onBfloat16(name, entry.shape, bits);
+      continue;
+    }
     const tensor = { shape: entry.shape, data: widen(bytes, dataStart + begin, count, entry.dtype as FloatDtype) };
     if (options.onTensor) options.onTensor(name, tensor);
     else tensors.set(name, tensor);

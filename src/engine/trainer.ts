@@ -103,6 +103,23 @@ export interface TrainableModel {
   readonly tokensPerPass?: number | undefined;
   /** The weights the gradients are taken for, by name. */
   readonly weights: HostWeights;
+  /**
+   * The log-probability of `targets[i]` at flat position `positions[i]` of right-padded `tokens`
+   * `[batch, length]` (differentiable) and the entropy there (a metric; the caller disposes it),
+   * computed without holding every position's logits: when given, it replaces `forward` and a
+   * pass is not bounded by {@link LOGITS_PER_PASS}.
+   */
+  readonly tokenLogprobs?:
+    | ((
+        parameters: Record<string, Tensor>,
+        tokens: Int32Array,
+        batch: number,
+        length: number,
+        positions: Int32Array,
+        offsets: readonly number[],
+        targets: Int32Array,
+      ) => { readonly logprobs: Tensor1D; readonly entropy: Tensor1D })
+    | undefined;
   /** Next-token logits at the flat `positions` of right-padded `tokens` `[batch, length]`. */
   readonly forward: (
     parameters: Record<string, Tensor>,
@@ -132,7 +149,7 @@ function builtInTrainable(tf: TensorFlow, config: ModelConfig, weights: HostWeig
  * pass of its own).
  */
 export function trainingPasses(
-  config: Pick<TrainableModel, 'vocabularySize' | 'scoresPerRow' | 'tokensPerPass'>,
+  config: Pick<TrainableModel, 'vocabularySize' | 'scoresPerRow' | 'tokensPerPass' | 'tokenLogprobs'>,
   sequences: readonly TrainingSequence[],
 ): TrainingSequence[][] {
   const learnedOf = (sequence: TrainingSequence): number => sequence.mask.slice(1).reduce((a, b) => a + b, 0);
@@ -150,7 +167,7 @@ export function trainingPasses(
       current.length > 0 &&
       (rows * length > (config.tokensPerPass ?? TOKENS_PER_PASS) ||
         rows * config.scoresPerRow(length) > SCORES_PER_PASS ||
-        (learned + learnedOf(sequence)) * config.vocabularySize > LOGITS_PER_PASS)
+        (!config.tokenLogprobs && (learned + learnedOf(sequence)) * config.vocabularySize > LOGITS_PER_PASS))
     ) {
       result.push(current);
       current = [];
@@ -233,14 +250,21 @@ export function computeStep(
     let entropyTensor: Tensor | null = null;
     const { value, grads } = tf.valueAndGrads((...parameters: Tensor[]) => {
       const byName = Object.fromEntries(names.map((name, index) => [name, parameters[index] as Tensor]));
-      const logits = config.forward(byName, inputs, batch, steps, positions, offsets);
-      const logprobs = tf.logSoftmax(logits);
-      const tokenLogprobs = tf.sum(
-        tf.mul(logprobs, tf.oneHot(tf.tensor1d(pickedTargets, 'int32'), config.vocabularySize)),
-        -1,
-      ) as Tensor1D;
       const maskTensor = tf.tensor1d(pickedMask);
-      entropyTensor = tf.keep(tf.sum(tf.mul(tf.neg(tf.sum(tf.mul(tf.exp(logprobs), logprobs), -1)), maskTensor)));
+      let tokenLogprobs: Tensor1D;
+      if (config.tokenLogprobs) {
+        const scores = config.tokenLogprobs(byName, inputs, batch, steps, positions, offsets, pickedTargets);
+        tokenLogprobs = scores.logprobs;
+        entropyTensor = tf.keep(tf.sum(tf.mul(scores.entropy, maskTensor)));
+        scores.entropy.dispose();
+      } else {
+        const logprobs = tf.logSoftmax(config.forward(byName, inputs, batch, steps, positions, offsets));
+        tokenLogprobs = tf.sum(
+          tf.mul(logprobs, tf.oneHot(tf.tensor1d(pickedTargets, 'int32'), config.vocabularySize)),
+          -1,
+        ) as Tensor1D;
+        entropyTensor = tf.keep(tf.sum(tf.mul(tf.neg(tf.sum(tf.mul(tf.exp(logprobs), logprobs), -1)), maskTensor)));
+      }
       if (settings.kind === 'sft') return tf.div(tf.neg(tf.sum(tf.mul(tokenLogprobs, maskTensor))), trainableTokens);
       const current = tokenLogprobs.dataSync();
       const oldValues = new Float32Array(pickedOld.length);

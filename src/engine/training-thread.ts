@@ -5,6 +5,7 @@
 import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
+import type { WorkerOptions } from 'node:worker_threads';
 import type { TrainingRequest, TrainingResponse } from './training-protocol.js';
 import type { EngineTrainingEvent, EngineTrainingJob, EngineTrainingResult } from './types.js';
 
@@ -14,17 +15,23 @@ interface RunningJob {
   readonly reject: (error: Error) => void;
 }
 
-function startWorker(): Worker {
-  const fromSources = import.meta.url.endsWith('.ts');
-  if (!fromSources) return new Worker(new URL('./training-worker.js', import.meta.url));
-  // Running from TS sources (tsx, vitest): a worker does not inherit the parent's loader, so the
-  // worker first registers tsx (a devDependency) and then imports the TS entry point.
+/**
+ * A worker thread running the TypeScript module `entry` from sources (tsx, vitest, benchmarks): a
+ * worker does not inherit the parent's loader, so it first registers tsx (a devDependency) and
+ * then imports the entry point.
+ */
+export function typeScriptWorker(entry: URL, options?: WorkerOptions): Worker {
   const tsxApi = createRequire(import.meta.url)
     .resolve('tsx/esm/api')
     .replace(/\.cjs$/, '.mjs');
-  const entry = new URL('./training-worker.ts', import.meta.url).href;
-  const bootstrap = `import { register } from ${JSON.stringify(pathToFileURL(tsxApi).href)};\nregister();\nawait import(${JSON.stringify(entry)});\n`;
-  return new Worker(new URL(`data:text/javascript,${encodeURIComponent(bootstrap)}`));
+  const bootstrap = `import { register } from ${JSON.stringify(pathToFileURL(tsxApi).href)};\nregister();\nawait import(${JSON.stringify(entry.href)});\n`;
+  return new Worker(new URL(`data:text/javascript,${encodeURIComponent(bootstrap)}`), options);
+}
+
+function startWorker(): Worker {
+  const fromSources = import.meta.url.endsWith('.ts');
+  if (!fromSources) return new Worker(new URL('./training-worker.js', import.meta.url));
+  return typeScriptWorker(new URL('./training-worker.ts', import.meta.url));
 }
 
 /** A training worker thread that runs jobs one at a time. */

@@ -102,6 +102,37 @@ describe('safetensors', () => {
     expect(() => decodeSafetensors(bytes)).toThrow(/BF16/);
   });
 
+  it('hands BF16 tensors over as their bits, from a 2-byte aligned file or not, and F32 ones widened', () => {
+    const data = Float32Array.from([1.5, -2, Math.PI, 1e-7, -1e7, 0]);
+    const aligned = encodeSafetensors(new Map([['w', { shape: [2, 3], data }]]), {}, { dtype: 'BF16' });
+    // The same file with a header one byte longer (a trailing space): its data start at an odd offset.
+    const length = Number(new DataView(aligned.buffer).getBigUint64(0, true));
+    const odd = new Uint8Array(aligned.length + 1);
+    new DataView(odd.buffer).setBigUint64(0, BigInt(length + 1), true);
+    odd.set(aligned.subarray(8, 8 + length), 8);
+    odd[8 + length] = 0x20;
+    odd.set(aligned.subarray(8 + length), 9 + length);
+    const expected = Array.from(new Uint32Array(data.buffer.slice(0)), (bits) => bits >>> 16);
+    for (const bytes of [aligned, odd]) {
+      const seen: [string, readonly number[], number[]][] = [];
+      const widened: string[] = [];
+      const decoded = decodeSafetensors(bytes, {
+        dtypes: ['BF16'],
+        onTensor: (name) => widened.push(name),
+        onBfloat16: (name, shape, bits) => seen.push([name, shape, Array.from(bits)]),
+      });
+      expect(decoded.tensors.size).toBe(0);
+      expect(widened).toEqual([]);
+      expect(seen).toEqual([['w', [2, 3], expected]]);
+    }
+    const floats: string[] = [];
+    decodeSafetensors(encodeSafetensors(tensors), {
+      onTensor: (name) => floats.push(name),
+      onBfloat16: () => floats.push('not F32'),
+    });
+    expect(floats.sort()).toEqual(['a.é', 'b']);
+  });
+
   it('refuses malformed files with messages that say what was found', () => {
     const good = encodeSafetensors(tensors);
     expect(() => decodeSafetensors(good.subarray(0, 4))).toThrow(/at least 8 bytes, got 4/);

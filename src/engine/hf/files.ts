@@ -1,18 +1,27 @@
 /**
  * Reads a Hugging Face model folder as `huggingface-cli download` leaves it: `config.json`, the
  * weights (`model.safetensors`, or shards listed by `model.safetensors.index.json`) in F32, BF16 or
- * F16, widened to float32, and uploads them as the engine's {@link BaseTensors}.
+ * F16, widened to float32, and holds them as the engine's {@link BaseTensors} (in the wasm heap, or in
+ * host memory for training models too large for it).
  */
 import { access, readFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { Tensor2D } from '@tensorflow/tfjs-core';
+import type { Tensor, Tensor1D, Tensor2D } from '@tensorflow/tfjs-core';
 import type { TensorFlow } from '../tensorflow.js';
 import { readSafetensors } from '../safetensors.js';
 import type { HostTensor } from '../safetensors.js';
 import { parseHfConfig } from './config.js';
 import type { HfModelConfig } from './config.js';
-import { LINEAR_MODULES, PROJECTION_BLOCK_ROWS } from './model.js';
-import type { BaseTensors, LayerTensors, LinearModule } from './model.js';
+import { LINEAR_MODULES, PROJECTION_BLOCK_ROWS, isHostLayer, isHostMatrix, uploadHost } from './model.js';
+import type {
+  BaseTensors,
+  FrozenMatrix,
+  HostLayer,
+  HostMatrix,
+  HostValues,
+  LayerTensors,
+  LinearModule,
+} from './model.js';
 
 /** The config file of a model folder. */
 export const CONFIG_FILE = 'config.json';
@@ -91,13 +100,23 @@ export async function weightFiles(directory: string): Promise<Map<string, Set<st
   return files;
 }
 
-/** Calls `visit` with every float tensor of the folder's weights, one file at a time. */
+/**
+ * Calls `visit` with every float tensor of the folder's weights, one file at a time (widened to
+ * float32; BF16 tensors go to `visitBfloat16` as their bits instead when it is given: see
+ * `DecodeOptions.onBfloat16`).
+ */
 export async function forEachWeight(
   directory: string,
   visit: (name: string, tensor: HostTensor) => void,
+  visitBfloat16?: (name: string, shape: readonly number[], bits: Uint16Array) => void,
 ): Promise<void> {
   for (const [file, names] of await weightFiles(directory)) {
-    await readSafetensors(file, { dtypes: ['F32', 'BF16', 'F16'], onTensor: visit, ...(names ? { names } : {}) });
+    await readSafetensors(file, {
+      dtypes: ['F32', 'BF16', 'F16'],
+      onTensor: visit,
+      onBfloat16: visitBfloat16,
+      ...(names ? { names } : {}),
+    });
   }
 }
 
@@ -147,10 +166,36 @@ export function linearShape(config: HfModelConfig, module: LinearModule): [numbe
 }
 
 /**
- * Loads a model folder's weights into tensors (matrices as transformers stores them, `[out, in]`),
- * checking every expected tensor's presence and shape.
+ * Where a base model's blocks and output projection are held: in the wasm heap as tensors
+ * (sampling, and training of models that fit beside a pass), or in host memory, uploaded a block
+ * at a time (training of larger models: see `HostLayer` in `model.ts`).
  */
-export async function loadBaseTensors(tf: TensorFlow, directory: string, config: HfModelConfig): Promise<BaseTensors> {
+export type WeightPlacement = 'heap' | 'host';
+
+/**
+ * The values as bfloat16 bits (the upper half of each float32) when every one is exactly a
+ * bfloat16, as a BF16 checkpoint's widened values are; else the float32 values themselves.
+ */
+export function compactValues(data: Float32Array): HostValues {
+  const bits = new Uint32Array(data.buffer, data.byteOffset, data.length);
+  for (let index = 0; index < bits.length; index += 1) if (((bits[index] as number) & 0xffff) !== 0) return data;
+  const out = new Uint16Array(data.length);
+  for (let index = 0; index < bits.length; index += 1) out[index] = (bits[index] as number) >>> 16;
+  return out;
+}
+
+/**
+ * Loads a model folder's weights (matrices as transformers stores them, `[out, in]`), checking
+ * every expected tensor's presence and shape. The embedding stays in host memory (as bfloat16
+ * bits when its values are exactly bfloat16); the blocks and the output projection go where
+ * `placement` says (host matrices are kept as bfloat16 bits the same way).
+ */
+export async function loadBaseTensors(
+  tf: TensorFlow,
+  directory: string,
+  config: HfModelConfig,
+  placement: WeightPlacement = 'heap',
+): Promise<BaseTensors> {
   const expected = new Map<string, readonly number[]>();
   const d = config.hiddenSize;
   expected.set('model.embed_tokens.weight', [config.vocabularySize, d]);
@@ -170,76 +215,101 @@ export async function loadBaseTensors(tf: TensorFlow, directory: string, config:
         expected.set(`${linearModulePath(layer, module)}.bias`, [shape[0]]);
     }
   }
-  const uploaded = new Map<string, ReturnType<TensorFlow['tensor']> | Float32Array>();
-  let hostEmbedding: Float32Array | null = null;
+  // Tensors (in the heap) or host values, by name; the embedding and projection stay on the host.
+  const held = new Map<string, Tensor | HostValues>();
+  const disposeHeld = (): void => {
+    for (const value of held.values())
+      if (!(value instanceof Float32Array || value instanceof Uint16Array)) value.dispose();
+  };
   try {
-    await forEachWeight(directory, (name, tensor) => {
-      const shape = expected.get(name);
-      if (!shape) return;
-      if (tensor.shape.join(',') !== shape.join(','))
+    const shapeOf = (name: string, shape: readonly number[]): readonly number[] | null => {
+      const wanted = expected.get(name);
+      if (!wanted) return null;
+      if (shape.join(',') !== wanted.join(','))
         throw new Error(
-          `${directory}: tensor ${name} has shape [${tensor.shape.join(', ')}], expected [${shape.join(', ')}] from config.json.`,
+          `${directory}: tensor ${name} has shape [${shape.join(', ')}], expected [${wanted.join(', ')}] from config.json.`,
         );
-      if (name === 'model.embed_tokens.weight') {
-        hostEmbedding = tensor.data;
-        if (config.tiedEmbeddings) uploaded.set('output', tensor.data);
-      } else if (name === 'lm_head.weight') {
-        uploaded.set(name, tensor.data);
-      } else {
-        uploaded.set(name, tf.tensor(tensor.data, [...shape]));
-      }
-    });
-    const missing = [...expected.keys()].filter(
-      (name) => !uploaded.has(name) && !(name === 'model.embed_tokens.weight' && hostEmbedding),
+      return wanted;
+    };
+    const onHost = (name: string): boolean =>
+      name === 'model.embed_tokens.weight' ||
+      name === 'lm_head.weight' ||
+      (placement === 'host' && name !== 'model.norm.weight');
+    await forEachWeight(
+      directory,
+      (name, tensor) => {
+        const shape = shapeOf(name, tensor.shape);
+        if (!shape) return;
+        if (!onHost(name)) held.set(name, tf.tensor(tensor.data, [...shape]));
+        else held.set(name, shape.length === 2 ? compactValues(tensor.data) : tensor.data);
+      },
+      // BF16 tensors as they are in the file: no float32 copy of a whole file's weights at once.
+      (name, fileShape, bits) => {
+        const shape = shapeOf(name, fileShape);
+        if (!shape) return;
+        if (shape.length !== 2) {
+          const widened = new Float32Array(bits.length);
+          const widenedBits = new Uint32Array(widened.buffer);
+          for (let index = 0; index < bits.length; index += 1) widenedBits[index] = (bits[index] as number) << 16;
+          held.set(name, onHost(name) ? widened : tf.tensor(widened, [...shape]));
+        } else if (onHost(name)) {
+          // Host matrices of the heap placement are copied so that the file's bytes can go.
+          held.set(name, placement === 'host' ? bits : bits.slice());
+        } else {
+          held.set(name, uploadHost(tf, bits, shape));
+        }
+      },
     );
+    const missing = [...expected.keys()].filter((name) => !held.has(name));
     if (missing.length > 0)
       throw new Error(
         `${directory}: the weights lack ${missing.length} tensor(s) that config.json implies, first ${missing[0]}.`,
       );
   } catch (error) {
-    for (const tensor of uploaded.values()) if (!(tensor instanceof Float32Array)) tensor.dispose();
+    disposeHeld();
     throw error;
   }
+  const hostEmbedding = held.get('model.embed_tokens.weight') as HostValues;
   // The projection goes up last, in blocks of rows, once every other tensor is known to be there.
-  const projection = uploaded.get(config.tiedEmbeddings ? 'output' : 'lm_head.weight') as Float32Array;
-  const output: Tensor2D[] = [];
+  const projection = config.tiedEmbeddings ? hostEmbedding : (held.get('lm_head.weight') as HostValues);
+  const output: FrozenMatrix[] = [];
   for (let start = 0; start < config.vocabularySize; start += PROJECTION_BLOCK_ROWS) {
     const rows = Math.min(PROJECTION_BLOCK_ROWS, config.vocabularySize - start);
-    output.push(tf.tensor2d(projection.subarray(start * d, (start + rows) * d), [rows, d]));
+    const values = projection.subarray(start * d, (start + rows) * d);
+    output.push(placement === 'host' ? { shape: [rows, d], values } : (uploadHost(tf, values, [rows, d]) as Tensor2D));
   }
-  const get = <T>(name: string): T => uploaded.get(name) as T;
-  const layers: LayerTensors[] = [];
+  const get = <T>(name: string): T => held.get(name) as T;
+  const optional = <T>(name: string): T | undefined => (held.has(name) ? get<T>(name) : undefined);
+  const layers: (LayerTensors | HostLayer)[] = [];
   for (let layer = 0; layer < config.layerCount; layer += 1) {
     const prefix = `model.layers.${layer}`;
-    const linear = {} as Record<LinearModule, ReturnType<typeof get>>;
-    const bias: Partial<Record<LinearModule, ReturnType<typeof get>>> = {};
+    const linear = {} as Record<LinearModule, Tensor2D | HostMatrix>;
+    const bias: Partial<Record<LinearModule, Tensor1D | Float32Array>> = {};
     for (const module of LINEAR_MODULES) {
-      linear[module] = get(`${linearModulePath(layer, module)}.weight`);
-      if (uploaded.has(`${linearModulePath(layer, module)}.bias`))
-        bias[module] = get(`${linearModulePath(layer, module)}.bias`);
+      const name = `${linearModulePath(layer, module)}.weight`;
+      linear[module] =
+        placement === 'host' ? { shape: linearShape(config, module), values: get<HostValues>(name) } : get(name);
+      const moduleBias = optional<Tensor1D | Float32Array>(`${linearModulePath(layer, module)}.bias`);
+      if (moduleBias) bias[module] = moduleBias;
     }
     layers.push({
       inputNorm: get(`${prefix}.input_layernorm.weight`),
       postAttentionNorm: get(`${prefix}.post_attention_layernorm.weight`),
-      linear: linear as LayerTensors['linear'],
-      bias: bias as LayerTensors['bias'],
-      ...(config.queryKeyNorm
-        ? { queryNorm: get(`${prefix}.self_attn.q_norm.weight`), keyNorm: get(`${prefix}.self_attn.k_norm.weight`) }
-        : {}),
-    });
+      linear,
+      bias,
+      queryNorm: optional(`${prefix}.self_attn.q_norm.weight`),
+      keyNorm: optional(`${prefix}.self_attn.k_norm.weight`),
+    } as LayerTensors | HostLayer);
   }
-  return {
-    hostEmbedding: hostEmbedding as unknown as Float32Array,
-    output,
-    finalNorm: get('model.norm.weight'),
-    layers,
-  };
+  return { hostEmbedding, output, finalNorm: get('model.norm.weight'), layers };
 }
 
-/** Disposes the tensors of a base model. */
+/** Disposes the tensors of a base model (host arrays are left to the garbage collector). */
 export function disposeBase(base: BaseTensors): void {
-  const all = new Set([...base.output, base.finalNorm]);
+  const all = new Set<Tensor>([base.finalNorm]);
+  for (const block of base.output) if (!isHostMatrix(block)) all.add(block);
   for (const layer of base.layers) {
+    if (isHostLayer(layer)) continue;
     all.add(layer.inputNorm);
     all.add(layer.postAttentionNorm);
     for (const tensor of Object.values(layer.linear)) all.add(tensor);

@@ -36,20 +36,116 @@ export interface LayerTensors {
 }
 
 /**
- * A whole model's base weights as tensors, shared by every policy built on it. The token
- * embedding stays in host memory only (it is frozen: tokens are looked up on the host), which
- * keeps a 0.6B model's ~0.6 GB embedding out of the 4 GB wasm heap.
+ * Host values of a frozen weight: float32, or bfloat16 bits (the upper half of each float32) when
+ * every value is exactly a bfloat16 (a BF16 checkpoint's are), which halves the host memory.
+ */
+export type HostValues = Float32Array | Uint16Array;
+
+/** A frozen matrix `[rows, columns]` in host memory, uploaded to the heap only while it is used. */
+export interface HostMatrix {
+  readonly shape: readonly [number, number];
+  readonly values: HostValues;
+}
+
+/**
+ * A block's weights in host memory (see {@link HostMatrix}): training a model whose weights would
+ * fill the wasm heap uploads one block at a time, just before its forward or backward pass, and
+ * frees it after.
+ */
+export interface HostLayer {
+  readonly inputNorm: Float32Array;
+  readonly postAttentionNorm: Float32Array;
+  readonly linear: Readonly<Record<LinearModule, HostMatrix>>;
+  readonly bias: Readonly<Partial<Record<LinearModule, Float32Array>>>;
+  readonly queryNorm?: Float32Array | undefined;
+  readonly keyNorm?: Float32Array | undefined;
+}
+
+/** A frozen matrix in the heap (a tensor) or in host memory (uploaded for each use). */
+export type FrozenMatrix = Tensor2D | HostMatrix;
+
+/**
+ * A whole model's base weights, shared by every policy built on it. The token embedding stays in
+ * host memory only (it is frozen: tokens are looked up on the host), which keeps a 0.6B model's
+ * ~0.6 GB embedding out of the 4 GB wasm heap. The blocks and the output projection are tensors
+ * (sampling, and training of models that fit the heap) or host arrays uploaded a block at a time
+ * (training of larger ones: see {@link HostLayer}).
  */
 export interface BaseTensors {
   /** The token embedding `[vocabulary, hidden]`, row-major, in host memory. */
-  readonly hostEmbedding: Float32Array;
+  readonly hostEmbedding: HostValues;
   /**
    * Output projection `[vocabulary, hidden]` (the embedding itself when tied), as consecutive
    * blocks of at most {@link PROJECTION_BLOCK_ROWS} rows.
    */
-  readonly output: readonly Tensor2D[];
+  readonly output: readonly FrozenMatrix[];
   readonly finalNorm: Tensor1D;
-  readonly layers: readonly LayerTensors[];
+  readonly layers: readonly (LayerTensors | HostLayer)[];
+}
+
+/** Whether a frozen matrix is held in host memory. */
+export function isHostMatrix(matrix: FrozenMatrix): matrix is HostMatrix {
+  return 'values' in matrix;
+}
+
+/** Whether a block's weights are held in host memory. */
+export function isHostLayer(layer: LayerTensors | HostLayer): layer is HostLayer {
+  return layer.inputNorm instanceof Float32Array;
+}
+
+/**
+ * Reused float32 buffer for widening bfloat16 values before an upload (the wasm backend copies a
+ * new tensor's values into its heap at once, so the buffer is free again after `tf.tensor`).
+ */
+let widened = new Float32Array(0);
+
+/** Uploads host values as a float32 tensor of `shape` (bfloat16 bits widened exactly). */
+export function uploadHost(tf: TensorFlow, values: HostValues, shape: readonly number[]): Tensor {
+  if (values instanceof Float32Array) return tf.tensor(values, [...shape]);
+  if (widened.length < values.length) widened = new Float32Array(values.length);
+  const bits = new Uint32Array(widened.buffer, 0, values.length);
+  for (let index = 0; index < values.length; index += 1) bits[index] = (values[index] as number) << 16;
+  return tf.tensor(widened.subarray(0, values.length), [...shape]);
+}
+
+/** The tensor of a frozen matrix: itself, or a fresh upload the caller disposes. */
+function matrixTensor(tf: TensorFlow, matrix: FrozenMatrix): { tensor: Tensor2D; uploaded: boolean } {
+  if (!isHostMatrix(matrix)) return { tensor: matrix, uploaded: false };
+  return { tensor: uploadHost(tf, matrix.values, matrix.shape) as Tensor2D, uploaded: true };
+}
+
+/** A block's weights as tensors; `release` frees them when they were uploaded from host memory. */
+function layerTensors(tf: TensorFlow, layer: LayerTensors | HostLayer): { weights: LayerTensors; release: () => void } {
+  if (!isHostLayer(layer)) return { weights: layer, release: () => undefined };
+  const vector = (values: Float32Array): Tensor1D => tf.tensor1d(values);
+  const linear = {} as Record<LinearModule, Tensor2D>;
+  for (const module of LINEAR_MODULES)
+    linear[module] = uploadHost(tf, layer.linear[module].values, layer.linear[module].shape) as Tensor2D;
+  const bias: Partial<Record<LinearModule, Tensor1D>> = {};
+  for (const module of LINEAR_MODULES) {
+    const values = layer.bias[module];
+    if (values) bias[module] = vector(values);
+  }
+  const weights: LayerTensors = {
+    inputNorm: vector(layer.inputNorm),
+    postAttentionNorm: vector(layer.postAttentionNorm),
+    linear,
+    bias,
+    queryNorm: layer.queryNorm ? vector(layer.queryNorm) : undefined,
+    keyNorm: layer.keyNorm ? vector(layer.keyNorm) : undefined,
+  };
+  const release = (): void => {
+    for (const tensor of [
+      weights.inputNorm,
+      weights.postAttentionNorm,
+      ...Object.values(linear),
+      ...Object.values(bias),
+      weights.queryNorm,
+      weights.keyNorm,
+    ])
+      tensor?.dispose();
+  };
+  return { weights, release };
 }
 
 /** LoRA weights of one linear layer: `A` `[in, rank]`, `B` `[rank, out]`. */
@@ -100,11 +196,17 @@ export const PROJECTION_BLOCK_ROWS = 16384;
  * nothing but its result (the transposes and their packed copies are freed at once); the backward
  * pass computes `dy · W` block by block over a copy of each block, so no packed copy of a weight
  * outlives it. `xColumns`, the transpose of `x`, may be passed to share it (and its packed copy).
+ * A block in host memory is uploaded for each product and freed after it.
  */
-function frozenProduct(tf: TensorFlow, blocks: readonly Tensor2D[], x: Tensor2D, xColumns?: Tensor2D): Tensor2D {
+function frozenProduct(tf: TensorFlow, blocks: readonly FrozenMatrix[], x: Tensor2D, xColumns?: Tensor2D): Tensor2D {
   const product = tf.customGrad((...inputs) => {
     const columns = xColumns ?? swapAxes(tf, inputs[0] as Tensor2D);
-    const parts = blocks.map((block) => tf.matMul(block, columns));
+    const parts = blocks.map((block) => {
+      const { tensor, uploaded } = matrixTensor(tf, block);
+      const part = tf.matMul(tensor, columns);
+      if (uploaded) tensor.dispose();
+      return part;
+    });
     const transposed = parts.length === 1 ? (parts[0] as Tensor2D) : (tf.concat(parts, 0) as Tensor2D);
     const value = swapAxes(tf, transposed);
     if (!xColumns) columns.dispose();
@@ -115,21 +217,25 @@ function frozenProduct(tf: TensorFlow, blocks: readonly Tensor2D[], x: Tensor2D,
   return product(x) as Tensor2D;
 }
 
-/** `dy · W` block by block, each block copied (for XNNPACK to pack), used and freed before the next. */
-function weightTimes(tf: TensorFlow, dy: Tensor2D, blocks: readonly Tensor2D[]): Tensor2D {
+/**
+ * `dy · W` block by block, each block copied (for XNNPACK to pack) or uploaded from host memory,
+ * used and freed before the next.
+ */
+function weightTimes(tf: TensorFlow, dy: Tensor2D, blocks: readonly FrozenMatrix[]): Tensor2D {
   const dyParts =
     blocks.length === 1
       ? [dy]
       : tf.split(
           dy,
-          blocks.map((block) => block.shape[0]),
+          blocks.map((block) => block.shape[0] as number),
           1,
         );
   const one = tf.scalar(1);
   let sum: Tensor2D | null = null;
   blocks.forEach((block, index) => {
     const next: Tensor2D = tf.tidy(() => {
-      const part: Tensor2D = tf.matMul(dyParts[index] as Tensor2D, tf.mul(block, one) as Tensor2D);
+      const weight = isHostMatrix(block) ? matrixTensor(tf, block).tensor : (tf.mul(block, one) as Tensor2D);
+      const part: Tensor2D = tf.matMul(dyParts[index] as Tensor2D, weight);
       return sum === null ? part : (tf.add(sum, part) as Tensor2D);
     });
     sum?.dispose();
@@ -146,10 +252,10 @@ function linears(
   tf: TensorFlow,
   model: RunnableModel,
   layer: number,
+  weights: LayerTensors,
   modules: readonly LinearModule[],
   x: Tensor2D,
 ): Tensor2D[] {
-  const weights = model.base.layers[layer] as LayerTensors;
   const columns = swapAxes(tf, x);
   const outputs = modules.map((module) => {
     let y = frozenProduct(tf, [weights.linear[module]], x, columns);
@@ -209,13 +315,13 @@ function projectQkv(
   tf: TensorFlow,
   model: RunnableModel,
   layer: number,
+  weights: LayerTensors,
   h: Tensor2D,
   rotary: Rotary,
 ): { q: Tensor3D; k: Tensor3D; v: Tensor3D } {
   const c = model.config;
   const rows = h.shape[0];
-  const weights = model.base.layers[layer] as LayerTensors;
-  const [qOut, kOut, vOut] = linears(tf, model, layer, ['q_proj', 'k_proj', 'v_proj'], h) as [
+  const [qOut, kOut, vOut] = linears(tf, model, layer, weights, ['q_proj', 'k_proj', 'v_proj'], h) as [
     Tensor2D,
     Tensor2D,
     Tensor2D,
@@ -228,12 +334,11 @@ function projectQkv(
   return { q: rotate(tf, q, rotary), k: rotate(tf, k, rotary), v: v as Tensor3D };
 }
 
-function mlp(tf: TensorFlow, model: RunnableModel, layer: number, x: Tensor2D): Tensor2D {
-  const weights = model.base.layers[layer] as LayerTensors;
+function mlp(tf: TensorFlow, model: RunnableModel, layer: number, weights: LayerTensors, x: Tensor2D): Tensor2D {
   const h = rmsNorm(tf, x, weights.postAttentionNorm, model.config.rmsNormEpsilon) as Tensor2D;
-  const [gate, up] = linears(tf, model, layer, ['gate_proj', 'up_proj'], h) as [Tensor2D, Tensor2D];
+  const [gate, up] = linears(tf, model, layer, weights, ['gate_proj', 'up_proj'], h) as [Tensor2D, Tensor2D];
   const activated = tf.mul(tf.mul(gate, tf.sigmoid(gate)), up) as Tensor2D;
-  return linears(tf, model, layer, ['down_proj'], activated)[0] as Tensor2D;
+  return linears(tf, model, layer, weights, ['down_proj'], activated)[0] as Tensor2D;
 }
 
 /**
@@ -277,10 +382,153 @@ function causalMask(tf: TensorFlow, groups: number, length: number): Tensor2D {
   return tf.tensor2d(values, [groups * length, length]);
 }
 
+/** What a block's forward pass needs besides its weights and input. */
+interface BlockContext {
+  readonly batch: number;
+  readonly length: number;
+  readonly rotary: Rotary;
+  /** Causal mask `[groups * length, length]`. */
+  readonly mask: Tensor2D;
+  /** When given, the block's keys and values are kept into it. */
+  readonly cache?: HfKeyValueCache | undefined;
+}
+
+/** One block (attention and MLP, each with its residual) over `x` `[batch * length, hidden]`. */
+function blockForward(
+  tf: TensorFlow,
+  model: RunnableModel,
+  layer: number,
+  weights: LayerTensors,
+  x: Tensor2D,
+  context: BlockContext,
+): Tensor2D {
+  const c = model.config;
+  const { batch, length, rotary, mask, cache } = context;
+  const groups = c.headCount / c.keyValueHeadCount;
+  const h = rmsNorm(tf, x, weights.inputNorm, c.rmsNormEpsilon) as Tensor2D;
+  const { q, k, v } = projectQkv(tf, model, layer, weights, h, rotary);
+  // [batch, length, heads, d] -> [batch, kv, groups, length, d] -> [batch * kv, groups * length, d]:
+  // query head h uses key/value head floor(h / groups), so no key or value is repeated.
+  const queries = tf.reshape(tf.transpose(tf.reshape(q, [batch, length, c.headCount, c.headDimension]), [0, 2, 1, 3]), [
+    batch * c.keyValueHeadCount,
+    groups * length,
+    c.headDimension,
+  ]) as Tensor3D;
+  const toKv = (t: Tensor3D): Tensor3D =>
+    tf.reshape(tf.transpose(tf.reshape(t, [batch, length, c.keyValueHeadCount, c.headDimension]), [0, 2, 1, 3]), [
+      batch * c.keyValueHeadCount,
+      length,
+      c.headDimension,
+    ]) as Tensor3D;
+  const keys = transposeLast(tf, toKv(k)) as Tensor3D;
+  const values = toKv(v);
+  if (cache) {
+    cache.keys.push([tf.keep(keys)]);
+    cache.values.push([tf.keep(values)]);
+  }
+  const scores = tf.add(tf.mul(batchedProduct(tf, queries, keys), 1 / Math.sqrt(c.headDimension)), mask);
+  const attended = batchedProduct(tf, tf.softmax(scores) as Tensor3D, values);
+  const merged = tf.reshape(
+    tf.transpose(tf.reshape(attended, [batch, c.headCount, length, c.headDimension]), [0, 2, 1, 3]),
+    [batch * length, c.headCount * c.headDimension],
+  ) as Tensor2D;
+  const attentionOut = tf.add(x, linears(tf, model, layer, weights, ['o_proj'], merged)[0] as Tensor2D) as Tensor2D;
+  return tf.add(attentionOut, mlp(tf, model, layer, weights, attentionOut)) as Tensor2D;
+}
+
+/** A block over `x` with its weights uploaded from host memory for the call and freed after it. */
+function uploadedBlock(
+  tf: TensorFlow,
+  model: RunnableModel,
+  layer: number,
+  source: HostLayer,
+  x: Tensor2D,
+  context: BlockContext,
+): Tensor2D {
+  const { weights, release } = layerTensors(tf, source);
+  try {
+    return blockForward(tf, model, layer, weights, x, context);
+  } finally {
+    release();
+  }
+}
+
+/**
+ * `tf.grads(f)(xs, dy)` called from within a backward pass. tfjs keeps the tape of the pass being
+ * differentiated in its engine's state and drops it when a nested `grads` ends (nothing else nests
+ * one inside a gradient function), after which the outer pass fails on a null tape: it is set
+ * aside and put back.
+ */
+function gradientsWithin(tf: TensorFlow, f: (...xs: Tensor[]) => Tensor, xs: Tensor[], dy: Tensor): Tensor[] {
+  const state = (tf.engine() as unknown as { state: { activeTape: unknown } }).state;
+  const outer = state.activeTape;
+  try {
+    return tf.grads(f)(xs, dy);
+  } finally {
+    state.activeTape = outer;
+  }
+}
+
+/**
+ * A block whose weights live in host memory, for training (gradient checkpointing). The forward
+ * pass uploads the block's weights, computes its output and frees everything else: the pass keeps
+ * only the block's input. The backward pass uploads the weights again, recomputes the block and
+ * takes its gradients (to the input and to the block's LoRA matrices) with the recomputed
+ * intermediates, freed before the next block. A pass so holds one block's weights and
+ * intermediates at a time, plus one `[tokens, hidden]` input per block.
+ */
+function checkpointedBlock(
+  tf: TensorFlow,
+  model: RunnableModel,
+  layer: number,
+  source: HostLayer,
+  x: Tensor2D,
+  context: BlockContext,
+): Tensor2D {
+  const adapters = Object.values(model.lora?.layers[layer] ?? {}).flatMap((pair) => (pair ? [pair.a, pair.b] : []));
+  const { batch, length } = context;
+  const checkpoint = tf.customGrad((...inputs) => {
+    const save = inputs[inputs.length - 1] as (tensors: Tensor[]) => void;
+    const input = inputs[0] as Tensor2D;
+    // The rotary tables and the mask are the pass's, freed after its forward: the backward keeps its own.
+    const { cos, sin, turn } = context.rotary;
+    save([input, cos, sin, turn, context.mask]);
+    return {
+      value: uploadedBlock(tf, model, layer, source, input, context),
+      gradFunc: (dy: Tensor, saved: Tensor[]) => {
+        const [savedInput, savedCos, savedSin, savedTurn, savedMask] = saved as [
+          Tensor2D,
+          Tensor,
+          Tensor,
+          Tensor2D,
+          Tensor2D,
+        ];
+        const rotary: Rotary = { cos: savedCos, sin: savedSin, turn: savedTurn };
+        // The weights stay up until the block's backward pass has used them. The adapters are read
+        // from the model inside the block: the same tensors as the differentiated inputs.
+        const { weights, release } = layerTensors(tf, source);
+        try {
+          return gradientsWithin(
+            tf,
+            (again) =>
+              blockForward(tf, model, layer, weights, again as Tensor2D, { batch, length, rotary, mask: savedMask }),
+            [savedInput, ...adapters],
+            dy,
+          );
+        } finally {
+          release();
+        }
+      },
+    };
+  });
+  return checkpoint(x, ...adapters) as Tensor2D;
+}
+
 /**
  * The blocks over embedded tokens `[batch * length, hidden]` at `positions` (per row and token);
  * returns the final normed hidden states `[batch * length, hidden]`. With `cache`, each layer's
- * keys and values are kept into it.
+ * keys and values are kept into it. Blocks held in host memory are uploaded one at a time (and,
+ * without a cache, checkpointed: see {@link checkpointedBlock}).
  */
 function hiddenStates(
   tf: TensorFlow,
@@ -293,51 +541,30 @@ function hiddenStates(
 ): Tensor2D {
   const c = model.config;
   const groups = c.headCount / c.keyValueHeadCount;
-  const rows = batch * length;
-  const rotary = rotaryOf(tf, model, positions);
-  const mask = causalMask(tf, groups, length);
-  const scale = 1 / Math.sqrt(c.headDimension);
-  const block = (layer: number, x: Tensor2D): Tensor2D => {
-    const weights = model.base.layers[layer] as LayerTensors;
-    const h = rmsNorm(tf, x, weights.inputNorm, c.rmsNormEpsilon) as Tensor2D;
-    const { q, k, v } = projectQkv(tf, model, layer, h, rotary);
-    // [batch, length, heads, d] -> [batch, kv, groups, length, d] -> [batch * kv, groups * length, d]:
-    // query head h uses key/value head floor(h / groups), so no key or value is repeated.
-    const queries = tf.reshape(
-      tf.transpose(tf.reshape(q, [batch, length, c.headCount, c.headDimension]), [0, 2, 1, 3]),
-      [batch * c.keyValueHeadCount, groups * length, c.headDimension],
-    ) as Tensor3D;
-    const toKv = (t: Tensor3D): Tensor3D =>
-      tf.reshape(tf.transpose(tf.reshape(t, [batch, length, c.keyValueHeadCount, c.headDimension]), [0, 2, 1, 3]), [
-        batch * c.keyValueHeadCount,
-        length,
-        c.headDimension,
-      ]) as Tensor3D;
-    const keys = transposeLast(tf, toKv(k)) as Tensor3D;
-    const values = toKv(v);
-    if (cache) {
-      cache.keys.push([tf.keep(keys)]);
-      cache.values.push([tf.keep(values)]);
-    }
-    const scores = tf.add(tf.mul(batchedProduct(tf, queries, keys), scale), mask);
-    const attended = batchedProduct(tf, tf.softmax(scores) as Tensor3D, values);
-    const merged = tf.reshape(
-      tf.transpose(tf.reshape(attended, [batch, c.headCount, length, c.headDimension]), [0, 2, 1, 3]),
-      [rows, c.headCount * c.headDimension],
-    ) as Tensor2D;
-    const attentionOut = tf.add(x, linears(tf, model, layer, ['o_proj'], merged)[0] as Tensor2D) as Tensor2D;
-    return tf.add(attentionOut, mlp(tf, model, layer, attentionOut)) as Tensor2D;
+  const context: BlockContext = {
+    batch,
+    length,
+    rotary: rotaryOf(tf, model, positions),
+    mask: causalMask(tf, groups, length),
+    cache,
   };
   let x = embedded;
   for (let layer = 0; layer < c.layerCount; layer += 1) {
+    const source = model.base.layers[layer] as LayerTensors | HostLayer;
     if (!cache) {
-      x = block(layer, x);
+      x = isHostLayer(source)
+        ? checkpointedBlock(tf, model, layer, source, x, context)
+        : blockForward(tf, model, layer, source, x, context);
       continue;
     }
     // Sampling keeps nothing of a layer but its output and cache: a long batched prefill's
     // intermediates, all kept to the end of the pass, would outgrow the heap of a 0.6B model.
     const input = x;
-    x = tf.tidy(() => block(layer, input));
+    x = tf.tidy(() =>
+      isHostLayer(source)
+        ? uploadedBlock(tf, model, layer, source, input, context)
+        : blockForward(tf, model, layer, source, input, context),
+    );
     if (input !== embedded) input.dispose();
   }
   return rmsNorm(tf, x, model.base.finalNorm, c.rmsNormEpsilon) as Tensor2D;
@@ -371,12 +598,116 @@ export function forwardLogits(
   return project(tf, model, selected ? (tf.gather(hidden, tf.tensor1d(selected, 'int32')) as Tensor2D) : hidden);
 }
 
+/** Most logits (positions × vocabulary) one chunk of {@link forwardTokenLogprobs} holds: 16 MB a copy. */
+export const LOGITS_PER_CHUNK = 4 * 1024 * 1024;
+
+/** Each position's target log-probability and the entropy of its next-token distribution. */
+export interface TokenScores {
+  /** `[positions]`, differentiable. */
+  readonly logprobs: Tensor1D;
+  /** `[positions]`, a metric: no gradient flows through it. */
+  readonly entropy: Tensor1D;
+}
+
+/**
+ * The target log-probabilities and entropies of rows of final hidden states `hidden`
+ * `[positions, hidden]`, a chunk of positions at a time (at most {@link LOGITS_PER_CHUNK} logits):
+ * no pass holds all positions' logits. The forward pass keeps only `hidden`; the backward pass
+ * recomputes each chunk's logits and multiplies `dy · (onehot(target) - softmax)` by the output
+ * projection, chunk by chunk. The same operations as the log-softmax of whole logits, row by row.
+ */
+function chunkedScores(
+  tf: TensorFlow,
+  output: readonly FrozenMatrix[],
+  hidden: Tensor2D,
+  targets: Int32Array,
+  vocabulary: number,
+  logitsPerChunk: number,
+): TokenScores {
+  const count = hidden.shape[0];
+  const chunk = Math.max(1, Math.floor(logitsPerChunk / vocabulary));
+  const chunks: { start: number; size: number }[] = [];
+  for (let start = 0; start < count; start += chunk) chunks.push({ start, size: Math.min(chunk, count - start) });
+  const rowsOf = (h: Tensor2D, start: number, size: number): Tensor2D =>
+    size === count ? h : (tf.slice(h, [start, 0], [size, -1]) as Tensor2D);
+  const logprobsOf = (h: Tensor2D, start: number, size: number): Tensor2D =>
+    tf.logSoftmax(frozenProduct(tf, output, rowsOf(h, start, size))) as Tensor2D;
+  const oneHot = (start: number, size: number): Tensor2D =>
+    tf.oneHot(tf.tensor1d(targets.subarray(start, start + size), 'int32'), vocabulary) as Tensor2D;
+  let entropy: Tensor1D | null = null;
+  const head = tf.customGrad((...inputs) => {
+    const h = inputs[0] as Tensor2D;
+    (inputs[1] as (tensors: Tensor[]) => void)([h]);
+    const parts = chunks.map(({ start, size }) =>
+      tf.tidy(() => {
+        const logprobs = logprobsOf(h, start, size);
+        const picked = tf.sum(tf.mul(logprobs, oneHot(start, size)), -1);
+        const spread = tf.neg(tf.sum(tf.mul(tf.exp(logprobs), logprobs), -1));
+        return [picked, spread] as [Tensor1D, Tensor1D];
+      }),
+    );
+    const join = (tensors: Tensor1D[]): Tensor1D =>
+      tensors.length === 1 ? (tensors[0] as Tensor1D) : tf.concat(tensors);
+    entropy = tf.keep(join(parts.map((part) => part[1])));
+    return {
+      value: join(parts.map((part) => part[0])),
+      gradFunc: (dy: Tensor, saved: Tensor[]) => {
+        const savedHidden = saved[0] as Tensor2D;
+        const gradients = chunks.map(({ start, size }) =>
+          tf.tidy(() => {
+            const probabilities = tf.exp(logprobsOf(savedHidden, start, size));
+            const upstream = tf.reshape(size === count ? dy : tf.slice(dy, [start], [size]), [size, 1]);
+            const logitGradient = tf.mul(upstream, tf.sub(oneHot(start, size), probabilities)) as Tensor2D;
+            return weightTimes(tf, logitGradient, output);
+          }),
+        );
+        return gradients.length === 1 ? (gradients[0] as Tensor2D) : tf.concat(gradients, 0);
+      },
+    };
+  });
+  const logprobs = head(hidden) as Tensor1D;
+  return { logprobs, entropy: entropy as unknown as Tensor1D };
+}
+
+/**
+ * Differentiable training pass: for right-padded token ids `[batch, length]` (row-major), the
+ * log-probability of `targets[i]` after flat position `selected[i]`, and the entropy there,
+ * without holding every selected position's logits at once (see {@link chunkedScores}). `offsets`
+ * are the rows' first positions; `logitsPerChunk` bounds a chunk (tests make it small).
+ */
+export function forwardTokenLogprobs(
+  tf: TensorFlow,
+  model: RunnableModel,
+  tokens: Int32Array,
+  batch: number,
+  length: number,
+  selected: Int32Array,
+  targets: Int32Array,
+  offsets?: readonly number[],
+  logitsPerChunk = LOGITS_PER_CHUNK,
+): TokenScores {
+  const positions = Int32Array.from(
+    { length: batch * length },
+    (_, index) => (offsets?.[Math.floor(index / length)] ?? 0) + (index % length),
+  );
+  const embedded = tf.tensor2d(embedRows(model, tokens), [batch * length, model.config.hiddenSize]);
+  const hidden = hiddenStates(tf, model, embedded, batch, length, positions);
+  const rows = tf.gather(hidden, tf.tensor1d(selected, 'int32')) as Tensor2D;
+  return chunkedScores(tf, model.base.output, rows, targets, model.config.vocabularySize, logitsPerChunk);
+}
+
 function embedRows(model: RunnableModel, tokens: ArrayLike<number>): Float32Array {
   const d = model.config.hiddenSize;
   const out = new Float32Array(tokens.length * d);
+  const embedding = model.base.hostEmbedding;
+  const bits = new Uint32Array(out.buffer);
   for (let index = 0; index < tokens.length; index += 1) {
     const id = tokens[index] as number;
-    out.set(model.base.hostEmbedding.subarray(id * d, (id + 1) * d), index * d);
+    if (embedding instanceof Float32Array) out.set(embedding.subarray(id * d, (id + 1) * d), index * d);
+    // bfloat16 bits: the upper half of each float32.
+    else
+      for (let column = 0; column < d; column += 1)
+        bits[index * d + column] = (embedding[id * d + column] as number) << 16;
   }
   return out;
 }
@@ -424,9 +755,9 @@ export function decodeStep(
   const next: HfKeyValueCache = { keys: [], values: [] };
   let x = tf.tensor2d(embedRows(model, tokens), [batch, c.hiddenSize]);
   for (let layer = 0; layer < c.layerCount; layer += 1) {
-    const weights = model.base.layers[layer] as LayerTensors;
+    const { weights, release } = layerTensors(tf, model.base.layers[layer] as LayerTensors | HostLayer);
     const h = rmsNorm(tf, x, weights.inputNorm, c.rmsNormEpsilon) as Tensor2D;
-    const { q, k, v } = projectQkv(tf, model, layer, h, rotary);
+    const { q, k, v } = projectQkv(tf, model, layer, weights, h, rotary);
     const rowsKv = batch * c.keyValueHeadCount;
     const query = tf.reshape(q, [rowsKv, groups, c.headDimension]) as Tensor3D;
     const newKey = tf.reshape(k, [rowsKv, c.headDimension, 1]) as Tensor3D;
@@ -444,8 +775,9 @@ export function decodeStep(
       batch,
       c.headCount * c.headDimension,
     ]) as Tensor2D;
-    x = tf.add(x, linears(tf, model, layer, ['o_proj'], merged)[0] as Tensor2D);
-    x = tf.add(x, mlp(tf, model, layer, x));
+    x = tf.add(x, linears(tf, model, layer, weights, ['o_proj'], merged)[0] as Tensor2D);
+    x = tf.add(x, mlp(tf, model, layer, weights, x));
+    release();
   }
   const hidden = rmsNorm(tf, x, model.base.finalNorm, c.rmsNormEpsilon) as Tensor2D;
   return { logits: project(tf, model, hidden), cache: next };

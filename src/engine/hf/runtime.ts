@@ -5,6 +5,7 @@
 import type { TensorFlow } from '../tensorflow.js';
 import type { HfModelConfig } from './config.js';
 import { disposeBase, loadBaseTensors, readHfConfig } from './files.js';
+import type { WeightPlacement } from './files.js';
 import type { BaseTensors } from './model.js';
 import type { TextLayer, TextLayerLoader } from './text.js';
 
@@ -16,15 +17,22 @@ export interface HfBaseModel {
   readonly text: TextLayer;
 }
 
-/** Base models by folder, each loaded once (a training thread keeps one cache; each engine its own). */
+/**
+ * Base models by folder, each loaded once (a training thread keeps one cache; each engine its own).
+ * A cache for `'sampling'` holds every model's weights in the wasm heap; one for `'training'` holds
+ * those too large for a training pass beside them in host memory ({@link trainingPlacement}).
+ */
 export class HfBaseCache {
   private readonly loaded = new Map<string, Promise<HfBaseModel>>();
+
+  /** @param purpose what the models are loaded for. @default 'sampling' */
+  constructor(private readonly purpose: 'sampling' | 'training' = 'sampling') {}
 
   /** Loads (once) a Hugging Face base model. */
   load(tf: TensorFlow, directory: string, loadText: TextLayerLoader): Promise<HfBaseModel> {
     const cached = this.loaded.get(directory);
     if (cached) return cached;
-    const loading = loadBase(tf, directory, loadText);
+    const loading = loadBase(tf, directory, loadText, this.purpose);
     loading.catch(() => this.loaded.delete(directory));
     this.loaded.set(directory, loading);
     return loading;
@@ -45,7 +53,7 @@ export class HfBaseCache {
 }
 
 /** The base models of the training worker thread. */
-export const workerBaseCache = new HfBaseCache();
+export const workerBaseCache = new HfBaseCache('training');
 
 /**
  * Bytes of the wasm backend's heap (wasm32: 4 GB at most) a model's weights may take; the rest is
@@ -77,25 +85,27 @@ export function assertFitsWasmHeap(directory: string, config: HfModelConfig): vo
 }
 
 /**
- * Bytes of weights beside which a training pass still fits the wasm heap. Measured: the
- * SmolLM2-135M shape (0.5 GB of weights) trains 128-token rows; the Qwen3-0.6B shape (2.4 GB)
- * ran the heap out in training even on 64-token rows, while it samples.
+ * Bytes of weights beside which a training pass still fits the wasm heap with the weights in it.
+ * Measured: the SmolLM2-135M shape (0.5 GB of weights) trains 128-token rows; the Qwen3-0.6B shape
+ * (2.4 GB) ran the heap out in training even on 64-token rows, while it samples.
  */
-const WASM_TRAINING_WEIGHT_BUDGET = 2.0e9;
+export const WASM_TRAINING_WEIGHT_BUDGET = 2.0e9;
 
 /**
- * Throws, with the computed need, when a model's weights leave too little of the wasm heap for a
- * training pass (sampling it may still work: see {@link assertFitsWasmHeap}).
+ * Where the training worker holds a model's blocks and output projection: in the wasm heap when a
+ * training pass fits beside them (the faster path: no upload, no recomputation), else in host
+ * memory, uploaded a block at a time with the block's activations recomputed in the backward pass.
  */
-export function assertTrainableInWasmHeap(directory: string, config: HfModelConfig): void {
-  const bytes = wasmWeightBytes(config);
-  if (bytes > WASM_TRAINING_WEIGHT_BUDGET)
-    throw new Error(
-      `${directory}: this model's float32 weights take about ${(bytes / 1e9).toFixed(1)} GB of the wasm backend's 4 GB heap, more than the ${(WASM_TRAINING_WEIGHT_BUDGET / 1e9).toFixed(1)} GB beside which a training pass's activations still fit: the engine samples from it but trains only smaller models (SmolLM2-135M/360M; not Qwen3-0.6B).`,
-    );
+export function trainingPlacement(config: HfModelConfig): WeightPlacement {
+  return wasmWeightBytes(config) > WASM_TRAINING_WEIGHT_BUDGET ? 'host' : 'heap';
 }
 
-async function loadBase(tf: TensorFlow, directory: string, loadText: TextLayerLoader): Promise<HfBaseModel> {
+async function loadBase(
+  tf: TensorFlow,
+  directory: string,
+  loadText: TextLayerLoader,
+  purpose: 'sampling' | 'training',
+): Promise<HfBaseModel> {
   const config = await readHfConfig(directory);
   assertFitsWasmHeap(directory, config);
   const text = await loadText(directory);
@@ -103,6 +113,11 @@ async function loadBase(tf: TensorFlow, directory: string, loadText: TextLayerLo
     throw new Error(
       `${directory}: the tokenizer has ${text.vocabularySize} tokens but config.json's vocab_size is ${config.vocabularySize}.`,
     );
-  const base = await loadBaseTensors(tf, directory, config);
+  const base = await loadBaseTensors(
+    tf,
+    directory,
+    config,
+    purpose === 'training' ? trainingPlacement(config) : 'heap',
+  );
   return { directory, config, base, text };
 }

@@ -12,8 +12,19 @@ import type { EngineTrainingJob, EngineTrainingResult } from '../types.js';
 import type { HostWeights } from '../weights.js';
 import { initialLora, loraSettingsOf, loraTensors, readAdapter, readAdapterOptimizer, writeAdapter } from './lora.js';
 import type { LoraOptions, LoraSettings } from './lora.js';
-import { forwardLogits, runnable } from './model.js';
-import { assertTrainableInWasmHeap } from './runtime.js';
+import { linearShape } from './files.js';
+import type { WeightPlacement } from './files.js';
+import {
+  LINEAR_MODULES,
+  LOGITS_PER_CHUNK,
+  PROJECTION_BLOCK_ROWS,
+  forwardLogits,
+  forwardTokenLogprobs,
+  isHostLayer,
+  runnable,
+} from './model.js';
+import type { BaseTensors } from './model.js';
+import { WASM_TRAINING_WEIGHT_BUDGET, wasmWeightBytes } from './runtime.js';
 import type { HfBaseCache, HfBaseModel } from './runtime.js';
 import type { TextLayerLoader } from './text.js';
 import { buildHfRlData, buildHfSftSequences } from './training-data.js';
@@ -35,34 +46,114 @@ function checkSettings(requested: LoraOptions | null, continued: LoraSettings): 
 /** Bytes of activations one training pass may keep for the backward pass (the wasm heap is 4 GB at most). */
 const ACTIVATION_BUDGET = 384 * 1024 * 1024;
 
-/**
- * Padded tokens per pass: the activations a token keeps for the backward pass are about 12 hidden
- * and 5 MLP widths per layer (a learned position's logits add a few vocabulary-sized rows on top).
- */
-export function tokensPerPass(config: HfModelConfig): number {
+/** Bytes of one token's activations inside one block (about 12 hidden and 5 MLP widths). */
+function blockBytesPerToken(config: HfModelConfig): number {
   const q = config.headCount * config.headDimension;
-  const perToken = 4 * config.layerCount * (10 * config.hiddenSize + 2 * q + 5 * config.intermediateSize);
+  return 4 * (10 * config.hiddenSize + 2 * q + 5 * config.intermediateSize);
+}
+
+/**
+ * What one token costs a block's recomputation and backward pass over the estimate of
+ * {@link blockBytesPerToken}: every intermediate and its gradient are held until the block's
+ * backward pass ends (measured with `tf.profile`: a Qwen3-0.6B block over 1,016 tokens peaked at
+ * ~1.1 GB, ~9 times the estimate).
+ */
+const BLOCK_BACKWARD_FACTOR = 9;
+
+/**
+ * Padded tokens per pass. With the weights in the heap, a pass keeps every block's activations to
+ * its end; with the weights in host memory (checkpointed blocks), only each block's input, plus
+ * one block's activations and their gradients at a time. The learned positions' logits come on
+ * top, a chunk of positions at a time (`LOGITS_PER_CHUNK` in `model.ts`).
+ */
+export function tokensPerPass(config: HfModelConfig, placement: WeightPlacement = 'heap'): number {
+  const perToken =
+    placement === 'heap'
+      ? config.layerCount * blockBytesPerToken(config)
+      : 4 * config.layerCount * config.hiddenSize + BLOCK_BACKWARD_FACTOR * blockBytesPerToken(config);
   return Math.max(16, Math.floor(ACTIVATION_BUDGET / perToken));
 }
 
-/** The adapter of a policy as a {@link TrainableModel} over the base model. */
+/** Most bytes of the wasm heap (4 GB at most on wasm32) a training pass of a host-held model may need. */
+const TRAINING_HEAP_BUDGET = 3.5e9;
+
+/**
+ * Bytes of wasm heap a training pass needs when the model's weights are in host memory: the
+ * float32 weights of a block (twice over: the upload and, for XNNPACK, one packed copy), two
+ * output-projection blocks, the activations of a pass and one chunk of its learned positions'
+ * logits, held about ten times over.
+ */
+export function hostTrainingHeapBytes(config: HfModelConfig): number {
+  const blockWeights = LINEAR_MODULES.reduce((sum, module) => {
+    const [out, input] = linearShape(config, module);
+    return sum + 4 * out * input;
+  }, 0);
+  const projectionBlock = 4 * Math.min(PROJECTION_BLOCK_ROWS, config.vocabularySize) * config.hiddenSize;
+  return 2 * blockWeights + 2 * projectionBlock + ACTIVATION_BUDGET + 10 * 4 * LOGITS_PER_CHUNK;
+}
+
+/**
+ * Throws, with the computed figure, when a training pass does not fit the wasm heap: with the
+ * weights in the heap, for a model whose weights exceed `WASM_TRAINING_WEIGHT_BUDGET` (the training
+ * worker holds those in host memory instead); with them in host memory, when one block and a
+ * pass's activations still outgrow it.
+ */
+export function assertTrainable(directory: string, config: HfModelConfig, base: BaseTensors): void {
+  const onHost = base.layers.some((layer) => isHostLayer(layer));
+  if (!onHost) {
+    const bytes = wasmWeightBytes(config);
+    if (bytes > WASM_TRAINING_WEIGHT_BUDGET)
+      throw new Error(
+        `${directory}: this model's float32 weights take about ${(bytes / 1e9).toFixed(1)} GB of the wasm backend's 4 GB heap, more than the ${(WASM_TRAINING_WEIGHT_BUDGET / 1e9).toFixed(1)} GB beside which a training pass's activations still fit: train it in the training worker thread (the engine's default), which keeps such a model's weights in host memory.`,
+      );
+    return;
+  }
+  const bytes = hostTrainingHeapBytes(config);
+  if (bytes > TRAINING_HEAP_BUDGET)
+    throw new Error(
+      `${directory}: a training pass of this model needs about ${(bytes / 1e9).toFixed(1)} GB of the wasm backend's heap (one block's float32 weights uploaded from host memory, the pass's activations and logits), more than the ${(TRAINING_HEAP_BUDGET / 1e9).toFixed(1)} GB a 4 GB wasm32 heap allows.`,
+    );
+}
+
+/**
+ * The adapter of a policy as a {@link TrainableModel} over the base model. `options.logitsPerChunk`
+ * bounds the logits the loss holds at once (default `LOGITS_PER_CHUNK`; tests make it small).
+ */
 export function trainableAdapter(
   tf: TensorFlow,
   model: HfBaseModel,
   settings: LoraSettings,
   weights: HostWeights,
+  options: { readonly logitsPerChunk?: number | undefined } = {},
 ): TrainableModel {
   const c = model.config;
-  assertTrainableInWasmHeap(model.directory, c);
+  assertTrainable(model.directory, c, model.base);
+  const placement = model.base.layers.some((layer) => isHostLayer(layer)) ? 'host' : 'heap';
   return {
     vocabularySize: c.vocabularySize,
     contextLength: c.contextLength,
     scoresPerRow: (length) => c.headCount * length * length,
-    tokensPerPass: tokensPerPass(c),
+    tokensPerPass: tokensPerPass(c, placement),
     weights,
     forward: (parameters, tokens, batch, length, positions, offsets) => {
       const lora = loraTensors(c, settings, (name) => parameters[name] as Tensor2D);
       return forwardLogits(tf, runnable(c, model.base, lora), tokens, batch, length, positions, offsets) as Tensor;
+    },
+    // A pass never holds all its learned positions' logits (151,936 a position for Qwen3).
+    tokenLogprobs: (parameters, tokens, batch, length, positions, offsets, targets) => {
+      const lora = loraTensors(c, settings, (name) => parameters[name] as Tensor2D);
+      const adapted = runnable(c, model.base, lora);
+      return forwardTokenLogprobs(
+        tf,
+        adapted,
+        tokens,
+        batch,
+        length,
+        positions,
+        targets,
+        offsets,
+        options.logitsPerChunk ?? LOGITS_PER_CHUNK,
+      );
     },
   };
 }
