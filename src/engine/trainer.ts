@@ -110,26 +110,28 @@ export interface TrainableModel {
    * pass is not bounded by {@link LOGITS_PER_PASS}.
    */
   readonly tokenLogprobs?:
-    | ((
-        parameters: Record<string, Tensor>,
-        tokens: Int32Array,
-        batch: number,
-        length: number,
-        positions: Int32Array,
-        offsets: readonly number[],
-        targets: Int32Array,
-      ) => { readonly logprobs: Tensor1D; readonly entropy: Tensor1D })
+    | ((...args: [...PassArguments, targets: Int32Array]) => {
+        readonly logprobs: Tensor1D;
+        readonly entropy: Tensor1D;
+      })
     | undefined;
   /** Next-token logits at the flat `positions` of right-padded `tokens` `[batch, length]`. */
-  readonly forward: (
-    parameters: Record<string, Tensor>,
-    tokens: Int32Array,
-    batch: number,
-    length: number,
-    positions: Int32Array,
-    offsets: readonly number[],
-  ) => Tensor;
+  readonly forward: (...args: PassArguments) => Tensor;
 }
+
+/**
+ * What a forward pass of a {@link TrainableModel} takes: the trained parameters by name, the
+ * right-padded `tokens` `[batch, length]`, the flat `positions` whose next token counts, and each
+ * row's offset.
+ */
+export type PassArguments = [
+  parameters: Record<string, Tensor>,
+  tokens: Int32Array,
+  batch: number,
+  length: number,
+  positions: Int32Array,
+  offsets: readonly number[],
+];
 
 /** The built-in models as {@link TrainableModel}s: every weight is trained. */
 function builtInTrainable(tf: TensorFlow, config: ModelConfig, weights: HostWeights): TrainableModel {

@@ -25,15 +25,21 @@ export const LINEAR_MODULES = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_pro
 /** One of {@link LINEAR_MODULES}. */
 export type LinearModule = (typeof LINEAR_MODULES)[number];
 
-/** A block's weights as tensors (linear weights `[out, in]`). */
-export interface LayerTensors {
-  readonly inputNorm: Tensor1D;
-  readonly postAttentionNorm: Tensor1D;
-  readonly linear: Readonly<Record<LinearModule, Tensor2D>>;
-  readonly bias: Readonly<Partial<Record<LinearModule, Tensor1D>>>;
-  readonly queryNorm?: Tensor1D | undefined;
-  readonly keyNorm?: Tensor1D | undefined;
+/**
+ * A block's weights, vectors as `V` and linear weights `[out, in]` as `M`: tensors in the heap
+ * ({@link LayerTensors}) or arrays in host memory ({@link HostLayer}).
+ */
+export interface BlockWeights<V, M> {
+  readonly inputNorm: V;
+  readonly postAttentionNorm: V;
+  readonly linear: Readonly<Record<LinearModule, M>>;
+  readonly bias: Readonly<Partial<Record<LinearModule, V>>>;
+  readonly queryNorm?: V | undefined;
+  readonly keyNorm?: V | undefined;
 }
+
+/** A block's weights as tensors. */
+export type LayerTensors = BlockWeights<Tensor1D, Tensor2D>;
 
 /**
  * Host values of a frozen weight: float32, or bfloat16 bits (the upper half of each float32) when
@@ -52,14 +58,7 @@ export interface HostMatrix {
  * fill the wasm heap uploads one block at a time, just before its forward or backward pass, and
  * frees it after.
  */
-export interface HostLayer {
-  readonly inputNorm: Float32Array;
-  readonly postAttentionNorm: Float32Array;
-  readonly linear: Readonly<Record<LinearModule, HostMatrix>>;
-  readonly bias: Readonly<Partial<Record<LinearModule, Float32Array>>>;
-  readonly queryNorm?: Float32Array | undefined;
-  readonly keyNorm?: Float32Array | undefined;
-}
+export type HostLayer = BlockWeights<Float32Array, HostMatrix>;
 
 /** A frozen matrix in the heap (a tensor) or in host memory (uploaded for each use). */
 export type FrozenMatrix = Tensor2D | HostMatrix;
