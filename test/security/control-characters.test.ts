@@ -8,22 +8,15 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { startServer, temporaryDirectory, type TestServer } from '../server/support/harness.js';
+import { closedAfterEach, temporaryDirectory } from '../server/support/harness.js';
 import { registerModel, waitForJobEnd } from '../server/support/jobs.js';
 import { createStandInEngine } from '../server/support/stand-in-engine.js';
 import { killChildren, startCli } from '../cli/support/run-cli.js';
 
-const servers: TestServer[] = [];
-afterEach(async () => {
+afterEach(() => {
   killChildren();
-  for (const server of servers.splice(0)) await server.close();
 });
-
-async function start(options: Parameters<typeof startServer>[0] = {}): Promise<TestServer> {
-  const server = await startServer({ engine: createStandInEngine(), ...options });
-  servers.push(server);
-  return server;
-}
+const start = closedAfterEach(() => ({ engine: createStandInEngine() })).startServer;
 
 const CONTROLS = ['\u001b[2J', '\u0007', '\u0008', '\u009b31m', '\u202e', '\u007f', '\u0000'];
 /** Any raw control character (tab and newline included). */

@@ -10,15 +10,13 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { ServerOptions } from 'policyloop/server';
-import { startApp, temporaryDirectory, type TestApp } from '../server/support/harness.js';
+import { closedAfterEach, temporaryDirectory, type TestApp } from '../server/support/harness.js';
 import { registerModel, sftJsonl, waitForJobEnd } from '../server/support/jobs.js';
 import { createStandInEngine } from '../server/support/stand-in-engine.js';
 
-const servers: TestApp[] = [];
+const start = closedAfterEach(() => ({ engine: createStandInEngine() })).startApp;
 const httpServers: Server[] = [];
 afterEach(async () => {
-  for (const server of servers.splice(0)) await server.close();
   for (const http of httpServers.splice(0)) {
     http.closeAllConnections();
     await new Promise((resolve) => http.close(resolve));
@@ -26,12 +24,6 @@ afterEach(async () => {
 });
 
 const ROWS = sftJsonl([{ question: 'secret question', answer: 'secret answer' }]);
-
-async function start(options: ServerOptions = {}): Promise<TestApp> {
-  const server = await startApp({ engine: createStandInEngine(), ...options });
-  servers.push(server);
-  return server;
-}
 
 /** An HTTP server on 127.0.0.1 that counts what it is asked. */
 async function listen(

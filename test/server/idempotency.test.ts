@@ -6,29 +6,17 @@
  */
 import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { TrainingClient } from 'policyloop/client';
 import { createApp, DATABASE_FILE, DEV_API_KEY, INTERRUPTED_MESSAGE } from 'policyloop/server';
 import { openDatabase } from '../../src/server/sqlite.js';
-import {
-  type CallResult,
-  startApp,
-  startServer,
-  temporaryDirectory,
-  waitFor,
-  type TestApp,
-  type TestServer,
-  type TestService,
-} from './support/harness.js';
+import { closedAfterEach, type CallResult, temporaryDirectory, waitFor, type TestService } from './support/harness.js';
 import { registerModel, sftJsonl } from './support/jobs.js';
 import { startChild } from './support/child-service.js';
 import { createStandInEngine } from './support/stand-in-engine.js';
 
-const servers: TestService[] = [];
-
-afterEach(async () => {
-  for (const server of servers.splice(0)) await server.close();
-});
+/** Services on the stand-in engine, each closed after its test. */
+const services = closedAfterEach(() => ({ engine: createStandInEngine() }));
 
 /** A POST to a child service with the development key. */
 async function childPost(
@@ -50,18 +38,10 @@ async function childPost(
 }
 
 /** A service called in process. */
-async function start(options: Parameters<typeof startApp>[0] = {}): Promise<TestApp> {
-  const server = await startApp({ engine: createStandInEngine(), ...options });
-  servers.push(server);
-  return server;
-}
+const start = services.startApp;
 
 /** A service on a loopback port, for what needs one (a request body held half-sent on a connection). */
-async function startListening(options: Parameters<typeof startServer>[0] = {}): Promise<TestServer> {
-  const server = await startServer({ engine: createStandInEngine(), ...options });
-  servers.push(server);
-  return server;
-}
+const startListening = services.startServer;
 
 const group = (rewards: number[]) => ({ trajectories: rewards.map((reward) => ({ reward })) });
 const jobBody = (modelId: string) => ({ model_id: modelId, trajectory_groups: [group([0, 1]), group([1, 0])] });

@@ -7,40 +7,29 @@
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { PolicyRef } from '../../src/engine/types.js';
 import type { ChatCompletionRequestBody } from 'policyloop/schema';
 import {
+  closedAfterEach,
   startApp,
   startServer,
   temporaryDirectory,
   waitFor,
-  type TestApp,
-  type TestServer,
   type TestService,
 } from './support/harness.js';
 import { followEvents, registerModel, waitForJobEnd } from './support/jobs.js';
 import { createGate } from './support/gate.js';
 import { createStandInEngine } from './support/stand-in-engine.js';
 
-const servers: TestService[] = [];
-afterEach(async () => {
-  for (const server of servers.splice(0)) await server.close();
-});
+/** Services closed after each test. */
+const services = closedAfterEach();
 
 /** A service called in process. */
-async function start(options: Parameters<typeof startApp>[0]): Promise<TestApp> {
-  const server = await startApp(options);
-  servers.push(server);
-  return server;
-}
+const start = services.startApp;
 
 /** A service on a loopback port, for what needs one (a port that stops listening). */
-async function startListening(options: Parameters<typeof startServer>[0]): Promise<TestServer> {
-  const server = await startServer(options);
-  servers.push(server);
-  return server;
-}
+const startListening = services.startServer;
 
 const group = (rewards: number[]) => ({ trajectories: rewards.map((reward) => ({ reward })) });
 

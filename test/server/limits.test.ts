@@ -14,26 +14,19 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createApp, DEV_API_KEY } from 'policyloop/server';
 import { JobRunner } from '../../src/server/job-runner.js';
 import { Store } from '../../src/server/store.js';
-import { startApp, temporaryDirectory, type TestApp } from './support/harness.js';
+import { closedAfterEach, temporaryDirectory, type TestApp } from './support/harness.js';
 import { createGate } from './support/gate.js';
 import { followEvents, registerModel, sftJsonl, waitForJobEnd } from './support/jobs.js';
 import { createStandInEngine } from './support/stand-in-engine.js';
 
-const servers: TestApp[] = [];
+const start = closedAfterEach().startApp;
 const httpServers: Server[] = [];
 afterEach(async () => {
-  for (const server of servers.splice(0)) await server.close();
   for (const http of httpServers.splice(0)) {
     http.closeAllConnections();
     await new Promise((resolve) => http.close(resolve));
   }
 });
-
-async function start(options: Parameters<typeof startApp>[0]): Promise<TestApp> {
-  const server = await startApp(options);
-  servers.push(server);
-  return server;
-}
 
 async function listen(handler: Parameters<typeof createServer>[1]): Promise<string> {
   const http = createServer(handler);

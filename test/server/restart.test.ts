@@ -5,19 +5,15 @@
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { DATABASE_FILE, DEV_API_KEY, INTERRUPTED_MESSAGE } from 'policyloop/server';
 import { openDatabase } from '../../src/server/sqlite.js';
-import { startApp, temporaryDirectory, waitFor, type TestApp } from './support/harness.js';
+import { closedAfterEach, startApp, temporaryDirectory, waitFor } from './support/harness.js';
 import { followEvents } from './support/jobs.js';
 import { startChild } from './support/child-service.js';
 import { createStandInEngine } from './support/stand-in-engine.js';
 
-const servers: TestApp[] = [];
-
-afterEach(async () => {
-  for (const server of servers.splice(0)) await server.close();
-});
+const services = closedAfterEach();
 
 async function call(url: string, method: string, path: string, body?: unknown): Promise<any> {
   const response = await fetch(`${url}${path}`, {
@@ -69,8 +65,7 @@ describe('restart', () => {
     child.kill('SIGKILL');
     await exited;
 
-    const server = await startApp({ dataDir, engine: createStandInEngine() });
-    servers.push(server);
+    const server = await services.startApp({ dataDir, engine: createStandInEngine() });
     const again = await server.call('POST', '/v1/preview/models', {
       body: { project: 'restart', name: 'survivor', base_model: 'policyloop/tiny-chat', return_existing: true },
     });
@@ -135,8 +130,7 @@ describe('store schema', () => {
     const restored = openDatabase(join(dataDir, DATABASE_FILE));
     restored.exec(`PRAGMA user_version = ${current}`);
     restored.close();
-    const reopened = await startApp({ dataDir, engine: createStandInEngine() });
-    servers.push(reopened);
+    const reopened = await services.startApp({ dataDir, engine: createStandInEngine() });
     expect((await reopened.call('GET', '/v1/system-check', { auth: false })).status).toBe(200);
   });
 });

@@ -18,6 +18,7 @@ import {
   type ServeOptions,
   type ServerOptions,
 } from 'policyloop/server';
+import { afterEach } from 'vitest';
 import { checkResponse } from './openapi-responses.js';
 
 /** A response as the tests look at it. */
@@ -104,6 +105,32 @@ export async function startApp(options: ServerOptions = {}): Promise<TestApp> {
   const answer = (input: string | URL | Request, init?: RequestInit): Promise<Response> =>
     app.fetch(new Request(input, init));
   return { ...service, app, fetch: answer as typeof fetch };
+}
+
+/** {@link startApp} and {@link startServer} whose services {@link closedAfterEach} closes. */
+export interface ClosedAfterEach {
+  readonly startApp: (options?: ServerOptions) => Promise<TestApp>;
+  readonly startServer: (options?: ServeOptions) => Promise<TestServer>;
+}
+
+/**
+ * {@link startApp} and {@link startServer} for one test file, every service they start closed
+ * after each test (this call registers the `afterEach`). `defaults` makes options every service
+ * starts with, afresh for each (a stand-in engine, say); a call's own options win.
+ */
+export function closedAfterEach(defaults: () => ServerOptions = () => ({})): ClosedAfterEach {
+  const open: TestService[] = [];
+  afterEach(async () => {
+    for (const service of open.splice(0)) await service.close();
+  });
+  const track = <T extends TestService>(service: T): T => {
+    open.push(service);
+    return service;
+  };
+  return {
+    startApp: async (options = {}) => track(await startApp({ ...defaults(), ...options })),
+    startServer: async (options = {}) => track(await startServer({ ...defaults(), ...options })),
+  };
 }
 
 function testService(parts: {
