@@ -12,7 +12,14 @@ import { readSafetensors } from '../safetensors.js';
 import type { HostTensor } from '../safetensors.js';
 import { parseHfConfig } from './config.js';
 import type { HfModelConfig } from './config.js';
-import { LINEAR_MODULES, PROJECTION_BLOCK_ROWS, isHostLayer, isHostMatrix, uploadHost } from './model.js';
+import {
+  LINEAR_MODULES,
+  PROJECTION_BLOCK_ROWS,
+  isHostLayer,
+  isHostMatrix,
+  uploadHost,
+  widenBfloat16,
+} from './model.js';
 import type {
   BaseTensors,
   FrozenMatrix,
@@ -249,8 +256,7 @@ export async function loadBaseTensors(
         if (!shape) return;
         if (shape.length !== 2) {
           const widened = new Float32Array(bits.length);
-          const widenedBits = new Uint32Array(widened.buffer);
-          for (let index = 0; index < bits.length; index += 1) widenedBits[index] = (bits[index] as number) << 16;
+          widenBfloat16(bits, widened);
           held.set(name, onHost(name) ? widened : tf.tensor(widened, [...shape]));
         } else if (onHost(name)) {
           // Host matrices of the heap placement are copied so that the file's bytes can go.

@@ -98,12 +98,20 @@ export function isHostLayer(layer: LayerTensors | HostLayer): layer is HostLayer
  */
 let widened = new Float32Array(0);
 
+/**
+ * Writes bfloat16 `bits` widened exactly to float32 into `out`, from element `offset` on (a
+ * bfloat16 is the upper half of a float32).
+ */
+export function widenBfloat16(bits: Uint16Array, out: Float32Array, offset = 0): void {
+  const target = new Uint32Array(out.buffer, out.byteOffset + offset * 4, bits.length);
+  for (let index = 0; index < bits.length; index += 1) target[index] = (bits[index] as number) << 16;
+}
+
 /** Uploads host values as a float32 tensor of `shape` (bfloat16 bits widened exactly). */
 export function uploadHost(tf: TensorFlow, values: HostValues, shape: readonly number[]): Tensor {
   if (values instanceof Float32Array) return tf.tensor(values, [...shape]);
   if (widened.length < values.length) widened = new Float32Array(values.length);
-  const bits = new Uint32Array(widened.buffer, 0, values.length);
-  for (let index = 0; index < values.length; index += 1) bits[index] = (values[index] as number) << 16;
+  widenBfloat16(values, widened);
   return tf.tensor(widened.subarray(0, values.length), [...shape]);
 }
 
@@ -699,14 +707,10 @@ function embedRows(model: RunnableModel, tokens: ArrayLike<number>): Float32Arra
   const d = model.config.hiddenSize;
   const out = new Float32Array(tokens.length * d);
   const embedding = model.base.hostEmbedding;
-  const bits = new Uint32Array(out.buffer);
   for (let index = 0; index < tokens.length; index += 1) {
     const id = tokens[index] as number;
     if (embedding instanceof Float32Array) out.set(embedding.subarray(id * d, (id + 1) * d), index * d);
-    // bfloat16 bits: the upper half of each float32.
-    else
-      for (let column = 0; column < d; column += 1)
-        bits[index * d + column] = (embedding[id * d + column] as number) << 16;
+    else widenBfloat16(embedding.subarray(id * d, (id + 1) * d), out, index * d);
   }
   return out;
 }

@@ -23,7 +23,6 @@ import {
   isHostLayer,
   runnable,
 } from './model.js';
-import type { BaseTensors } from './model.js';
 import { WASM_TRAINING_WEIGHT_BUDGET, wasmWeightBytes } from './runtime.js';
 import type { HfBaseCache, HfBaseModel } from './runtime.js';
 import type { TextLayerLoader } from './text.js';
@@ -98,9 +97,8 @@ export function hostTrainingHeapBytes(config: HfModelConfig): number {
  * worker holds those in host memory instead); with them in host memory, when one block and a
  * pass's activations still outgrow it.
  */
-export function assertTrainable(directory: string, config: HfModelConfig, base: BaseTensors): void {
-  const onHost = base.layers.some((layer) => isHostLayer(layer));
-  if (!onHost) {
+export function assertTrainable(directory: string, config: HfModelConfig, placement: WeightPlacement): void {
+  if (placement === 'heap') {
     const bytes = wasmWeightBytes(config);
     if (bytes > WASM_TRAINING_WEIGHT_BUDGET)
       throw new Error(
@@ -127,8 +125,8 @@ export function trainableAdapter(
   options: { readonly logitsPerChunk?: number | undefined } = {},
 ): TrainableModel {
   const c = model.config;
-  assertTrainable(model.directory, c, model.base);
-  const placement = model.base.layers.some((layer) => isHostLayer(layer)) ? 'host' : 'heap';
+  const placement: WeightPlacement = model.base.layers.some((layer) => isHostLayer(layer)) ? 'host' : 'heap';
+  assertTrainable(model.directory, c, placement);
   return {
     vocabularySize: c.vocabularySize,
     contextLength: c.contextLength,
