@@ -188,7 +188,10 @@ export async function evaluateWeather(
     ),
   );
   const labels: Record<string, number> = {};
-  for (const reply of replies) labels[replyLabel(reply)] = (labels[replyLabel(reply)] ?? 0) + 1;
+  for (const reply of replies) {
+    const label = replyLabel(reply);
+    labels[label] = (labels[label] ?? 0) + 1;
+  }
   const reward = replies.reduce((sum, reply) => sum + weatherReward(reply), 0) / replies.length;
   return { reward, labels, replies };
 }
