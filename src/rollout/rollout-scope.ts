@@ -64,7 +64,7 @@ export function runInRolloutScope<A extends unknown[], T>(scope: RolloutScope, f
 }
 
 /**
- * Starts `fn(first, second)` with `scope` as the current rollout scope and returns what it
+ * Starts `fn(...args)` with `scope` as the current rollout scope and returns what it
  * returned; unless it threw, the caller must call {@link closeRolloutScope} once that settled. The
  * runner's form of {@link runInRolloutScope}: it awaits the result itself, so the scope is closed
  * without a promise of its own per rollout.
