@@ -26,6 +26,15 @@
  * `--rounds N` changes the count (default 11), `--in-process-rounds N` the last parts' (30);
  * `--only runner` runs one side alone, to profile it
  * (`node --import tsx --cpu-prof bench/runner.ts --only runner`).
+ *
+ * `--parts` instead splits the runner's extra CPU into its parts, each against the bare client in
+ * the same round: the bare client with a signal on every request (what capture passes), the gather
+ * with the bare client in its rollouts (its bookkeeping: attempts, scope, timer, trajectory,
+ * events; nothing captured), the gather with a captured client (what capture and recording add),
+ * then the runner as above (reward, stamps, a listener). Each part runs over HTTP (`--rounds`) and
+ * through the SDK over an in-process fetch (`--in-process-rounds`, where the HTTP stack's noise is
+ * out). What 0.95 allows is printed beside them: 1/0.95 - 1 of the bare client's CPU per request
+ * over HTTP.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -51,6 +60,8 @@ const SIDE_NAMES = ['bare', 'bareInContext', 'runner'] as const;
 type SideName = (typeof SIDE_NAMES)[number];
 /** `--only runner` (or `bare`, `bareInContext`) runs one side alone, for a profiler. */
 const ONLY = flag('--only') as SideName | undefined;
+/** `--parts` splits the runner's extra CPU into its parts (see the file's docs). */
+const PARTS = process.argv.includes('--parts');
 if (ONLY !== undefined && !SIDE_NAMES.includes(ONLY)) {
   throw new Error(`Expected --only to be one of ${SIDE_NAMES.join(', ')}, got ${ONLY}`);
 }
@@ -179,6 +190,49 @@ async function runner(client: OpenAI): Promise<void> {
   if (ended !== ROLLOUTS || groups.length !== scenarios.length) throw new Error('rollouts missing');
 }
 
+/** The bare client with an `AbortController`'s signal on every request, as capture passes a rollout's. */
+async function bareWithSignal(client: OpenAI): Promise<void> {
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    for (;;) {
+      const index = next;
+      next += 1;
+      if (index >= ROLLOUTS) return;
+      const scenario = scenarios[Math.floor(index / GROUP_SIZE)] as Scenario;
+      const completion = await client.chat.completions.create(request(scenario), {
+        signal: new AbortController().signal,
+      });
+      if (completion.choices.length === 0) throw new Error('no choice');
+    }
+  };
+  await Promise.all(Array.from({ length: CONCURRENCY }, worker));
+}
+
+/** The gather's bookkeeping alone: the bare client in its rollouts, nothing captured, no reward or stamps. */
+async function gatherBare(client: OpenAI): Promise<void> {
+  const groups = await gatherTrajectoryGroups(
+    scenarios,
+    async (scenario) => {
+      await client.chat.completions.create(request(scenario));
+    },
+    { groupSize: GROUP_SIZE, concurrency: CONCURRENCY },
+  );
+  if (groups.length !== scenarios.length) throw new Error('groups missing');
+}
+
+/** The gather with a captured client (every completion recorded), no reward or stamps. */
+async function gatherCaptured(client: OpenAI): Promise<void> {
+  const captured = captureCompletions(client, { defaults: { logprobs: true } });
+  const groups = await gatherTrajectoryGroups(
+    scenarios,
+    async (scenario) => {
+      await captured.chat.completions.create(request(scenario));
+    },
+    { groupSize: GROUP_SIZE, concurrency: CONCURRENCY },
+  );
+  if (groups.length !== scenarios.length) throw new Error('groups missing');
+}
+
 /** The endpoint's completion, parsed afresh for every request (as the HTTP client does). */
 const COMPLETION_TEXT = JSON.stringify({
   id: 'chatcmpl-bench',
@@ -270,6 +324,53 @@ function summary(values: readonly number[], digits: number): string {
   return `median ${fixed(median(values))} (middle half ${fixed(quantile(values, 0.25))}..${fixed(quantile(values, 0.75))}; all ${fixed(Math.min(...values))}..${fixed(Math.max(...values))})`;
 }
 
+/** Rounds of the socket-free parts (`--in-process-rounds`). */
+const IN_PROCESS_ROUNDS = Number(flag('--in-process-rounds') ?? 30);
+
+/** The parts of `--parts`, in the order they add up to the runner; each is compared with `bare`. */
+const PART_SIDES = {
+  bare,
+  'a signal on every request (bare client)': bareWithSignal,
+  'the gather, nothing captured (bookkeeping)': gatherBare,
+  'the gather with a captured client': gatherCaptured,
+  'the runner (capture, reward, stamps, a listener)': runner,
+} as const;
+
+/**
+ * `--parts`: each part against the bare client through `client`, `rounds` rounds in a rotating
+ * order; prints each part's extra CPU per rollout and what 0.95 allows (over HTTP).
+ */
+async function partsOf(client: OpenAI, label: string, rounds: number): Promise<void> {
+  const names = Object.keys(PART_SIDES) as Array<keyof typeof PART_SIDES>;
+  for (const name of names) await PART_SIDES[name](client);
+  const extras = new Map(names.map((name) => [name, [] as number[]]));
+  const bareCosts: number[] = [];
+  for (let round = 0; round < rounds; round += 1) {
+    const order = names.map((_, position) => names[(position + round) % names.length] as keyof typeof PART_SIDES);
+    const cpu = new Map<string, number>();
+    for (const name of order) cpu.set(name, (await measure(() => PART_SIDES[name](client))).cpuMicros / ROLLOUTS);
+    const bareCost = cpu.get('bare') as number;
+    bareCosts.push(bareCost);
+    for (const name of names) extras.get(name)?.push((cpu.get(name) as number) - bareCost);
+  }
+  const range = (values: readonly number[]): string =>
+    `${median(values).toFixed(1)} (${quantile(values, 0.25).toFixed(1)}..${quantile(values, 0.75).toFixed(1)})`;
+  console.log(
+    `parts ${label}, ${rounds} rounds, extra CPU per rollout over the bare client, µs, median (middle half):`,
+  );
+  for (const name of names.slice(1)) console.log(`  ${name}: ${range(extras.get(name) as number[])}`);
+  const bareCost = median(bareCosts);
+  console.log(
+    `  the bare client's CPU per request: ${bareCost.toFixed(0)} µs${label === 'over HTTP' ? `; 0.95 of its throughput allows ${(bareCost * (1 / 0.95 - 1)).toFixed(0)} µs of extra CPU` : ''}`,
+  );
+  console.log(
+    `summary: Node ${process.versions.node}, parts ${label}: ${names
+      .slice(1)
+      .map((name) => `${name.split(' (')[0]} ${range(extras.get(name) as number[])}`)
+      .join('; ')} µs`,
+  );
+}
+
 const loadAverage = (): string =>
   os
     .loadavg()
@@ -293,7 +394,10 @@ try {
   );
   // Warm-up: connections, JIT.
   for (const name of SIDE_NAMES) if (ONLY === undefined || name === ONLY) await sides[name](client);
-  if (ONLY !== undefined) {
+  if (PARTS) {
+    await partsOf(client, 'over HTTP', ROUNDS);
+    await partsOf(sdkInProcessClient, 'through the SDK over an in-process fetch', IN_PROCESS_ROUNDS);
+  } else if (ONLY !== undefined) {
     const measured = await measure(async () => {
       for (let round = 0; round < ROUNDS; round += 1) await sides[ONLY](client);
     });
@@ -349,7 +453,7 @@ try {
     console.log(`bare/runner CPU per rollout (the throughput ratio when CPU-bound): ${summary(cpuRatios, 2)}`);
     // The same two sides without sockets, many short rounds, interleaved: against the in-process
     // stand-in (policyloop's own work), then through the SDK over an in-process fetch.
-    const ownRounds = Number(flag('--in-process-rounds') ?? 30);
+    const ownRounds = IN_PROCESS_ROUNDS;
     const withoutSockets = async (client: OpenAI): Promise<number[]> => {
       const extra: number[] = [];
       for (let round = 0; round < ownRounds; round += 1) {
