@@ -135,8 +135,11 @@ new PerformanceObserver((list) => {
   for (const entry of list.getEntries()) gcPauseMicros += entry.duration * 1000;
 }).observe({ entryTypes: ['gc'] });
 
-/** The same requests through the bare client, 256 in flight. */
-async function bare(client: OpenAI): Promise<void> {
+/**
+ * The same requests through the bare client, 256 in flight; `withSignal` gives each request an
+ * `AbortController`'s signal, as capture passes a rollout's (a part of `--parts`).
+ */
+async function bareRequests(client: OpenAI, withSignal: boolean): Promise<void> {
   let next = 0;
   const worker = async (): Promise<void> => {
     for (;;) {
@@ -144,12 +147,19 @@ async function bare(client: OpenAI): Promise<void> {
       next += 1;
       if (index >= ROLLOUTS) return;
       const scenario = scenarios[Math.floor(index / GROUP_SIZE)] as Scenario;
-      const completion = await client.chat.completions.create(request(scenario));
+      const options = withSignal ? { signal: new AbortController().signal } : undefined;
+      const completion = await client.chat.completions.create(request(scenario), options);
       if (completion.choices.length === 0) throw new Error('no choice');
     }
   };
   await Promise.all(Array.from({ length: CONCURRENCY }, worker));
 }
+
+/** The same requests through the bare client, 256 in flight. */
+const bare = (client: OpenAI): Promise<void> => bareRequests(client, false);
+
+/** The bare client with a signal on every request. */
+const bareWithSignal = (client: OpenAI): Promise<void> => bareRequests(client, true);
 
 /**
  * The bare client with Node's async-context tracking on, as it is while rollouts run: every
@@ -190,43 +200,17 @@ async function runner(client: OpenAI): Promise<void> {
   if (ended !== ROLLOUTS || groups.length !== scenarios.length) throw new Error('rollouts missing');
 }
 
-/** The bare client with an `AbortController`'s signal on every request, as capture passes a rollout's. */
-async function bareWithSignal(client: OpenAI): Promise<void> {
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    for (;;) {
-      const index = next;
-      next += 1;
-      if (index >= ROLLOUTS) return;
-      const scenario = scenarios[Math.floor(index / GROUP_SIZE)] as Scenario;
-      const completion = await client.chat.completions.create(request(scenario), {
-        signal: new AbortController().signal,
-      });
-      if (completion.choices.length === 0) throw new Error('no choice');
-    }
-  };
-  await Promise.all(Array.from({ length: CONCURRENCY }, worker));
-}
-
-/** The gather's bookkeeping alone: the bare client in its rollouts, nothing captured, no reward or stamps. */
-async function gatherBare(client: OpenAI): Promise<void> {
+/**
+ * The gather alone, no reward, stamps or listener (parts of `--parts`): with `capture`, through a
+ * captured client (every completion recorded); without, with the bare client in its rollouts
+ * (the gather's bookkeeping, nothing captured).
+ */
+async function gatherOnly(client: OpenAI, capture: boolean): Promise<void> {
+  const inRollout = capture ? captureCompletions(client, { defaults: { logprobs: true } }) : client;
   const groups = await gatherTrajectoryGroups(
     scenarios,
     async (scenario) => {
-      await client.chat.completions.create(request(scenario));
-    },
-    { groupSize: GROUP_SIZE, concurrency: CONCURRENCY },
-  );
-  if (groups.length !== scenarios.length) throw new Error('groups missing');
-}
-
-/** The gather with a captured client (every completion recorded), no reward or stamps. */
-async function gatherCaptured(client: OpenAI): Promise<void> {
-  const captured = captureCompletions(client, { defaults: { logprobs: true } });
-  const groups = await gatherTrajectoryGroups(
-    scenarios,
-    async (scenario) => {
-      await captured.chat.completions.create(request(scenario));
+      await inRollout.chat.completions.create(request(scenario));
     },
     { groupSize: GROUP_SIZE, concurrency: CONCURRENCY },
   );
@@ -331,8 +315,8 @@ const IN_PROCESS_ROUNDS = Number(flag('--in-process-rounds') ?? 30);
 const PART_SIDES = {
   bare,
   'a signal on every request (bare client)': bareWithSignal,
-  'the gather, nothing captured (bookkeeping)': gatherBare,
-  'the gather with a captured client': gatherCaptured,
+  'the gather, nothing captured (bookkeeping)': (client: OpenAI) => gatherOnly(client, false),
+  'the gather with a captured client': (client: OpenAI) => gatherOnly(client, true),
   'the runner (capture, reward, stamps, a listener)': runner,
 } as const;
 
