@@ -28,7 +28,9 @@
  * (`node --import tsx --cpu-prof bench/runner.ts --only runner`).
  *
  * `--parts` instead splits the runner's extra CPU into its parts, each against the bare client in
- * the same round: the bare client with a signal on every request (what capture passes), the gather
+ * the same round: the bare client sending its next requests once per event-loop turn as the
+ * runner's workers do (how much of the runner's gain is that scheduling, which any loop could
+ * have), the bare client with a signal on every request (what capture passes), the gather
  * with the bare client in its rollouts (its bookkeeping: attempts, scope, timer, trajectory,
  * events; nothing captured), the gather with a captured client (what capture and recording add),
  * then the runner as above (reward, stamps, a listener). Each part runs over HTTP (`--rounds`) and
@@ -135,31 +137,46 @@ new PerformanceObserver((list) => {
   for (const entry of list.getEntries()) gcPauseMicros += entry.duration * 1000;
 }).observe({ entryTypes: ['gc'] });
 
-/**
- * The same requests through the bare client, 256 in flight; `withSignal` gives each request an
- * `AbortController`'s signal, as capture passes a rollout's (a part of `--parts`).
- */
-async function bareRequests(client: OpenAI, withSignal: boolean): Promise<void> {
+/** How a bare side sends its requests (the parts of `--parts`). */
+interface BareMode {
+  /** Each request gets an `AbortController`'s signal, as capture passes a rollout's. */
+  readonly signal?: boolean;
+  /**
+   * A worker starts its next request on the event loop's next turn, together with the others
+   * freed in this turn (`setImmediate`), as the runner's workers do: how much of the runner's
+   * scheduling any client loop could have.
+   */
+  readonly batched?: boolean;
+}
+
+/** The same requests through the bare client, 256 in flight, as `mode` says (plain by default). */
+async function bareRequests(client: OpenAI, mode: BareMode = {}): Promise<void> {
   let next = 0;
+  let turn: Promise<void> | undefined;
+  const nextTurn = (): Promise<void> =>
+    (turn ??= new Promise<void>((resolve) =>
+      setImmediate(() => {
+        turn = undefined;
+        resolve();
+      }),
+    ));
   const worker = async (): Promise<void> => {
     for (;;) {
       const index = next;
       next += 1;
       if (index >= ROLLOUTS) return;
       const scenario = scenarios[Math.floor(index / GROUP_SIZE)] as Scenario;
-      const options = withSignal ? { signal: new AbortController().signal } : undefined;
+      const options = mode.signal === true ? { signal: new AbortController().signal } : undefined;
       const completion = await client.chat.completions.create(request(scenario), options);
       if (completion.choices.length === 0) throw new Error('no choice');
+      if (mode.batched === true && next < ROLLOUTS) await nextTurn();
     }
   };
   await Promise.all(Array.from({ length: CONCURRENCY }, worker));
 }
 
 /** The same requests through the bare client, 256 in flight. */
-const bare = (client: OpenAI): Promise<void> => bareRequests(client, false);
-
-/** The bare client with a signal on every request. */
-const bareWithSignal = (client: OpenAI): Promise<void> => bareRequests(client, true);
+const bare = (client: OpenAI): Promise<void> => bareRequests(client);
 
 /**
  * The bare client with Node's async-context tracking on, as it is while rollouts run: every
@@ -314,7 +331,9 @@ const IN_PROCESS_ROUNDS = Number(flag('--in-process-rounds') ?? 30);
 /** The parts of `--parts`, in the order they add up to the runner; each is compared with `bare`. */
 const PART_SIDES = {
   bare,
-  'a signal on every request (bare client)': bareWithSignal,
+  'the bare client, its next requests sent once per turn as the runner does': (client: OpenAI) =>
+    bareRequests(client, { batched: true }),
+  'a signal on every request (bare client)': (client: OpenAI) => bareRequests(client, { signal: true }),
   'the gather, nothing captured (bookkeeping)': (client: OpenAI) => gatherOnly(client, false),
   'the gather with a captured client': (client: OpenAI) => gatherOnly(client, true),
   'the runner (capture, reward, stamps, a listener)': runner,

@@ -3,6 +3,8 @@
  * and retries, rewards, an exception budget, cancellation, policy-version stamps and typed events.
  */
 import { setMaxListeners } from 'node:events';
+// Node's own, not the global a test's fake timers replace: the gather's turns are not a timer.
+import { setImmediate } from 'node:timers';
 import { abortReason, delay, isPromiseLike, raceSignal } from '../internal/delay.js';
 import { backoffDelay } from '../internal/backoff.js';
 import { isRetryableError, userAbortError } from '../internal/errors.js';
@@ -287,6 +289,8 @@ class GatherRun<S> {
   private readonly outcomes: Outcome[][];
   private readonly remaining: number[];
   private readonly settleGroup: Array<(outcomes: Outcome[]) => void> = [];
+  /** Settles in the event loop's next check phase; shared by every worker that waits for it (see {@link worker}). */
+  private turn: Promise<void> | undefined = undefined;
 
   /** A gather of `groupSize` rollouts of every scenario in `list`, as `plan` says. */
   constructor(list: readonly S[], plan: GatherPlan<S>) {
@@ -381,7 +385,15 @@ class GatherRun<S> {
     });
   }
 
-  /** One worker: takes the next rollout in order until none is left or the gather stopped. */
+  /**
+   * One worker: takes the next rollout in order until none is left or the gather stopped. Between
+   * two rollouts it waits for the event loop's next turn, where every worker freed in this turn
+   * starts its next rollout together with the others: the requests of one turn are then sent in
+   * one stretch instead of each inside the handling of the response before it, which costs the
+   * HTTP client, the SDK and the runner markedly less CPU per rollout (bench/runner.ts; see
+   * docs/performance.md). And rollouts that never wait for I/O no longer hold the event loop
+   * (timers, I/O, other work) until the whole gather ends.
+   */
   private async worker(): Promise<void> {
     const { groupSize } = this.plan;
     while (!this.stopped && this.next < this.total) {
@@ -391,7 +403,19 @@ class GatherRun<S> {
       const index = position % groupSize;
       const outcome = await this.runRollout(this.list[groupIndex] as S, groupIndex, index);
       this.settleRollout(groupIndex, index, outcome);
+      if (!this.stopped && this.next < this.total) await this.nextTurn();
     }
+  }
+
+  /** Settles in the event loop's next check phase (after its I/O); one promise for all who ask before then. */
+  private nextTurn(): Promise<void> {
+    this.turn ??= new Promise<void>((resolve) => {
+      setImmediate(() => {
+        this.turn = undefined;
+        resolve();
+      });
+    });
+    return this.turn;
   }
 
   /** Keeps a rollout's outcome in its group, and settles the group when it was the group's last. */

@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { captureCompletions } from '../../src/rollout/capture-completions.js';
 import {
   ExceptionBudgetExceededError,
@@ -80,6 +80,46 @@ describe('gatherTrajectoryGroups', () => {
       { groupSize: 4, concurrency: 2 },
     );
     expect(peak).toBe(2);
+  });
+
+  it('lets timers and I/O run between rollouts that never wait for I/O', async () => {
+    // 200 rollouts that only await microtasks: without a turn of the event loop between two
+    // rollouts, the whole gather would run before any timer or I/O callback.
+    const ticks: number[] = [];
+    let done = 0;
+    const ticker = setInterval(() => ticks.push(done), 0);
+    try {
+      await gatherTrajectoryGroups(
+        Array.from({ length: 50 }, (_, index) => index),
+        async () => {
+          await Promise.resolve();
+          done += 1;
+        },
+        { groupSize: 4, concurrency: 2 },
+      );
+    } finally {
+      clearInterval(ticker);
+    }
+    expect(done).toBe(200);
+    // The timer ran while the gather was under way, not only once it had ended.
+    expect(ticks.some((count) => count > 0 && count < 200)).toBe(true);
+  });
+
+  it("finishes under a test's fake timers: the turns between rollouts are not timers", async () => {
+    vi.useFakeTimers();
+    try {
+      const groups = await gatherTrajectoryGroups(
+        questions,
+        async () => {
+          await Promise.resolve();
+          return { reward: 1 };
+        },
+        { groupSize: 3, concurrency: 2 },
+      );
+      expect(groups.map((group) => group.trajectories.length)).toEqual([3, 3, 3]);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('keeps failures within the budget in group.exceptions as {type, message, traceback}', async () => {
