@@ -2,7 +2,7 @@
  * Runs one training job (RL or SFT) to completion in the current thread: loads the policy's
  * weights and optimizer state, takes gradient steps, and writes the new checkpoint.
  */
-import type { Tensor, Tensor1D } from '@tensorflow/tfjs-core';
+import type { Tensor, Tensor2D } from '@tensorflow/tfjs-core';
 import type { ExperimentalTrainingConfig, SFTRow, TrajectoryGroup } from '../schema/index.js';
 import { loadTensorFlow } from './backend.js';
 import type { TensorFlow } from './tensorflow.js';
@@ -11,7 +11,8 @@ import type { ModelConfig } from './model-config.js';
 import { AdamW } from './optimizer.js';
 import { buildRlData, buildSftSequences, scalesRewards } from './training-data.js';
 import type { RlData, TrainingSequence } from './training-data.js';
-import { forwardLogits } from './transformer.js';
+import { forwardLogits, targetScores } from './transformer.js';
+import type { TokenScores } from './transformer.js';
 import type { EngineTrainingEvent, EngineTrainingJob, EngineTrainingResult } from './types.js';
 import { initialWeights, readCheckpointWeights, readOptimizerState, writeCheckpoint } from './weights.js';
 import type { HostWeights } from './weights.js';
@@ -109,12 +110,7 @@ export interface TrainableModel {
    * computed without holding every position's logits: when given, it replaces `forward` and a
    * pass is not bounded by {@link LOGITS_PER_PASS}.
    */
-  readonly tokenLogprobs?:
-    | ((...args: [...PassArguments, targets: Int32Array]) => {
-        readonly logprobs: Tensor1D;
-        readonly entropy: Tensor1D;
-      })
-    | undefined;
+  readonly tokenLogprobs?: ((...args: [...PassArguments, targets: Int32Array]) => TokenScores) | undefined;
   /** Next-token logits at the flat `positions` of right-padded `tokens` `[batch, length]`. */
   readonly forward: (...args: PassArguments) => Tensor;
 }
@@ -253,20 +249,17 @@ export function computeStep(
     const { value, grads } = tf.valueAndGrads((...parameters: Tensor[]) => {
       const byName = Object.fromEntries(names.map((name, index) => [name, parameters[index] as Tensor]));
       const maskTensor = tf.tensor1d(pickedMask);
-      let tokenLogprobs: Tensor1D;
-      if (config.tokenLogprobs) {
-        const scores = config.tokenLogprobs(byName, inputs, batch, steps, positions, offsets, pickedTargets);
-        tokenLogprobs = scores.logprobs;
-        entropyTensor = tf.keep(tf.sum(tf.mul(scores.entropy, maskTensor)));
-        scores.entropy.dispose();
-      } else {
-        const logprobs = tf.logSoftmax(config.forward(byName, inputs, batch, steps, positions, offsets));
-        tokenLogprobs = tf.sum(
-          tf.mul(logprobs, tf.oneHot(tf.tensor1d(pickedTargets, 'int32'), config.vocabularySize)),
-          -1,
-        ) as Tensor1D;
-        entropyTensor = tf.keep(tf.sum(tf.mul(tf.neg(tf.sum(tf.mul(tf.exp(logprobs), logprobs), -1)), maskTensor)));
-      }
+      const scores = config.tokenLogprobs
+        ? config.tokenLogprobs(byName, inputs, batch, steps, positions, offsets, pickedTargets)
+        : targetScores(
+            tf,
+            tf.logSoftmax(config.forward(byName, inputs, batch, steps, positions, offsets)) as Tensor2D,
+            pickedTargets,
+            config.vocabularySize,
+          );
+      const tokenLogprobs = scores.logprobs;
+      entropyTensor = tf.keep(tf.sum(tf.mul(scores.entropy, maskTensor)));
+      scores.entropy.dispose();
       if (settings.kind === 'sft') return tf.div(tf.neg(tf.sum(tf.mul(tokenLogprobs, maskTensor))), trainableTokens);
       const current = tokenLogprobs.dataSync();
       const oldValues = new Float32Array(pickedOld.length);

@@ -7,7 +7,7 @@
  * has no gradient for `gather`), and the incremental path {@link prefill} + {@link decodeStep}
  * with a key/value cache (used by sampling).
  */
-import type { Tensor, Tensor2D, Tensor3D } from '@tensorflow/tfjs-core';
+import type { Tensor, Tensor1D, Tensor2D, Tensor3D } from '@tensorflow/tfjs-core';
 import type { TensorFlow } from './tensorflow.js';
 import { transposeLast } from './gradients.js';
 import type { ModelConfig } from './model-config.js';
@@ -228,6 +228,26 @@ function hiddenStates(
 
 function project(tf: TensorFlow, parameters: ParameterTensors, hidden: Tensor2D): Tensor2D {
   return tf.add(tf.matMul(hidden, parameter(parameters, 'output') as Tensor2D), parameter(parameters, 'output_bias'));
+}
+
+/** Each position's target log-probability and the entropy of its next-token distribution. */
+export interface TokenScores {
+  /** `[positions]`, differentiable. */
+  readonly logprobs: Tensor1D;
+  /** `[positions]`, a metric: the loss does not depend on it. */
+  readonly entropy: Tensor1D;
+}
+
+/**
+ * The {@link TokenScores} of next-token log-probabilities `logprobs` `[positions, vocabulary]` (a
+ * log-softmax of logits): the log-probability of `targets[i]` at row `i`, and each row's entropy.
+ * The trainer's loss over whole logits and the chunked loss of real models both score with it.
+ */
+export function targetScores(tf: TensorFlow, logprobs: Tensor2D, targets: Int32Array, vocabulary: number): TokenScores {
+  return {
+    logprobs: tf.sum(tf.mul(logprobs, tf.oneHot(tf.tensor1d(targets, 'int32'), vocabulary)), -1) as Tensor1D,
+    entropy: tf.neg(tf.sum(tf.mul(tf.exp(logprobs), logprobs), -1)) as Tensor1D,
+  };
 }
 
 /**

@@ -16,8 +16,8 @@ import type { TensorFlow } from '../tensorflow.js';
 import { transposeLast } from '../gradients.js';
 import type { HfModelConfig } from './config.js';
 import { inverseFrequencies, rotaryTables } from './config.js';
-import { attendSegments, disposeCache, growSegments, lastPromptRows } from '../transformer.js';
-import type { KeyValueCache } from '../transformer.js';
+import { attendSegments, disposeCache, growSegments, lastPromptRows, targetScores } from '../transformer.js';
+import type { KeyValueCache, TokenScores } from '../transformer.js';
 
 /** The linear layers of a block that LoRA can adapt, by their transformers module names. */
 export const LINEAR_MODULES = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] as const;
@@ -241,7 +241,7 @@ function weightTimes(tf: TensorFlow, dy: Tensor2D, blocks: readonly FrozenMatrix
   let sum: Tensor2D | null = null;
   blocks.forEach((block, index) => {
     const next: Tensor2D = tf.tidy(() => {
-      const weight = isHostMatrix(block) ? matrixTensor(tf, block).tensor : (tf.mul(block, one) as Tensor2D);
+      const weight = (isHostMatrix(block) ? uploadHost(tf, block.values, block.shape) : tf.mul(block, one)) as Tensor2D;
       const part: Tensor2D = tf.matMul(dyParts[index] as Tensor2D, weight);
       return sum === null ? part : (tf.add(sum, part) as Tensor2D);
     });
@@ -608,14 +608,6 @@ export function forwardLogits(
 /** Most logits (positions × vocabulary) one chunk of {@link forwardTokenLogprobs} holds: 16 MB a copy. */
 export const LOGITS_PER_CHUNK = 4 * 1024 * 1024;
 
-/** Each position's target log-probability and the entropy of its next-token distribution. */
-export interface TokenScores {
-  /** `[positions]`, differentiable. */
-  readonly logprobs: Tensor1D;
-  /** `[positions]`, a metric: no gradient flows through it. */
-  readonly entropy: Tensor1D;
-}
-
 /**
  * The target log-probabilities and entropies of rows of final hidden states `hidden`
  * `[positions, hidden]`, a chunk of positions at a time (at most {@link LOGITS_PER_CHUNK} logits):
@@ -647,10 +639,8 @@ function chunkedScores(
     (inputs[1] as (tensors: Tensor[]) => void)([h]);
     const parts = chunks.map(({ start, size }) =>
       tf.tidy(() => {
-        const logprobs = logprobsOf(h, start, size);
-        const picked = tf.sum(tf.mul(logprobs, oneHot(start, size)), -1);
-        const spread = tf.neg(tf.sum(tf.mul(tf.exp(logprobs), logprobs), -1));
-        return [picked, spread] as [Tensor1D, Tensor1D];
+        const scores = targetScores(tf, logprobsOf(h, start, size), targets.subarray(start, start + size), vocabulary);
+        return [scores.logprobs, scores.entropy] as [Tensor1D, Tensor1D];
       }),
     );
     const join = (tensors: Tensor1D[]): Tensor1D =>
