@@ -66,10 +66,14 @@ const WASM_WEIGHT_BUDGET = 2.8e9;
  * (no packed copy is kept: see `src/engine/hf/model.ts`); the embedding stays on the host.
  */
 export function wasmWeightBytes(config: HfModelConfig): number {
+  return config.layerCount * blockWeightBytes(config) + 4 * config.hiddenSize * config.vocabularySize;
+}
+
+/** Bytes of one block's linear weights in float32 (attention's four projections and the MLP's three). */
+export function blockWeightBytes(config: HfModelConfig): number {
   const q = config.headCount * config.headDimension;
   const kv = config.keyValueHeadCount * config.headDimension;
-  const perLayer = config.hiddenSize * (2 * q + 2 * kv) + 3 * config.hiddenSize * config.intermediateSize;
-  return 4 * (config.layerCount * perLayer + config.hiddenSize * config.vocabularySize);
+  return 4 * (config.hiddenSize * (2 * q + 2 * kv) + 3 * config.hiddenSize * config.intermediateSize);
 }
 
 /**

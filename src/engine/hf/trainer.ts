@@ -12,10 +12,8 @@ import type { EngineTrainingJob, EngineTrainingResult } from '../types.js';
 import type { HostWeights } from '../weights.js';
 import { initialLora, loraSettingsOf, loraTensors, readAdapter, readAdapterOptimizer, writeAdapter } from './lora.js';
 import type { LoraOptions, LoraSettings } from './lora.js';
-import { linearShape } from './files.js';
 import type { WeightPlacement } from './files.js';
 import {
-  LINEAR_MODULES,
   LOGITS_PER_CHUNK,
   PROJECTION_BLOCK_ROWS,
   forwardLogits,
@@ -23,7 +21,7 @@ import {
   isHostLayer,
   runnable,
 } from './model.js';
-import { WASM_TRAINING_WEIGHT_BUDGET, wasmWeightBytes } from './runtime.js';
+import { WASM_TRAINING_WEIGHT_BUDGET, blockWeightBytes, wasmWeightBytes } from './runtime.js';
 import type { HfBaseCache, HfBaseModel } from './runtime.js';
 import type { TextLayerLoader } from './text.js';
 import { buildHfRlData, buildHfSftSequences } from './training-data.js';
@@ -83,10 +81,7 @@ const TRAINING_HEAP_BUDGET = 3.5e9;
  * logits, held about ten times over.
  */
 export function hostTrainingHeapBytes(config: HfModelConfig): number {
-  const blockWeights = LINEAR_MODULES.reduce((sum, module) => {
-    const [out, input] = linearShape(config, module);
-    return sum + 4 * out * input;
-  }, 0);
+  const blockWeights = blockWeightBytes(config);
   const projectionBlock = 4 * Math.min(PROJECTION_BLOCK_ROWS, config.vocabularySize) * config.hiddenSize;
   return 2 * blockWeights + 2 * projectionBlock + ACTIVATION_BUDGET + 10 * 4 * LOGITS_PER_CHUNK;
 }
