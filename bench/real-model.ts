@@ -31,7 +31,7 @@ import { initialLora, loraSettingsOf } from '../src/engine/hf/lora.js';
 import { runnable } from '../src/engine/hf/model.js';
 import { assertFitsWasmHeap, trainingPlacement } from '../src/engine/hf/runtime.js';
 import { generateHf } from '../src/engine/hf/sampler.js';
-import type { TextLayer } from '../src/engine/hf/text.js';
+import type { TextLayer } from '../src/text/loader.js';
 import { trainableAdapter } from '../src/engine/hf/trainer.js';
 import { SeededRandom } from '../src/engine/random.js';
 import { computeStep, lossSettings } from '../src/engine/trainer.js';

@@ -1,5 +1,6 @@
 /** Turns sampled sequences into OpenAI-shaped choices (message, tool calls, logprobs). */
-import type { Choice, ChatCompletionTokenLogprob } from '../schema/index.js';
+import type { Choice } from '../schema/index.js';
+import { tokenLogprobs } from '../text/choice.js';
 import type { GeneratedSequence } from './sampler.js';
 import { BYTE_TOKENIZER, END_TOKEN_ID } from './tokenizer.js';
 import type { Tokenizer } from './tokenizer.js';
@@ -19,28 +20,6 @@ export interface ChoiceOptions {
   readonly makeId: () => string;
   /** The model's tokenizer (the byte tokenizer when absent). */
   readonly tokenizer?: Tokenizer | undefined;
-}
-
-/**
- * The logprob entries of a sequence in OpenAI's `ChatCompletionTokenLogprob` shape. Every entry
- * has a `top_logprobs` array (empty unless alternatives were asked for): the AI SDK's parser
- * rejects token logprobs without it.
- */
-export function tokenLogprobs(
-  sequence: GeneratedSequence,
-  tokensAsIds: boolean,
-  tokenizer: Pick<Tokenizer, 'tokenString' | 'tokenBytes'> = BYTE_TOKENIZER,
-): ChatCompletionTokenLogprob[] {
-  return sequence.tokens.map((id, index) => ({
-    token: tokenizer.tokenString(id, tokensAsIds),
-    bytes: tokenizer.tokenBytes(id),
-    logprob: sequence.logprobs[index] as number,
-    top_logprobs: (sequence.alternatives[index] ?? []).map((alternative) => ({
-      token: tokenizer.tokenString(alternative.id, tokensAsIds),
-      bytes: tokenizer.tokenBytes(alternative.id),
-      logprob: alternative.logprob,
-    })),
-  }));
 }
 
 /** Builds the `Choice` of one sampled sequence. */
@@ -63,7 +42,7 @@ export function buildChoice(sequence: GeneratedSequence, index: number, options:
     finish_reason: finishReason,
     message: { role: 'assistant', content, refusal: null, ...(toolCalls ? { tool_calls: toolCalls } : {}) },
     logprobs: options.logprobs
-      ? { content: tokenLogprobs(sequence, options.tokensAsIds, options.tokenizer), refusal: null }
+      ? { content: tokenLogprobs(sequence, options.tokensAsIds, options.tokenizer ?? BYTE_TOKENIZER), refusal: null }
       : null,
   };
 }

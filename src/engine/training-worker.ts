@@ -4,7 +4,7 @@
  */
 import { parentPort } from 'node:worker_threads';
 import { loadTensorFlow } from './backend.js';
-import { loadDefaultTextLayer } from './hf/text.js';
+import { loadDefaultTextLayer } from '../text/loader.js';
 import { workerBaseCache } from './hf/runtime.js';
 import { runHfTrainingJob } from './hf/trainer.js';
 import { runTrainingJob } from './trainer.js';

@@ -104,13 +104,4 @@ export interface Engine {
 }
 
 /** A request the engine cannot serve because of its content (answered by the service as 400/422). */
-export class EngineInputError extends Error {
-  override readonly name = 'EngineInputError';
-  constructor(
-    message: string,
-    /** Where in the request the problem is, FastAPI style (e.g. `['body', 'messages']`). */
-    readonly loc: readonly (string | number)[] = ['body'],
-  ) {
-    super(message);
-  }
-}
+export { EngineInputError } from '../text/input-error.js';

@@ -17,7 +17,7 @@ import { disposeLora, loraName, peftName, readAdapter, uploadLora } from '../../
 import { decodeStep, disposeHfCache, forwardLogits, prefill, runnable } from '../../src/engine/hf/model.js';
 import type { BaseTensors, LinearModule } from '../../src/engine/hf/model.js';
 import { generateHf } from '../../src/engine/hf/sampler.js';
-import type { TextLayer } from '../../src/engine/hf/text.js';
+import type { TextLayer } from '../../src/text/loader.js';
 import { trainableAdapter } from '../../src/engine/hf/trainer.js';
 import { SeededRandom } from '../../src/engine/random.js';
 import { computeStep, lossSettings } from '../../src/engine/trainer.js';

@@ -10,8 +10,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EngineInputError } from '../../src/engine/types.js';
-import { loadTextLayer } from '../../src/engine/hf/text-layer.js';
-import type { ChatMessage, TextLayer, Tool } from '../../src/engine/hf/text-layer.js';
+import { loadTextLayer } from '../../src/text/text-layer.js';
+import type { ChatMessage, TextLayer, Tool } from '../../src/text/text-layer.js';
 import { referenceFolder } from './support/hf-folders.js';
 import type { ReferenceModel } from './support/hf-folders.js';
 

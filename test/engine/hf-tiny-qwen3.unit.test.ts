@@ -6,7 +6,7 @@ import { readFile, rm, mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadTextLayer } from '../../src/engine/hf/text-layer.js';
+import { loadTextLayer } from '../../src/text/text-layer.js';
 import { writeTinyQwen3 } from 'policyloop/testing';
 import { decodeSafetensors } from '../../src/engine/safetensors.js';
 

@@ -7,7 +7,7 @@ import type { HfModelConfig } from './config.js';
 import { disposeBase, loadBaseTensors, readHfConfig } from './files.js';
 import type { WeightPlacement } from './files.js';
 import type { BaseTensors } from './model.js';
-import type { TextLayer, TextLayerLoader } from './text.js';
+import type { TextLayer, TextLayerLoader } from '../../text/loader.js';
 
 /** A loaded base model. */
 export interface HfBaseModel {

@@ -8,7 +8,7 @@ import { generateRows } from '../sampler.js';
 import type { GeneratedSequence, GenerationRow } from '../sampler.js';
 import { decodeStep, prefill, selectHfCacheRows } from './model.js';
 import type { RunnableModel } from './model.js';
-import type { TextLayer } from './text.js';
+import type { TextLayer } from '../../text/loader.js';
 
 /** Completion text leaves out special tokens, as vLLM's `skip_special_tokens` default does. */
 const SKIP_SPECIAL = { skipSpecialTokens: true } as const;

@@ -23,7 +23,7 @@ import {
 } from './model.js';
 import { WASM_TRAINING_WEIGHT_BUDGET, blockWeightBytes, wasmWeightBytes } from './runtime.js';
 import type { HfBaseCache, HfBaseModel } from './runtime.js';
-import type { TextLayerLoader } from './text.js';
+import type { TextLayerLoader } from '../../text/loader.js';
 import { buildHfRlData, buildHfSftSequences } from './training-data.js';
 
 /** The LoRA settings a job asks for, compared with those of the adapter it continues. */

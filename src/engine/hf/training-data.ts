@@ -6,7 +6,7 @@
 import type { ExperimentalTrainingConfig, SFTRow, TrajectoryGroup } from '../../schema/index.js';
 import { isChoiceItem, visitRlHistories } from '../training-data.js';
 import type { RlData, TrainingSequence } from '../training-data.js';
-import type { TextLayer } from './text.js';
+import type { TextLayer } from '../../text/loader.js';
 
 type ChatMessages = Parameters<TextLayer['renderChat']>[0];
 type Tools = Parameters<TextLayer['renderChat']>[1]['tools'];

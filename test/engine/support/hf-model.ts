@@ -8,7 +8,7 @@ import path from 'node:path';
 import { SeededRandom } from '../../../src/engine/random.js';
 import { encodeSafetensors } from '../../../src/engine/safetensors.js';
 import type { HostTensor } from '../../../src/engine/safetensors.js';
-import type { TextLayer } from '../../../src/engine/hf/text.js';
+import type { TextLayer } from '../../../src/text/loader.js';
 
 /** Shape of a tiny model. */
 export interface TinyModelOptions {

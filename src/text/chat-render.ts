@@ -4,8 +4,8 @@
  * the shape Hugging Face templates read (see {@link templateMessages}).
  */
 import type { Template } from '@huggingface/jinja';
-import type { ChatCompletionMessageParam, ChatCompletionToolParam } from '../../schema/index.js';
-import { EngineInputError } from '../types.js';
+import type { ChatCompletionMessageParam, ChatCompletionToolParam } from '../schema/index.js';
+import { EngineInputError } from './input-error.js';
 
 type Json = Record<string, unknown>;
 

@@ -11,8 +11,8 @@ import type {
   ChatCompletionMessageParam,
   ChatCompletionMessageToolCall,
   ChatCompletionToolParam,
-} from '../../schema/index.js';
-import { EngineInputError } from '../types.js';
+} from '../schema/index.js';
+import { EngineInputError } from './input-error.js';
 import { parseAssistantText } from './assistant-parser.js';
 import type { ToolCallFormat } from './assistant-parser.js';
 import { compileChatTemplate, strftime, templateMessages, templateTools } from './chat-render.js';

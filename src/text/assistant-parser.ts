@@ -12,7 +12,7 @@
  * `<think>...</think>` (Qwen3) is taken out of the content and returned as `reasoning`.
  */
 import { createHash } from 'node:crypto';
-import type { ChatCompletionMessageToolCall, ChatCompletionToolParam } from '../../schema/index.js';
+import type { ChatCompletionMessageToolCall, ChatCompletionToolParam } from '../schema/index.js';
 
 /** How a model family writes tool calls. */
 export type ToolCallFormat = 'hermes' | 'llama3-json';
