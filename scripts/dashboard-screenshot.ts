@@ -13,7 +13,7 @@ import { finalAssistantText } from '../src/rewards/trajectory-text.js';
 import { gatherTrajectoryGroups } from '../src/rollout/gather-trajectory-groups.js';
 import type { Trajectory, TrajectoryGroupInput } from '../src/schema/index.js';
 import { makeChoice, startTestService } from '../src/testing/index.js';
-import { LocalBackend } from '../src/training/local-backend.js';
+import { LocalBackend } from '../src/backends/local-backend.js';
 import { TrainableModel } from '../src/training/trainable-model.js';
 
 const output = path.resolve(process.argv[2] ?? 'docs/dashboard.png');

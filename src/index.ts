@@ -20,8 +20,10 @@
 export { TrainableModel } from './training/trainable-model.js';
 export { PromptedModel } from './training/prompted-model.js';
 export type { Backend } from './training/backend.js';
-export { LocalBackend } from './training/local-backend.js';
-export { HostedBackend } from './training/hosted-backend.js';
+export { LocalBackend } from './backends/local-backend.js';
+export { HostedBackend } from './backends/hosted-backend.js';
+export { TinkerBackend } from './backends/tinker-backend.js';
+export { TinkerFutureTimeoutError, TinkerRequestFailedError } from './backends/tinker/errors.js';
 export { RLTrainer } from './training/rl-trainer.js';
 export {
   constantLearningRate,

@@ -51,8 +51,9 @@ export type {
 export type { DecayOptions, ScheduleContext } from './training/schedules.js';
 export type { PromptedModelOptions } from './training/prompted-model.js';
 export type { BackendConnection } from './training/backend.js';
-export type { LocalBackendOptions } from './training/local-backend.js';
-export type { HostedBackendOptions } from './training/hosted-backend.js';
+export type { LocalBackendOptions } from './backends/local-backend.js';
+export type { HostedBackendOptions } from './backends/hosted-backend.js';
+export type { TinkerBackendOptions, TinkerLoraOptions } from './backends/tinker-backend.js';
 export type { ModelFiles } from './training/model-files.js';
 export type { HistoryRow, HistoryDifference } from './training/history.js';
 export type { RetentionOptions } from './training/checkpoint-retention.js';

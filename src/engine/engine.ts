@@ -18,7 +18,7 @@ import { generateHf } from './hf/sampler.js';
 import { loadDefaultTextLayer } from '../text/loader.js';
 import type { TextLayerLoader } from '../text/loader.js';
 import { runHfTrainingJob } from './hf/trainer.js';
-import { promptTokens } from './hf/training-data.js';
+import { promptTokens } from '../text/prompt.js';
 import { MODEL_CONFIGS, tokenizerOf } from './model-config.js';
 import type { ModelConfig } from './model-config.js';
 import { SeededRandom } from './random.js';

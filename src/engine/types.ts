@@ -34,6 +34,8 @@ export type EngineTrainingEvent =
 export type EngineTrainingJob =
   | {
       readonly kind: 'rl';
+      /** The service's id of the model being trained (an engine that keeps state per model uses it). */
+      readonly modelId?: string | undefined;
       readonly policy: PolicyRef;
       /** Directory to create and write the trained checkpoint into (weights + metadata). */
       readonly outputPath: string;
@@ -44,6 +46,8 @@ export type EngineTrainingJob =
     }
   | {
       readonly kind: 'sft';
+      /** The service's id of the model being trained. */
+      readonly modelId?: string | undefined;
       readonly policy: PolicyRef;
       readonly outputPath: string;
       readonly step: number;

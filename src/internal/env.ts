@@ -13,6 +13,10 @@ export const ENV = {
   baseURL: 'POLICYLOOP_BASE_URL',
   /** Base URL of the inference API (`GET /v1/models`). */
   inferenceBaseURL: 'POLICYLOOP_INFERENCE_BASE_URL',
+  /** Base URL of a Tinker server (`TinkerBackend`), as the Tinker SDK reads it. */
+  tinkerBaseURL: 'TINKER_BASE_URL',
+  /** A Tinker API key (`TinkerBackend`), as the Tinker SDK reads it. */
+  tinkerApiKey: 'TINKER_API_KEY',
   /** The OpenAI-compatible endpoint's key of a prompted (baseline) model. */
   openAIApiKey: 'OPENAI_API_KEY',
 } as const;

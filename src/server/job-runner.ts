@@ -203,6 +203,7 @@ export class JobRunner {
         const body = CreateTrainingJob.parse(request);
         engineJob = {
           kind: 'rl',
+          modelId: model.id,
           policy,
           outputPath,
           step,
@@ -216,7 +217,7 @@ export class JobRunner {
           signal: controller.signal,
           maxBytes: this.options.maxTrainingDataBytes,
         });
-        engineJob = { kind: 'sft', policy, outputPath, step, rows, config: body.config ?? null };
+        engineJob = { kind: 'sft', modelId: model.id, policy, outputPath, step, rows, config: body.config ?? null };
       }
       controller.signal.throwIfAborted();
       // An engine that ignores the abort must not keep the job RUNNING forever: after a grace

@@ -6,7 +6,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ServeHandle, ServeOptions } from '../server/index.js';
-import { loadLocalService } from '../training/local-backend.js';
+import { loadLocalService } from '../backends/local-backend.js';
 
 /** A running test service. */
 export interface TestService {

@@ -23,3 +23,5 @@ export type { TextLayerLoader } from './loader.js';
 export { buildHfChoice, tokenLogprobs } from './choice.js';
 export type { HfChoiceOptions, SampledText, TokenAlternative, TokenNames } from './choice.js';
 export { EngineInputError } from './input-error.js';
+export { promptTokens } from './prompt.js';
+export { hubCacheDirectory, snapshotOf, textFolderOf } from './hub-cache.js';

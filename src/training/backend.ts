@@ -48,8 +48,8 @@ export interface BackendConnection {
  * ({@link LocalBackend}) or the hosted one ({@link HostedBackend}). Switching is a one-line change.
  */
 export interface Backend {
-  /** `'local'` or `'hosted'`: what kind of service this is (decides SFT data handling and defaults). */
-  readonly kind: 'local' | 'hosted';
+  /** `'local'`, `'hosted'` or `'tinker'`: what kind of service this is (decides SFT data handling and defaults). */
+  readonly kind: 'local' | 'hosted' | 'tinker';
   /** Directory for the local files of models (history, spool, SFT data). */
   readonly dataDir: string;
   /** Connects (starting the local service on first use) and returns the connection. */

@@ -36,21 +36,25 @@ const allowed: Record<string, Rule[] | 'anything'> = {
   client: any('schema', 'internal'),
   rewards: [...any('schema', 'internal'), typesOnly('client')],
   rollout: [...any('schema', 'internal', 'rewards'), typesOnly('client')],
-  training: [
-    ...any('schema', 'internal', 'client', 'rollout', 'rewards'),
+  training: any('schema', 'internal', 'client', 'rollout', 'rewards'),
+  backends: [
+    ...any('schema', 'internal', 'client', 'rollout', 'rewards', 'training', 'text'),
     // The local service is loaded lazily, by the local backend only: `policyloop` stays light.
     ...['server', 'engine'].map((folder) => ({
       folder,
       kinds: ['dynamic', 'type'] as const,
-      files: ['src/training/local-backend.ts'],
+      files: ['src/backends/local-backend.ts'],
     })),
+    // The Tinker engine (itself loaded lazily) implements the engine's interface and builds its
+    // training data with the engine's pure data builders; it loads no tfjs.
+    { folder: 'engine', files: ['src/backends/tinker/tinker-engine.ts'] },
   ],
   text: any('schema', 'internal'),
   engine: any('schema', 'internal', 'text'),
   server: any('schema', 'internal', 'engine'),
   testing: 'anything',
   cli: 'anything',
-  'index.ts': any('schema', 'internal', 'client', 'rollout', 'rewards', 'training'),
+  'index.ts': any('schema', 'internal', 'client', 'rollout', 'rewards', 'training', 'backends'),
 };
 
 /** The top folder of a path under `src/` (`index.ts` for a file directly in it), or undefined outside. */
@@ -172,9 +176,10 @@ describe('layering of src/', () => {
     ]);
     expect(violations([edge('src/rollout/x.ts', '../client/index.js')])).toHaveLength(1); // values of client
     expect(violations([edge('src/rollout/x.ts', '../client/index.js', 'type')])).toEqual([]);
-    expect(violations([edge('src/training/local-backend.ts', '../server/index.js')])).toHaveLength(1); // static
-    expect(violations([edge('src/training/local-backend.ts', '../server/index.js', 'dynamic')])).toEqual([]);
-    expect(violations([edge('src/training/other.ts', '../server/index.js', 'dynamic')])).toHaveLength(1);
+    expect(violations([edge('src/backends/local-backend.ts', '../server/index.js')])).toHaveLength(1); // static
+    expect(violations([edge('src/backends/local-backend.ts', '../server/index.js', 'dynamic')])).toEqual([]);
+    expect(violations([edge('src/backends/other.ts', '../server/index.js', 'dynamic')])).toHaveLength(1);
+    expect(violations([edge('src/training/x.ts', '../backends/local-backend.js')])).toHaveLength(1);
     expect(
       cycles([edge('src/a/x.ts', '../b/y.js'), edge('src/b/y.ts', '../c/z.js'), edge('src/c/z.ts', '../b/w.js')]),
     ).toEqual(["b -> c -> b (src/b/y.ts imports '../c/z.js'; src/c/z.ts imports '../b/w.js')"]);

@@ -18,7 +18,7 @@ import { gatherTrajectoryGroups } from '../../src/rollout/gather-trajectory-grou
 import { finalAssistantText } from '../../src/rewards/trajectory-text.js';
 import type { Trajectory, TrajectoryGroupInput } from 'policyloop/schema';
 import { makeChoice, startTestService, type TestService } from 'policyloop/testing';
-import { LocalBackend } from '../../src/training/local-backend.js';
+import { LocalBackend } from '../../src/backends/local-backend.js';
 import { TrainableModel } from '../../src/training/trainable-model.js';
 
 const OUTPUT_DIR = fileURLToPath(new URL('../.output/', import.meta.url));

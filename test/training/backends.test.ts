@@ -9,8 +9,8 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_LEARNING_RATE } from '../../src/engine/index.js';
 import { recordTrajectory } from '../../src/rollout/rollout-scope.js';
-import { HostedBackend } from '../../src/training/hosted-backend.js';
-import { LocalBackend } from '../../src/training/local-backend.js';
+import { HostedBackend } from '../../src/backends/hosted-backend.js';
+import { LocalBackend } from '../../src/backends/local-backend.js';
 import { TrainableModel } from '../../src/training/trainable-model.js';
 
 const MODEL_ID = '00000000-0000-4000-8000-0000000000c1';

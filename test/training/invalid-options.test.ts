@@ -12,7 +12,7 @@ import { APIUserAbortError, InvalidArgumentError, TrainingClient } from 'policyl
 import { gatherTrajectoryGroups } from '../../src/rollout/gather-trajectory-groups.js';
 import { makeGroup, startTestService, type TestService } from 'policyloop/testing';
 import type { Backend } from '../../src/training/backend.js';
-import { LocalBackend } from '../../src/training/local-backend.js';
+import { LocalBackend } from '../../src/backends/local-backend.js';
 import { LogBatcher } from '../../src/training/log-batcher.js';
 import { TrainableModel } from '../../src/training/trainable-model.js';
 

@@ -14,7 +14,7 @@ import { finalAssistantText } from '../../src/rewards/trajectory-text.js';
 import type { RolloutFn } from '../../src/rollout/rollout-function.js';
 import { startTestService } from 'policyloop/testing';
 import type { TestService } from 'policyloop/testing';
-import { LocalBackend } from '../../src/training/local-backend.js';
+import { LocalBackend } from '../../src/backends/local-backend.js';
 import { NoLearningSignalError } from '../../src/training/errors.js';
 import { PromptedModel } from '../../src/training/prompted-model.js';
 import { RLTrainer } from '../../src/training/rl-trainer.js';

@@ -11,7 +11,7 @@ import { gatherTrajectoryGroups } from '../../src/rollout/gather-trajectory-grou
 import { isChoice } from 'policyloop/schema';
 import type { TrajectoryGroup, TrajectoryGroupInput } from 'policyloop/schema';
 import { InvalidArgumentError } from 'policyloop/client';
-import { LocalBackend } from '../../src/training/local-backend.js';
+import { LocalBackend } from '../../src/backends/local-backend.js';
 import { MissingLogprobsError, TrainingJobFailedError, TrainingTimeoutError } from '../../src/training/errors.js';
 import { TrainableModel } from '../../src/training/trainable-model.js';
 import { APIUserAbortError } from 'policyloop/client';

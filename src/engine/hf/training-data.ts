@@ -6,6 +6,7 @@
 import type { ExperimentalTrainingConfig, SFTRow, TrajectoryGroup } from '../../schema/index.js';
 import { isChoiceItem, visitRlHistories } from '../training-data.js';
 import type { RlData, TrainingSequence } from '../training-data.js';
+import { promptTokens } from '../../text/prompt.js';
 import type { TextLayer } from '../../text/loader.js';
 
 type ChatMessages = Parameters<TextLayer['renderChat']>[0];
@@ -19,15 +20,20 @@ function assistantMessage(message: Record<string, unknown>): Record<string, unkn
   return result;
 }
 
-/** Token ids of a rendered prompt (the conversation so far plus the generation prompt). */
-export function promptTokens(
-  text: TextLayer,
-  messages: readonly unknown[],
-  tools: readonly unknown[] | null | undefined,
-): number[] {
-  return text.encode(
-    text.renderChat(messages as ChatMessages, { tools: (tools ?? undefined) as Tools, addGenerationPrompt: true }),
-  );
+const isTokenIds = (value: unknown): value is number[] =>
+  Array.isArray(value) && value.length > 0 && value.every((id) => Number.isInteger(id) && id >= 0);
+
+/**
+ * The token ids a Choice was sampled from and sampled, when its sampler kept them
+ * (`prompt_token_ids` and `token_ids` on the Choice, as the Tinker backend records them).
+ */
+export function sampledTokenIds(choice: { prompt_token_ids?: unknown; token_ids?: unknown }): {
+  prompt: number[];
+  completion: number[];
+} | null {
+  return isTokenIds(choice.prompt_token_ids) && isTokenIds(choice.token_ids)
+    ? { prompt: choice.prompt_token_ids, completion: choice.token_ids }
+    : null;
 }
 
 function sequenceOf(prompt: number[], learned: number[], weight: number, logprobs: number[] | null): TrainingSequence {
@@ -63,10 +69,25 @@ export function buildHfRlData(
       const choice = item as {
         message: Record<string, unknown>;
         logprobs?: { content?: { token: string; logprob: number }[] | null | undefined } | null | undefined;
+        prompt_token_ids?: unknown;
+        token_ids?: unknown;
       };
-      const prompt = promptTokens(text, messages, history.tools as readonly unknown[] | null | undefined);
       messages.push(assistantMessage(choice.message));
       const entries = choice.logprobs?.content ?? null;
+      const sampled = sampledTokenIds(choice);
+      if (sampled && entries && entries.length === sampled.completion.length) {
+        // Token in, token out: the ids the sampler saw and produced; nothing is rendered again.
+        sequences.push(
+          sequenceOf(
+            sampled.prompt,
+            sampled.completion,
+            advantage,
+            entries.map((entry) => entry.logprob),
+          ),
+        );
+        return;
+      }
+      const prompt = promptTokens(text, messages.slice(0, -1), history.tools as readonly unknown[] | null | undefined);
       let ids: number[];
       let logprobs: number[] | null;
       if (entries && entries.length > 0) {

@@ -6,8 +6,8 @@ import { TrainingClient } from '../client/index.js';
 import { DEFAULT_DATA_DIR, resolveApiKey, resolveServiceURLs } from '../internal/env.js';
 import { PolicyloopError } from '../internal/errors.js';
 import path from 'node:path';
-import type { Backend, BackendConnection, TrainingJobs } from './backend.js';
-import { ServiceJobs } from './service-jobs.js';
+import type { Backend, BackendConnection, TrainingJobs } from '../training/backend.js';
+import { ServiceJobs } from '../training/service-jobs.js';
 
 /** Options of {@link HostedBackend}. */
 export interface HostedBackendOptions {

@@ -10,8 +10,8 @@ import { PolicyloopError } from '../internal/errors.js';
 import { integerOption, maxRetriesOption, optional, retryDelayOption, timeoutOption } from '../internal/options.js';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import type { Backend, BackendConnection, TrainingJobs } from './backend.js';
-import { ServiceJobs } from './service-jobs.js';
+import type { Backend, BackendConnection, TrainingJobs } from '../training/backend.js';
+import { ServiceJobs } from '../training/service-jobs.js';
 
 /** Options of {@link LocalBackend}. */
 export interface LocalBackendOptions {

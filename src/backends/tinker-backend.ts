@@ -1,0 +1,242 @@
+/**
+ * The Tinker backend: trains on any server that speaks the Tinker API (hosted Tinker, SkyRL on
+ * your own GPUs, ...). The training script's own process runs the local service on loopback, with
+ * the Tinker server as its engine: models, checkpoints, jobs, history and the dashboard work as
+ * with {@link LocalBackend}, while every completion is rendered and tokenized here, sampled on the
+ * server, and every step is trained there. The Tinker client (and its protobuf library, an
+ * optional dependency) loads only when the backend connects.
+ */
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { DEFAULT_DATA_DIR, ENV, readEnv } from '../internal/env.js';
+import { InvalidArgumentError, PolicyloopError } from '../internal/errors.js';
+import { raceSignal } from '../internal/delay.js';
+import { integerOption, maxRetriesOption, optional, timeoutOption } from '../internal/options.js';
+import type { Backend, BackendConnection, TrainingJobs } from '../training/backend.js';
+import { ServiceJobs } from '../training/service-jobs.js';
+import { LocalBackend } from './local-backend.js';
+import { DEFAULT_TINKER_LORA_RANK, HOSTED_TINKER_URL, TINKER_DEFAULT_LEARNING_RATE } from './tinker/defaults.js';
+
+export { DEFAULT_TINKER_LORA_RANK, HOSTED_TINKER_URL, TINKER_DEFAULT_LEARNING_RATE };
+
+/** The key sent to a self-hosted server when none is set (SkyRL checks none; the SDK wants the `tml-` prefix). */
+const SELF_HOSTED_KEY = 'tml-policyloop-self-hosted';
+
+/** LoRA settings of the training models a {@link TinkerBackend} creates. */
+export interface TinkerLoraOptions {
+  /**
+   * The adapter's rank (the server caps it: SkyRL's `max_lora_rank`).
+   * @default 32
+   */
+  rank?: number | undefined;
+  /** Seed of the adapter's initial weights. @default the server's */
+  seed?: number | undefined;
+  /** Adapt the MLP layers. @default true */
+  trainMlp?: boolean | undefined;
+  /** Adapt the attention layers. @default true */
+  trainAttn?: boolean | undefined;
+  /** Adapt the output (unembedding) layer. @default true */
+  trainUnembed?: boolean | undefined;
+}
+
+/** Options of {@link TinkerBackend}. */
+export interface TinkerBackendOptions {
+  /**
+   * The Tinker server, without `/api/v1`.
+   * @default process.env.TINKER_BASE_URL, else hosted Tinker ('https://tinker.thinkingmachines.dev/services/tinker-prod')
+   */
+  baseURL?: string | undefined;
+  /**
+   * The Tinker API key (`tml-…`). Required for hosted Tinker; a self-hosted server (SkyRL) checks none.
+   * @default process.env.TINKER_API_KEY
+   */
+  apiKey?: string | undefined;
+  /**
+   * Directory of the in-process service's store and of the models' local files (history, spool,
+   * checkpoint records).
+   * @default '.policyloop/tinker'
+   */
+  dataDir?: string | undefined;
+  /** LoRA settings of new training models. @default { rank: 32 } */
+  lora?: TinkerLoraOptions | undefined;
+  /**
+   * Time allowed for one Tinker HTTP request that is not a long poll, in milliseconds.
+   * @default 60_000
+   */
+  timeout?: number | undefined;
+  /**
+   * Time allowed for one Tinker operation (sample, forward/backward, optimizer step, save), from
+   * its submission to its result, in milliseconds.
+   * @default 900_000
+   */
+  futureTimeout?: number | undefined;
+  /**
+   * Retries of a Tinker request that got no answer, a 5xx or a 429.
+   * @default 4
+   */
+  maxRetries?: number | undefined;
+  /** Port of the in-process service (0: a free one). @default 0 */
+  port?: number | undefined;
+  /** `fetch` for the Tinker requests (tests, proxies). @default globalThis.fetch */
+  fetch?: typeof globalThis.fetch | undefined;
+  /** Environment read for the Hugging Face cache (`HF_HUB_CACHE`, `HF_HOME`). @default process.env */
+  env?: NodeJS.ProcessEnv | undefined;
+}
+
+interface Connected {
+  readonly local: LocalBackend;
+  readonly connection: BackendConnection;
+  close(): Promise<void>;
+}
+
+/**
+ * A Tinker server as a backend: the same script that trains on {@link LocalBackend} or
+ * {@link HostedBackend} trains on hosted Tinker or on SkyRL by changing this one line. The base
+ * model's tokenizer files must be on this machine (the Hugging Face cache, or the folder a
+ * self-hosted server was started on): requests are rendered and tokenized here.
+ * @example
+ * const backend = new TinkerBackend(); // TINKER_BASE_URL, TINKER_API_KEY
+ * const model = new TrainableModel({ project: 'demo', name: 'agent', baseModel: 'Qwen/Qwen3-8B' });
+ * await model.register(backend); // opens a session; the LoRA model is created by the first step
+ * const client = model.openai(); // completions sampled on the server, recorded with their token ids
+ */
+export class TinkerBackend implements Backend {
+  /** Always `'tinker'`. */
+  readonly kind = 'tinker' as const;
+  /** Absolute directory of the in-process store and the models' local files. */
+  readonly dataDir: string;
+  /** The Tinker server's base URL. */
+  readonly baseURL: string;
+  /** The training work on the in-process service (jobs sent, retried, followed). */
+  readonly jobs: TrainingJobs = new ServiceJobs(this);
+  private readonly apiKey: string;
+  private readonly options: TinkerBackendOptions;
+  private connecting: Promise<Connected> | undefined;
+  private closed = false;
+
+  constructor(options: TinkerBackendOptions = {}) {
+    optional(options.timeout, (timeout) => timeoutOption('timeout', timeout));
+    optional(options.futureTimeout, (timeout) => timeoutOption('futureTimeout', timeout));
+    optional(options.maxRetries, (count) => maxRetriesOption('maxRetries', count));
+    optional(options.port, (port) => integerOption('port', port, { min: 0, max: 65_535 }));
+    optional(options.lora?.rank, (rank) => integerOption('lora.rank', rank, { min: 1 }));
+    const baseURL = options.baseURL ?? readEnv(ENV.tinkerBaseURL) ?? HOSTED_TINKER_URL;
+    try {
+      new URL(baseURL);
+    } catch {
+      throw new InvalidArgumentError(
+        'baseURL',
+        `Expected \`baseURL\` (or TINKER_BASE_URL) to be an http(s) URL, got ${JSON.stringify(baseURL)}`,
+      );
+    }
+    const apiKey = options.apiKey ?? readEnv(ENV.tinkerApiKey);
+    if (apiKey === undefined && baseURL.replace(/\/+$/, '') === HOSTED_TINKER_URL)
+      throw new PolicyloopError(
+        'No API key for hosted Tinker: set the TINKER_API_KEY environment variable (a `tml-` key from the Tinker console) or pass `new TinkerBackend({ apiKey })`; for a self-hosted server set TINKER_BASE_URL.',
+      );
+    this.apiKey = apiKey ?? SELF_HOSTED_KEY;
+    this.baseURL = baseURL.replace(/\/+$/, '');
+    this.options = options;
+    this.dataDir = path.resolve(options.dataDir ?? path.join(DEFAULT_DATA_DIR, 'tinker'));
+  }
+
+  /**
+   * Creates a backend and connects at once (opens the Tinker session, starts the in-process service).
+   * @example
+   * const backend = await TinkerBackend.start({ baseURL: 'http://127.0.0.1:8000' });
+   */
+  static async start(options: TinkerBackendOptions = {}): Promise<TinkerBackend> {
+    const backend = new TinkerBackend(options);
+    await backend.connect();
+    return backend;
+  }
+
+  /**
+   * Opens the Tinker session (reading the server's flags and the base models it trains) and starts
+   * the in-process service on it, once; later calls return the same connection.
+   */
+  async connect(options: { signal?: AbortSignal | undefined } = {}): Promise<BackendConnection> {
+    if (this.closed) throw new PolicyloopError('This TinkerBackend is closed; create a new one.');
+    this.connecting ??= this.open();
+    this.connecting.catch(() => {
+      this.connecting = undefined;
+    });
+    return (await raceSignal(this.connecting, options.signal)).connection;
+  }
+
+  /**
+   * The address of the in-process service's dashboard, signed in (see `LocalBackend.dashboardURL`).
+   */
+  async dashboardURL(): Promise<string> {
+    await this.connect();
+    return (await (this.connecting as Promise<Connected>)).local.dashboardURL();
+  }
+
+  /** The learning rate of jobs that name none: {@link TINKER_DEFAULT_LEARNING_RATE}. */
+  defaultLearningRate(): Promise<number | null> {
+    return Promise.resolve(TINKER_DEFAULT_LEARNING_RATE);
+  }
+
+  /** A `file://` URL: the in-process service reads SFT data from this machine's disk. */
+  localFileUrl(file: string): string {
+    return pathToFileURL(path.resolve(file)).href;
+  }
+
+  /** Stops the in-process service and the Tinker session's heartbeat; safe to call twice. */
+  async close(): Promise<void> {
+    this.closed = true;
+    const connecting = this.connecting;
+    this.connecting = undefined;
+    const connected = await connecting?.catch(() => undefined);
+    await connected?.close();
+  }
+
+  private async open(): Promise<Connected> {
+    let tinker: typeof import('./tinker/index.js');
+    try {
+      tinker = await import('./tinker/index.js');
+    } catch (error) {
+      if ((error as { code?: unknown }).code === 'ERR_MODULE_NOT_FOUND' && String(error).includes('@bufbuild/protobuf'))
+        throw new PolicyloopError(
+          'TinkerBackend needs the optional dependency `@bufbuild/protobuf`: `npm install @bufbuild/protobuf`.',
+          { cause: error },
+        );
+      throw error;
+    }
+    const lora = this.options.lora ?? {};
+    const { client, engine } = await tinker.openTinkerEngine({
+      baseURL: this.baseURL,
+      apiKey: this.apiKey,
+      fetch: this.options.fetch,
+      timeout: this.options.timeout,
+      futureTimeout: this.options.futureTimeout,
+      maxRetries: this.options.maxRetries,
+      env: this.options.env,
+      lora: {
+        rank: lora.rank ?? DEFAULT_TINKER_LORA_RANK,
+        seed: lora.seed,
+        trainMlp: lora.trainMlp,
+        trainAttn: lora.trainAttn,
+        trainUnembed: lora.trainUnembed,
+      },
+    });
+    const local = new LocalBackend({
+      dataDir: this.dataDir,
+      port: this.options.port,
+      serviceOptions: { engine },
+    });
+    const shutdown = async (): Promise<void> => {
+      await local.close();
+      await engine.close();
+      await client.close();
+    };
+    try {
+      if (this.closed) throw new PolicyloopError('This TinkerBackend was closed while it was connecting.');
+      const connection = await local.connect();
+      return { local, connection, close: shutdown };
+    } catch (error) {
+      await shutdown();
+      throw error;
+    }
+  }
+}
