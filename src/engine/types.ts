@@ -103,6 +103,13 @@ export interface Engine {
    */
   describeMissingBaseModel?(id: string): string;
 
+  /**
+   * Frees what the engine keeps outside the checkpoint directory for a checkpoint the service is
+   * deleting (a remote engine's saved weights). The service deletes the directory itself, after
+   * this settles, and goes on when it rejects. Optional.
+   */
+  deleteCheckpoint?(checkpointPath: string): Promise<void>;
+
   /** Frees workers and cached weights. */
   close(): Promise<void>;
 }

@@ -6,7 +6,9 @@
  */
 import { TinkerClient } from './tinker-client.js';
 import type { LoraSettings } from './tinker-client.js';
-import { TinkerEngine } from './tinker-engine.js';
+import { TinkerEngine, readTinkerCheckpoint } from './tinker-engine.js';
+import { extractTarGz } from './archive.js';
+import { APIError } from '../../client/errors.js';
 
 export { TinkerClient, TINKER_SDK_VERSION } from './tinker-client.js';
 export type * from './tinker-client.js';
@@ -56,4 +58,45 @@ export async function openTinkerEngine(
     await client.close();
     throw error;
   }
+}
+
+/** What {@link exportTinkerCheckpoint} needs. */
+export interface ExportTinkerOptions {
+  /** A checkpoint directory of a Tinker-backed model (it holds `tinker.json`). */
+  readonly checkpointDirectory: string;
+  /** Folder to write the adapter into. */
+  readonly out: string;
+  /** The server to ask. @default the one recorded in the checkpoint */
+  readonly baseURL?: string | undefined;
+  /** Its key. @default process.env.TINKER_API_KEY, else the self-hosted placeholder */
+  readonly apiKey?: string | undefined;
+  readonly fetch?: typeof globalThis.fetch | undefined;
+}
+
+/**
+ * Writes a Tinker checkpoint's sampler weights as a PEFT adapter folder, from the archive the
+ * server offers (`GET training_runs/{model}/checkpoints/{name}/archive`); returns the files written.
+ */
+export async function exportTinkerCheckpoint(options: ExportTinkerOptions): Promise<string[]> {
+  const record = await readTinkerCheckpoint(options.checkpointDirectory);
+  const baseURL = options.baseURL ?? record.server;
+  const client = new TinkerClient({
+    baseURL,
+    apiKey: options.apiKey ?? process.env['TINKER_API_KEY'] ?? 'tml-policyloop-self-hosted',
+    fetch: options.fetch,
+    maxRetries: 1,
+  });
+  let archive: Uint8Array;
+  try {
+    archive = await client.downloadSamplerArchive(record.samplerPath);
+  } catch (error) {
+    if (error instanceof APIError && (error.status === 404 || error.status === 405))
+      throw new Error(
+        `The Tinker server at ${baseURL} does not offer the archive of ${record.samplerPath} (${error.message}): it may not serve checkpoint archives, or the checkpoint was deleted there. Load the sampler weights through the server instead.`,
+      );
+    throw new Error(
+      `Could not download ${record.samplerPath} from the Tinker server at ${baseURL}: ${error instanceof Error ? error.message : String(error)}. Start the server (or pass the address it runs at now).`,
+    );
+  }
+  return extractTarGz(archive, options.out);
 }

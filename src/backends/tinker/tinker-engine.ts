@@ -451,6 +451,21 @@ export class TinkerEngine implements Engine {
     };
   }
 
+  /** Deletes a checkpoint's sampler weights and saved state on the server (404s count as deleted). */
+  async deleteCheckpoint(checkpointPath: string): Promise<void> {
+    const record = await readTinkerCheckpoint(checkpointPath);
+    this.records.delete(checkpointPath);
+    const sampler = record.samplerPath.replace(
+      /^tinker:\/\/([^/]+)\/(?!sampler_weights\/)/,
+      'tinker://$1/sampler_weights/',
+    );
+    this.samplers.delete(record.samplerPath);
+    await Promise.all([
+      this.options.client.deleteCheckpoint(sampler),
+      this.options.client.deleteCheckpoint(record.statePath),
+    ]);
+  }
+
   /** Forgets the server's models and sessions; the client is closed by its owner. */
   async close(): Promise<void> {
     this.closed = true;

@@ -53,6 +53,22 @@ export async function exportCommand(reference: string, options: ExportOptions): 
       );
       return 1;
     }
+    const checkpointDirectory = checkpoint && step !== 0 ? path.resolve(dataDir, checkpoint.path) : null;
+    if (checkpointDirectory && existsSync(path.join(checkpointDirectory, 'tinker.json'))) {
+      // Trained on a Tinker server (TinkerBackend): the adapter is the server's archive of its sampler weights.
+      if (options.merged) {
+        process.stderr.write(
+          'policyloop export: --merged is not offered for models trained on a Tinker server; export the adapter and merge it with PEFT\n',
+        );
+        return 1;
+      }
+      const { exportTinkerCheckpoint } = await import('../../backends/tinker/index.js');
+      const files = await exportTinkerCheckpoint({ checkpointDirectory, out: options.out });
+      process.stdout.write(
+        `wrote the adapter of ${model.entity}/${model.project}/${model.name} at step ${checkpoint?.step} (from its Tinker server) to ${path.resolve(options.out)}: ${files.join(', ')}\n`,
+      );
+      return 0;
+    }
     const { ModelRegistry, exportCheckpoint, MODEL_CONFIGS } = await import('../../engine/index.js');
     if (MODEL_CONFIGS.has(model.base_model)) {
       process.stderr.write(

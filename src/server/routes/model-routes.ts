@@ -112,7 +112,12 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
     requireModel(service, modelId);
     const { deleted, notFound } = store.deleteCheckpoints(modelId, body.steps);
     await Promise.all(
-      deleted.map((checkpoint) => rm(resolve(options.dataDir, checkpoint.path), { recursive: true, force: true })),
+      deleted.map(async (checkpoint) => {
+        const directory = resolve(options.dataDir, checkpoint.path);
+        // A remote engine frees its copy first (best effort: the local rows are gone either way).
+        await service.engine.deleteCheckpoint?.(directory).catch(() => undefined);
+        await rm(directory, { recursive: true, force: true });
+      }),
     );
     const response: DeleteCheckpointsResponse = { deleted_count: deleted.length, not_found_steps: notFound };
     return context.json(response);
