@@ -279,6 +279,11 @@ export class TinkerClient {
     return id;
   }
 
+  /** Unloads a training model, freeing its adapter slot on the server. */
+  async unloadModel(modelId: string, options: SubmitOptions = {}): Promise<void> {
+    await this.call('unload_model', 'UnloadModel', () => ({ json: { model_id: modelId, type: 'unload_model' } }), options);
+  }
+
   /** Loads a `save_weights` checkpoint (`tinker://…/weights/…`) into a new training model, with its optimizer state. */
   async loadWeights(modelId: string, path: string, options: SubmitOptions = {}): Promise<void> {
     await this.trainingCall(

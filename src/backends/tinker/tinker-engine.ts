@@ -268,12 +268,29 @@ export class TinkerEngine implements Engine {
     const known = this.models.get(modelId);
     if (known && known.checkpointPath === checkpointPath) return known;
     const client = this.options.client;
+    // The server holds few adapters at once: free the one this model held (best effort).
+    if (known) void client.unloadModel(known.id).catch(() => undefined);
+    this.models.delete(modelId);
     const record = checkpointPath === null ? null : await this.recordOf(checkpointPath);
     const id = await client.createModel(baseModel, record?.lora ?? this.options.lora, { signal });
-    if (record) await client.loadWeights(id, record.statePath, { signal });
+    if (record) {
+      try {
+        await client.loadWeights(id, record.statePath, { signal });
+      } catch (error) {
+        void client.unloadModel(id, { signal: AbortSignal.timeout(30_000) }).catch(() => undefined);
+        throw error;
+      }
+    }
     const model = { id, checkpointPath };
     this.models.set(modelId, model);
     return model;
+  }
+
+  /** Drops a model's training model, unloading it on the server (best effort). */
+  private forget(modelId: string): void {
+    const known = this.models.get(modelId);
+    this.models.delete(modelId);
+    if (known) void this.options.client.unloadModel(known.id, { signal: AbortSignal.timeout(30_000) }).catch(() => undefined);
   }
 
   /** Runs an RL or SFT job on the server and writes the checkpoint record. */
@@ -301,7 +318,7 @@ export class TinkerEngine implements Engine {
           : await this.trainSft(job, text, model.id, options);
     } catch (error) {
       // The server's model may hold half a step: the next job starts from the checkpoint again.
-      this.models.delete(modelId);
+      this.forget(modelId);
       throw error;
     }
     const name = `step${job.step}-${randomUUID().slice(0, 8)}`;
@@ -313,7 +330,7 @@ export class TinkerEngine implements Engine {
         client.saveWeights(model.id, `state-${name}`, { signal }),
       ]);
     } catch (error) {
-      this.models.delete(modelId);
+      this.forget(modelId);
       throw error;
     }
     const record: TinkerCheckpointRecord = {
@@ -466,11 +483,19 @@ export class TinkerEngine implements Engine {
     ]);
   }
 
-  /** Forgets the server's models and sessions; the client is closed by its owner. */
+  /**
+   * Unloads the training models this engine created (their saved state stays, so a later run
+   * resumes from it) and forgets the sampling sessions; the client is closed by its owner.
+   */
   async close(): Promise<void> {
     this.closed = true;
+    const models = [...this.models.values()];
     this.models.clear();
     this.samplers.clear();
+    const client = this.options.client;
+    await Promise.all(
+      models.map((model) => client.unloadModel(model.id, { signal: AbortSignal.timeout(30_000) }).catch(() => undefined)),
+    );
   }
 }
 
