@@ -60,6 +60,13 @@ export interface TinkerBackendOptions {
   /** LoRA settings of new training models. @default { rank: 32 } */
   lora?: TinkerLoraOptions | undefined;
   /**
+   * Save each step's weights and optimizer state (`save_weights`) besides its sampler weights, so
+   * that training resumes when the server has lost its training model (a restart). Off, a step
+   * costs one save less, and a lost training model cannot be resumed.
+   * @default true
+   */
+  resumableState?: boolean | undefined;
+  /**
    * Time allowed for one Tinker HTTP request that is not a long poll, in milliseconds.
    * @default 60_000
    */
@@ -212,6 +219,7 @@ export class TinkerBackend implements Backend {
       futureTimeout: this.options.futureTimeout,
       maxRetries: this.options.maxRetries,
       env: this.options.env,
+      resumableState: this.options.resumableState,
       lora: {
         rank: lora.rank ?? DEFAULT_TINKER_LORA_RANK,
         seed: lora.seed,

@@ -4,7 +4,7 @@
  * @module
  */
 export { createEngine } from './engine.js';
-export { EngineInputError } from './types.js';
+export { EngineInputError, EngineUnavailableError } from './types.js';
 export type { Engine, EngineTrainingEvent, EngineTrainingJob, PolicyRef } from './types.js';
 export { AGENT_CHAT, MODEL_CONFIGS, SMALL_CHAT, TINY_CHAT, tokenizerOf } from './model-config.js';
 export type { ModelConfig } from './model-config.js';

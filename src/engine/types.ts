@@ -116,3 +116,11 @@ export interface Engine {
 
 /** A request the engine cannot serve because of its content (answered by the service as 400/422). */
 export { EngineInputError } from '../text/input-error.js';
+
+/**
+ * A remote engine could not reach or use what it depends on (a Tinker server that does not answer,
+ * or fails the request): the service answers 503 with this message, not a bare 500.
+ */
+export class EngineUnavailableError extends Error {
+  override readonly name = 'EngineUnavailableError';
+}

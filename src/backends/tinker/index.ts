@@ -21,6 +21,7 @@ export interface OpenTinkerEngineOptions {
   readonly baseURL: string;
   readonly apiKey: string;
   readonly lora: LoraSettings;
+  readonly resumableState?: boolean | undefined;
   readonly fetch?: typeof globalThis.fetch | undefined;
   readonly timeout?: number | undefined;
   readonly futureTimeout?: number | undefined;
@@ -51,6 +52,7 @@ export async function openTinkerEngine(
       server: options.baseURL,
       baseModels,
       lora: options.lora,
+      resumableState: options.resumableState,
       env: options.env,
     });
     return { client, engine };

@@ -20,7 +20,7 @@ import type {
 } from '../../schema/index.js';
 import { buildHfRlData, buildHfSftSequences } from '../../engine/hf/training-data.js';
 import type { TrainingSequence } from '../../engine/training-data.js';
-import { EngineInputError } from '../../engine/types.js';
+import { EngineInputError, EngineUnavailableError } from '../../engine/types.js';
 import type {
   Engine,
   EngineTrainingEvent,
@@ -55,8 +55,8 @@ export interface TinkerCheckpointRecord {
   readonly trainingModelId: string;
   /** Sampler weights (`tinker://…`): completions of this checkpoint sample from them. */
   readonly samplerPath: string;
-  /** Resumable weights and optimizer state (`tinker://…/weights/…`). */
-  readonly statePath: string;
+  /** Resumable weights and optimizer state (`tinker://…/weights/…`); null when not saved (`resumableState: false`). */
+  readonly statePath: string | null;
   readonly step: number;
   readonly lora: LoraSettings;
 }
@@ -71,6 +71,8 @@ export interface TinkerEngineOptions {
   readonly baseModels: readonly string[];
   /** LoRA settings of the training models this engine creates. */
   readonly lora: LoraSettings;
+  /** Save each step's resumable state (`save_weights`) besides its sampler weights. @default true */
+  readonly resumableState?: boolean | undefined;
   /** Environment for the Hugging Face cache. @default process.env */
   readonly env?: NodeJS.ProcessEnv | undefined;
   /** Loads a folder's text layer. @default the text layer of `src/text/` */
@@ -219,11 +221,19 @@ export class TinkerEngine implements Engine {
     };
     let result;
     try {
-      result = await this.options.client.sample(await this.samplerOf(policy, options.signal), params, options);
+      try {
+        result = await this.options.client.sample(await this.samplerOf(policy, options.signal), params, options);
+      } catch (error) {
+        // A server restarted since the session was opened: open it again, once.
+        if (!isGone(error)) throw error;
+        result = await this.options.client.sample(await this.samplerOf(policy, options.signal, true), params, options);
+      }
     } catch (error) {
-      // A server restarted since the session was opened: open it again, once.
-      if (!isGone(error)) throw error;
-      result = await this.options.client.sample(await this.samplerOf(policy, options.signal, true), params, options);
+      if (options.signal?.aborted) throw error;
+      throw new EngineUnavailableError(
+        `The Tinker server at ${this.options.server} could not sample: ${error instanceof Error ? error.message : String(error)}`,
+        { cause: error },
+      );
     }
     const tools = request.tools ?? [];
     const shape = {
@@ -273,7 +283,11 @@ export class TinkerEngine implements Engine {
     this.models.delete(modelId);
     const record = checkpointPath === null ? null : await this.recordOf(checkpointPath);
     const id = await client.createModel(baseModel, record?.lora ?? this.options.lora, { signal });
-    if (record) {
+    if (record && record.statePath === null)
+      throw new Error(
+        `The Tinker server no longer holds the training model of ${checkpointPath}, and that checkpoint has no saved state to resume from (it was trained with resumableState: false): train on from a new model, or keep resumableState on.`,
+      );
+    if (record?.statePath) {
       try {
         await client.loadWeights(id, record.statePath, { signal });
       } catch (error) {
@@ -290,7 +304,8 @@ export class TinkerEngine implements Engine {
   private forget(modelId: string): void {
     const known = this.models.get(modelId);
     this.models.delete(modelId);
-    if (known) void this.options.client.unloadModel(known.id, { signal: AbortSignal.timeout(30_000) }).catch(() => undefined);
+    if (known)
+      void this.options.client.unloadModel(known.id, { signal: AbortSignal.timeout(30_000) }).catch(() => undefined);
   }
 
   /** Runs an RL or SFT job on the server and writes the checkpoint record. */
@@ -323,11 +338,11 @@ export class TinkerEngine implements Engine {
     }
     const name = `step${job.step}-${randomUUID().slice(0, 8)}`;
     let samplerPath: string;
-    let statePath: string;
+    let statePath: string | null;
     try {
       [samplerPath, statePath] = await Promise.all([
         client.saveWeightsForSampler(model.id, name, { signal }),
-        client.saveWeights(model.id, `state-${name}`, { signal }),
+        this.options.resumableState === false ? null : client.saveWeights(model.id, `state-${name}`, { signal }),
       ]);
     } catch (error) {
       this.forget(modelId);
@@ -479,7 +494,7 @@ export class TinkerEngine implements Engine {
     this.samplers.delete(record.samplerPath);
     await Promise.all([
       this.options.client.deleteCheckpoint(sampler),
-      this.options.client.deleteCheckpoint(record.statePath),
+      record.statePath === null ? false : this.options.client.deleteCheckpoint(record.statePath),
     ]);
   }
 
@@ -494,7 +509,9 @@ export class TinkerEngine implements Engine {
     this.samplers.clear();
     const client = this.options.client;
     await Promise.all(
-      models.map((model) => client.unloadModel(model.id, { signal: AbortSignal.timeout(30_000) }).catch(() => undefined)),
+      models.map((model) =>
+        client.unloadModel(model.id, { signal: AbortSignal.timeout(30_000) }).catch(() => undefined),
+      ),
     );
   }
 }

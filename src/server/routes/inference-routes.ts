@@ -8,7 +8,7 @@ import {
   type InferenceModel,
   type InferenceModelList,
 } from '../../schema/index.js';
-import { EngineInputError } from '../../engine/types.js';
+import { EngineInputError, EngineUnavailableError } from '../../engine/types.js';
 import { completionChunks, eventStream } from '../chat-completion-stream.js';
 import { HttpError, RequestValidationError } from '../http-error.js';
 import { inferenceName, resolveInferenceModel } from '../inference-names.js';
@@ -69,6 +69,7 @@ export function registerInferenceRoutes(routes: RouteTable, service: ServiceCont
           { 'retry-after': '5' },
         );
       }
+      if (error instanceof EngineUnavailableError) throw new HttpError(503, error.message, { 'retry-after': '5' });
       if (error instanceof EngineInputError) {
         throw new RequestValidationError([
           { loc: error.loc.length > 0 ? [...error.loc] : ['body'], msg: error.message, type: 'value_error' },
