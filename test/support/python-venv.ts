@@ -37,7 +37,8 @@ export interface FindPythonOptions {
 }
 
 /**
- * The first Python in the accepted range that also has the `venv` module: the interpreter named
+ * The first Python in the accepted range that also has the `venv` and `ensurepip` modules (Debian
+ * splits them off into python3-venv): the interpreter named
  * by `envVar`, then `python3.N` for each accepted minor version in ascending order, then
  * `python3`, then every pyenv version (`$PYENV_ROOT/versions/*`, ascending). Lower versions come
  * first on purpose: they are the ones upstream wheels were built and measured for.
@@ -71,7 +72,8 @@ export function findPython(options: FindPythonOptions): FoundPython | { reason: 
     for (const version of sorted) candidates.push(path.join(versions, version, 'bin', 'python3'));
   }
   const probe = [
-    'import sys, venv',
+    'import sys, venv, ensurepip',
+    'ensurepip.version()',
     `ok = (${minMajor}, ${minMinor}) <= sys.version_info[:2] < (${belowMajor}, ${belowMinor})`,
     'print(ok, sys.version.split()[0], sys.executable, sep="\\n")',
   ].join('\n');

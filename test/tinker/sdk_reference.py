@@ -40,10 +40,12 @@ Failures print {"error": "<type>: <message>"} and exit 1.
 """
 
 import json
+import logging
 import os
 import sys
 import threading
 import time
+import traceback
 import urllib.error
 import urllib.request
 
@@ -255,6 +257,8 @@ def give_up(timeout: float) -> None:
 
 
 def main() -> int:
+    # The SDK's own warnings (retries, connection errors) go to stderr, which the caller keeps.
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         spec = json.loads(sys.stdin.read())
         mode = MODES.get(spec.get("mode"))
@@ -267,6 +271,7 @@ def main() -> int:
         result = mode(spec)
         watchdog.cancel()
     except Exception as error:  # noqa: BLE001 - every failure is reported as JSON
+        traceback.print_exc()
         print(json.dumps({"error": f"{type(error).__name__}: {error}"}), flush=True)
         return 1
     print(json.dumps(result), flush=True)
