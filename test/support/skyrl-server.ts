@@ -187,7 +187,20 @@ export interface SkyrlServer {
   processes(): SkyrlProcess[];
   /** Ends the group at once with SIGKILL, as a crash would; the port and state are kept for restart(). */
   kill(): Promise<void>;
-  /** Kills the server if it runs, starts it again on the same port and state, and waits until ready. */
+  /**
+   * Kills the server if it runs, starts it again on the same port and state, and waits until ready.
+   *
+   * What SkyRL 0.4.0 keeps across it (measured): the database (sessions, which still take
+   * heartbeats; model records, which `get_info` still calls "created"; futures, whose finished
+   * results can still be retrieved; checkpoint records, listed by `training_runs/{id}/checkpoints`)
+   * and the checkpoint files. What it loses: the loaded models. Every request on a model id from
+   * before, a future left pending by the crash included, fails with 400 `{"detail": "Model <id>
+   * not loaded (likely stale request from previous server)"}`, and so does sampling from that
+   * model's sampler checkpoints; re-sending a training call with its old `seq_id` returns the old
+   * (failed) future. To resume, create a new model from a `save_weights` checkpoint
+   * (`load_weights`, with or without the optimizer state): the next step then equals the
+   * uninterrupted one exactly.
+   */
   restart(options?: { signal?: AbortSignal | undefined }): Promise<SkyrlStartup>;
   /**
    * Ends the group (SIGTERM, then SIGKILL after 15 s), checks that none of its processes is left,
