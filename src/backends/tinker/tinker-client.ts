@@ -281,7 +281,12 @@ export class TinkerClient {
 
   /** Unloads a training model, freeing its adapter slot on the server. */
   async unloadModel(modelId: string, options: SubmitOptions = {}): Promise<void> {
-    await this.call('unload_model', 'UnloadModel', () => ({ json: { model_id: modelId, type: 'unload_model' } }), options);
+    await this.call(
+      'unload_model',
+      'UnloadModel',
+      () => ({ json: { model_id: modelId, type: 'unload_model' } }),
+      options,
+    );
   }
 
   /** Loads a `save_weights` checkpoint (`tinker://…/weights/…`) into a new training model, with its optimizer state. */
@@ -654,7 +659,17 @@ export class TinkerClient {
             : fromBinary(ForwardBackwardOutputSchema, bytes);
         }
         const result = (await response.json()) as Record<string, unknown>;
-        if (result['type'] === 'try_again' || result['status'] === 'complete_metadata') continue;
+        if (result['type'] === 'try_again' || result['status'] === 'complete_metadata') {
+          // A server that answers at once instead of long-polling (or a fetch that never touches the
+          // network) would otherwise keep this loop on microtasks forever, starving the timers of
+          // futureTimeout and of the caller's abort: yield to the event loop before polling again.
+          try {
+            await delay(0, signal);
+          } catch (abort) {
+            return fail(abort, requestId);
+          }
+          continue;
+        }
         if ('error' in result && typeof result['error'] === 'string')
           throw new TinkerRequestFailedError(
             operation,
@@ -679,8 +694,10 @@ export class TinkerClient {
         continue;
       }
       if (status === 410) {
-        // The promise expired or broke on the server: send the same request again.
+        // The promise expired or broke on the server: send the same request again (after yielding,
+        // as for try_again, so that a server answering 410 at once cannot starve the timers).
         try {
+          await delay(0, signal);
           requestId = await submit();
         } catch (error) {
           return fail(error, requestId);
