@@ -317,8 +317,14 @@ export class TinkerClient {
     let current: TinkerDatum[] = [];
     let bytes = 0;
     for (const datum of data) {
-      // The SDK's estimate: 10 bytes per token and per loss-input value.
-      const size = 10 * (datum.inputTokens.length + 4 * datum.targetTokens.length);
+      // The SDK's estimate: 10 bytes per input token and per value of each loss input it sends.
+      const size =
+        10 *
+        (datum.inputTokens.length +
+          datum.targetTokens.length +
+          (datum.weights?.length ?? 0) +
+          (datum.logprobs?.length ?? 0) +
+          (datum.advantages?.length ?? 0));
       if (current.length > 0 && (current.length >= maxLength || bytes + size > maxBytes)) {
         chunks.push(current);
         current = [];
