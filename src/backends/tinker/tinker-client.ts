@@ -81,7 +81,7 @@ export interface TinkerDatumOutput {
 /** A forward/backward result. */
 export interface ForwardBackwardResult {
   readonly outputs: TinkerDatumOutput[];
-  /** The server's metrics (hosted Tinker: `loss:sum`; SkyRL: none). */
+  /** The server's metrics (hosted Tinker: `loss:sum`; SkyRL: none), combined over the chunks as the SDK does. */
   readonly metrics: Record<string, number>;
 }
 
@@ -365,12 +365,14 @@ export class TinkerClient {
       ),
     );
     const outputs: TinkerDatumOutput[] = [];
-    const metrics: Record<string, number> = {};
+    const chunkMetrics: { metrics: Record<string, number>; datums: number }[] = [];
     for (const result of results) {
       const decoded = result as ForwardBackwardOutput;
+      const before = outputs.length;
       for (const record of decoded.lossFnOutputs) outputs.push(...datumOutputs(record.fields));
-      for (const [name, value] of Object.entries(decoded.metrics)) metrics[name] = (metrics[name] ?? 0) + value;
+      chunkMetrics.push({ metrics: decoded.metrics, datums: outputs.length - before });
     }
+    const metrics = combineChunkMetrics(chunkMetrics);
     if (outputs.length !== data.length)
       throw new Error(`Tinker ${operation} returned ${outputs.length} outputs for ${data.length} datums`);
     return { outputs, metrics };
@@ -837,6 +839,31 @@ function numbersOf(values: Record<string, unknown>): Record<string, number> {
   for (const [name, value] of Object.entries(values))
     if (typeof value === 'number' && Number.isFinite(value)) numbers[name] = value;
   return numbers;
+}
+
+/**
+ * The metrics of one forward/backward sent in chunks, combined as the SDK does by the reduction
+ * each name ends with: `:mean` weighted by the chunks' datums, `:min`, `:max`; `:sum` and the
+ * rest add up.
+ */
+function combineChunkMetrics(chunks: readonly { metrics: Record<string, number>; datums: number }[]) {
+  const combined: Record<string, number> = {};
+  const names = new Set(chunks.flatMap((chunk) => Object.keys(chunk.metrics)));
+  for (const name of names) {
+    const present = chunks.filter((chunk) => name in chunk.metrics);
+    const values = present.map((chunk) => chunk.metrics[name] as number);
+    const reduction = name.slice(name.lastIndexOf(':') + 1);
+    if (name.includes(':') && reduction === 'mean') {
+      const datums = present.reduce((total, chunk) => total + chunk.datums, 0);
+      combined[name] =
+        datums > 0
+          ? present.reduce((total, chunk) => total + (chunk.metrics[name] as number) * chunk.datums, 0) / datums
+          : values.reduce((total, value) => total + value, 0) / values.length;
+    } else if (name.includes(':') && reduction === 'min') combined[name] = Math.min(...values);
+    else if (name.includes(':') && reduction === 'max') combined[name] = Math.max(...values);
+    else combined[name] = values.reduce((total, value) => total + value, 0);
+  }
+  return combined;
 }
 
 function tensor(values: readonly number[], dtype: DType) {
