@@ -128,14 +128,18 @@ export class TinkerBackend implements Backend {
     optional(options.port, (port) => integerOption('port', port, { min: 0, max: 65_535 }));
     optional(options.lora?.rank, (rank) => integerOption('lora.rank', rank, { min: 1 }));
     const baseURL = options.baseURL ?? readEnv(ENV.tinkerBaseURL) ?? HOSTED_TINKER_URL;
+    let protocol: string | undefined;
     try {
-      new URL(baseURL);
+      protocol = new URL(baseURL).protocol;
     } catch {
+      protocol = undefined;
+    }
+    // `localhost:8000` parses as a URL of scheme `localhost:`: only http(s) reaches a server.
+    if (protocol !== 'http:' && protocol !== 'https:')
       throw new InvalidArgumentError(
         'baseURL',
         `Expected \`baseURL\` (or TINKER_BASE_URL) to be an http(s) URL, got ${JSON.stringify(baseURL)}`,
       );
-    }
     const apiKey = options.apiKey ?? readEnv(ENV.tinkerApiKey);
     if (apiKey === undefined && baseURL.replace(/\/+$/, '') === HOSTED_TINKER_URL)
       throw new PolicyloopError(

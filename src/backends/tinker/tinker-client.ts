@@ -81,7 +81,7 @@ export interface TinkerDatumOutput {
 /** A forward/backward result. */
 export interface ForwardBackwardResult {
   readonly outputs: TinkerDatumOutput[];
-  /** The server's metrics (hosted Tinker: `loss:sum`; SkyRL: none). */
+  /** The server's metrics (hosted Tinker: `loss:sum`; SkyRL: none), combined over the chunks as the SDK does. */
   readonly metrics: Record<string, number>;
 }
 
@@ -281,7 +281,12 @@ export class TinkerClient {
 
   /** Unloads a training model, freeing its adapter slot on the server. */
   async unloadModel(modelId: string, options: SubmitOptions = {}): Promise<void> {
-    await this.call('unload_model', 'UnloadModel', () => ({ json: { model_id: modelId, type: 'unload_model' } }), options);
+    await this.call(
+      'unload_model',
+      'UnloadModel',
+      () => ({ json: { model_id: modelId, type: 'unload_model' } }),
+      options,
+    );
   }
 
   /** Loads a `save_weights` checkpoint (`tinker://…/weights/…`) into a new training model, with its optimizer state. */
@@ -312,8 +317,14 @@ export class TinkerClient {
     let current: TinkerDatum[] = [];
     let bytes = 0;
     for (const datum of data) {
-      // The SDK's estimate: 10 bytes per token and per loss-input value.
-      const size = 10 * (datum.inputTokens.length + 4 * datum.targetTokens.length);
+      // The SDK's estimate: 10 bytes per input token and per value of each loss input it sends.
+      const size =
+        10 *
+        (datum.inputTokens.length +
+          datum.targetTokens.length +
+          (datum.weights?.length ?? 0) +
+          (datum.logprobs?.length ?? 0) +
+          (datum.advantages?.length ?? 0));
       if (current.length > 0 && (current.length >= maxLength || bytes + size > maxBytes)) {
         chunks.push(current);
         current = [];
@@ -354,12 +365,14 @@ export class TinkerClient {
       ),
     );
     const outputs: TinkerDatumOutput[] = [];
-    const metrics: Record<string, number> = {};
+    const chunkMetrics: { metrics: Record<string, number>; datums: number }[] = [];
     for (const result of results) {
       const decoded = result as ForwardBackwardOutput;
+      const before = outputs.length;
       for (const record of decoded.lossFnOutputs) outputs.push(...datumOutputs(record.fields));
-      for (const [name, value] of Object.entries(decoded.metrics)) metrics[name] = (metrics[name] ?? 0) + value;
+      chunkMetrics.push({ metrics: decoded.metrics, datums: outputs.length - before });
     }
+    const metrics = combineChunkMetrics(chunkMetrics);
     if (outputs.length !== data.length)
       throw new Error(`Tinker ${operation} returned ${outputs.length} outputs for ${data.length} datums`);
     return { outputs, metrics };
@@ -654,7 +667,17 @@ export class TinkerClient {
             : fromBinary(ForwardBackwardOutputSchema, bytes);
         }
         const result = (await response.json()) as Record<string, unknown>;
-        if (result['type'] === 'try_again' || result['status'] === 'complete_metadata') continue;
+        if (result['type'] === 'try_again' || result['status'] === 'complete_metadata') {
+          // A server that answers at once instead of long-polling (or a fetch that never touches the
+          // network) would otherwise keep this loop on microtasks forever, starving the timers of
+          // futureTimeout and of the caller's abort: yield to the event loop before polling again.
+          try {
+            await delay(0, signal);
+          } catch (abort) {
+            return fail(abort, requestId);
+          }
+          continue;
+        }
         if ('error' in result && typeof result['error'] === 'string')
           throw new TinkerRequestFailedError(
             operation,
@@ -679,8 +702,10 @@ export class TinkerClient {
         continue;
       }
       if (status === 410) {
-        // The promise expired or broke on the server: send the same request again.
+        // The promise expired or broke on the server: send the same request again (after yielding,
+        // as for try_again, so that a server answering 410 at once cannot starve the timers).
         try {
+          await delay(0, signal);
           requestId = await submit();
         } catch (error) {
           return fail(error, requestId);
@@ -814,6 +839,31 @@ function numbersOf(values: Record<string, unknown>): Record<string, number> {
   for (const [name, value] of Object.entries(values))
     if (typeof value === 'number' && Number.isFinite(value)) numbers[name] = value;
   return numbers;
+}
+
+/**
+ * The metrics of one forward/backward sent in chunks, combined as the SDK does by the reduction
+ * each name ends with: `:mean` weighted by the chunks' datums, `:min`, `:max`; `:sum` and the
+ * rest add up.
+ */
+function combineChunkMetrics(chunks: readonly { metrics: Record<string, number>; datums: number }[]) {
+  const combined: Record<string, number> = {};
+  const names = new Set(chunks.flatMap((chunk) => Object.keys(chunk.metrics)));
+  for (const name of names) {
+    const present = chunks.filter((chunk) => name in chunk.metrics);
+    const values = present.map((chunk) => chunk.metrics[name] as number);
+    const reduction = name.slice(name.lastIndexOf(':') + 1);
+    if (name.includes(':') && reduction === 'mean') {
+      const datums = present.reduce((total, chunk) => total + chunk.datums, 0);
+      combined[name] =
+        datums > 0
+          ? present.reduce((total, chunk) => total + (chunk.metrics[name] as number) * chunk.datums, 0) / datums
+          : values.reduce((total, value) => total + value, 0) / values.length;
+    } else if (name.includes(':') && reduction === 'min') combined[name] = Math.min(...values);
+    else if (name.includes(':') && reduction === 'max') combined[name] = Math.max(...values);
+    else combined[name] = values.reduce((total, value) => total + value, 0);
+  }
+  return combined;
 }
 
 function tensor(values: readonly number[], dtype: DType) {
