@@ -647,7 +647,9 @@ export class TinkerClient {
         );
       } catch (error) {
         if (signal.aborted) return fail(error, requestId);
-        // No answer (connection refused, reset, a poll that timed out): back off and poll again.
+        // A long poll that outlived its own timeout (SkyRL holds one up to 300 s): poll again at once.
+        if (error instanceof APIConnectionTimeoutError) continue;
+        // No answer (connection refused, reset): back off and poll again.
         retries += 1;
         try {
           await delay(retryDelay(retries, undefined, this.firstRetryDelay), signal);

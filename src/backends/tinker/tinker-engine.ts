@@ -85,9 +85,13 @@ interface TrainingModel {
   checkpointPath: string | null;
 }
 
+/**
+ * Whether the server lost what a request named: a session or model it no longer has (404), or,
+ * after a restart, a training model that is no longer loaded (SkyRL: 400 "Model … not loaded").
+ */
 function isGone(error: unknown): boolean {
   if (error instanceof APIError) return error.status === 404;
-  return error instanceof TinkerRequestFailedError && /not found/i.test(error.message);
+  return error instanceof TinkerRequestFailedError && /not found|not loaded/i.test(error.message);
 }
 
 /** Reads a checkpoint directory's record. */
@@ -108,6 +112,8 @@ export class TinkerEngine implements Engine {
   private readonly samplers = new Map<string, Promise<string>>();
   private readonly records = new Map<string, Promise<TinkerCheckpointRecord>>();
   private readonly models = new Map<string, TrainingModel>();
+  /** Checkpoints whose sampler weights were saved again from their state (their training model was gone). */
+  private readonly reloaded = new Map<string, Promise<{ trainingModelId: string; samplerPath: string }>>();
   private readonly loadText: TextLayerLoader;
   private closed = false;
 
@@ -165,7 +171,11 @@ export class TinkerEngine implements Engine {
     const source =
       policy.checkpointPath === null
         ? { baseModel: policy.baseModel }
-        : { modelPath: (await this.recordOf(policy.checkpointPath)).samplerPath };
+        : {
+            modelPath:
+              (await this.reloaded.get(policy.checkpointPath)?.catch(() => undefined))?.samplerPath ??
+              (await this.recordOf(policy.checkpointPath)).samplerPath,
+          };
     const key = 'baseModel' in source ? `base:${source.baseModel}` : source.modelPath;
     if (fresh) this.samplers.delete(key);
     let session = this.samplers.get(key);
@@ -224,8 +234,11 @@ export class TinkerEngine implements Engine {
       try {
         result = await this.options.client.sample(await this.samplerOf(policy, options.signal), params, options);
       } catch (error) {
-        // A server restarted since the session was opened: open it again, once.
         if (!isGone(error)) throw error;
+        // The session, or the training model behind a checkpoint's sampler weights, is gone (the
+        // server restarted, or the model was unloaded): load the checkpoint's state into a new
+        // model and save its sampler weights again, then open a new session, once.
+        if (policy.checkpointPath !== null) await this.reload(policy.checkpointPath, options.signal);
         result = await this.options.client.sample(await this.samplerOf(policy, options.signal, true), params, options);
       }
     } catch (error) {
@@ -263,6 +276,33 @@ export class TinkerEngine implements Engine {
         total_tokens: prompt.length + completionTokens,
       },
     };
+  }
+
+  /** Saves a checkpoint's sampler weights again, from its saved state, in a new training model (once at a time). */
+  private reload(
+    checkpointPath: string,
+    signal: AbortSignal | undefined,
+  ): Promise<{ trainingModelId: string; samplerPath: string }> {
+    const known = this.reloaded.get(checkpointPath);
+    const reloading = (async () => {
+      const previous = await known?.catch(() => undefined);
+      const record = await this.recordOf(checkpointPath);
+      if (record.statePath === null)
+        throw new Error(
+          `The Tinker server no longer has the sampler weights of ${checkpointPath}, and that checkpoint has no saved state to load them from (resumableState: false).`,
+        );
+      const client = this.options.client;
+      if (previous) void client.unloadModel(previous.trainingModelId).catch(() => undefined);
+      const id = await client.createModel(record.baseModel, record.lora, { signal });
+      await client.loadWeights(id, record.statePath, { signal });
+      const name = `reloaded-step${record.step}-${randomUUID().slice(0, 8)}`;
+      return { trainingModelId: id, samplerPath: await client.saveWeightsForSampler(id, name, { signal }) };
+    })();
+    reloading.catch(() => {
+      if (this.reloaded.get(checkpointPath) === reloading) this.reloaded.delete(checkpointPath);
+    });
+    this.reloaded.set(checkpointPath, reloading);
+    return reloading;
   }
 
   /**
@@ -499,19 +539,24 @@ export class TinkerEngine implements Engine {
   }
 
   /**
-   * Unloads the training models this engine created (their saved state stays, so a later run
-   * resumes from it) and forgets the sampling sessions; the client is closed by its owner.
+   * Unloads the training models this engine created, freeing the server's adapter slots (their
+   * saved state stays: a later run resumes from it, and sampling an old checkpoint saves its
+   * sampler weights again from it), and forgets the sampling sessions; the client is closed by
+   * its owner.
    */
   async close(): Promise<void> {
     this.closed = true;
-    const models = [...this.models.values()];
+    const reloaded = await Promise.all([...this.reloaded.values()].map((entry) => entry.catch(() => undefined)));
+    const ids = [
+      ...[...this.models.values()].map((model) => model.id),
+      ...reloaded.flatMap((entry) => (entry ? [entry.trainingModelId] : [])),
+    ];
     this.models.clear();
+    this.reloaded.clear();
     this.samplers.clear();
     const client = this.options.client;
     await Promise.all(
-      models.map((model) =>
-        client.unloadModel(model.id, { signal: AbortSignal.timeout(30_000) }).catch(() => undefined),
-      ),
+      ids.map((id) => client.unloadModel(id, { signal: AbortSignal.timeout(30_000) }).catch(() => undefined)),
     );
   }
 }
