@@ -479,6 +479,13 @@ describe.skipIf(skipReason !== undefined)(
           await server.restart();
           const resumed = await new RLTrainer({ ...options, maxSteps: 2 }).run();
           expect(resumed.step).toBe(2);
+          // Step 1's sampler weights belonged to a model the restart unloaded: saved again from its state.
+          const old = await model.openai().chat.completions.create({
+            model: model.inferenceName(1),
+            messages: [{ role: 'user', content: 'cat' }],
+            max_tokens: 4,
+          });
+          expect(old.choices[0]?.logprobs?.content?.length).toBeGreaterThan(0);
           await model.close();
         },
         15 * MINUTE,
