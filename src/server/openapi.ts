@@ -5,6 +5,7 @@
  * and answers, not the hosted service's published contract; docs/api/README.md lists the
  * differences.
  */
+import { createRequire } from 'node:module';
 import { z } from 'zod';
 import {
   AdditionalHistory,
@@ -24,6 +25,11 @@ import type { ContractContext } from './contract.js';
 import { ErrorResponse, ValidationErrorResponse } from './contract.js';
 import { IDEMPOTENCY_KEY_HEADER, MAX_IDEMPOTENCY_KEY_LENGTH, REPLAYED_HEADER } from './idempotency.js';
 import { type ErrorStatus, type JsonAnswer, OPERATIONS, type Operation, resolveSchema } from './operations.js';
+
+/** The package's version, written to `info.version`. */
+export function packageVersion(): string {
+  return (createRequire(import.meta.url)('../../package.json') as { version: string }).version;
+}
 
 /** A JSON value of the document (plain objects, arrays and scalars). */
 export type JsonObject = Record<string, unknown>;

@@ -1,15 +1,9 @@
 /** Health, system check, the base-model list and the OpenAPI document: the operations that need no key. */
-import { createRequire } from 'node:module';
 import type { HealthResponse } from '../contract.js';
-import { buildOpenApiDocument } from '../openapi.js';
+import { buildOpenApiDocument, packageVersion } from '../openapi.js';
 import { operation } from '../operations.js';
 import type { RouteTable } from '../route-table.js';
 import { contractContextOf, type ServiceContext } from '../service-context.js';
-
-/** The package's version, written to the OpenAPI document. */
-export function packageVersion(): string {
-  return (createRequire(import.meta.url)('../../../package.json') as { version: string }).version;
-}
 
 /**
  * Registers `GET /v1/health`, `GET /v1/system-check`, `GET /v1/preview/base-models` and
