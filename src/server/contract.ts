@@ -145,10 +145,14 @@ export function sftJobBody(context: ContractContext) {
   });
 }
 
-/** Characters of a path segment in a `file://` URL the pattern admits: none that could leave the folder. */
-const SEGMENT_CHARACTER = '(?:[^/?#%\\\\\\u0000-\\u001f\\u007f]|%(?:[013-9A-Fa-f][0-9A-Fa-f]|2[0-9A-Ea-e]))';
-/** One path segment: not starting with '.' (no `.` or `..`), no '/', '\\', '?', '#', no encoded '/' and no control characters. */
-const SEGMENT = `(?:[^/?#%.\\\\\\u0000-\\u001f\\u007f]|%(?:[013-9A-Fa-f][0-9A-Fa-f]|2[0-9A-Ea-e]))${SEGMENT_CHARACTER}*`;
+/**
+ * A percent escape the pattern admits: printable ASCII but '.', '/' and DEL (an escaped '.' or '/'
+ * could step out of the folder; an escaped byte beyond ASCII may not be UTF-8, which a file path
+ * must be). Characters beyond ASCII are written as they are: the URL parser escapes them itself.
+ */
+const ESCAPE = '%(?:2[0-9A-Da-d]|[3-6][0-9A-Fa-f]|7[0-9A-Ea-e])';
+/** One path segment: no '.' to start it (no `.` or `..`), no '/', '\\', '?', '#' or control characters. */
+const SEGMENT = `(?:[^/?#%.\\\\\\u0000-\\u001f\\u007f]|${ESCAPE})(?:[^/?#%\\\\\\u0000-\\u001f\\u007f]|${ESCAPE})*`;
 /** A host name whose last label starts with a letter (so never an IP address literal). */
 const HOST_NAME = '(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\\.)*[A-Za-z](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?';
 
