@@ -46,7 +46,8 @@ export interface OpenApiOptions {
 
 const TARGET = 'draft-2020-12';
 const COMPONENT = '#/components/schemas/';
-const SECURITY_SCHEME = 'bearerAuth';
+// The published documents' name for the same scheme.
+const SECURITY_SCHEME = 'HTTPBearer';
 
 /**
  * Schemas that several bodies share, named once: those of requests (and of the logged groups read

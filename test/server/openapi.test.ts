@@ -77,9 +77,9 @@ describe('GET /openapi.json', () => {
   it('is public, OpenAPI 3.1, with the bearer key as its security scheme', async () => {
     expect(document.openapi).toBe('3.1.0');
     expect(document.components.securitySchemes).toEqual({
-      bearerAuth: expect.objectContaining({ type: 'http', scheme: 'bearer' }),
+      HTTPBearer: expect.objectContaining({ type: 'http', scheme: 'bearer' }),
     });
-    expect(document.security).toEqual([{ bearerAuth: [] }]);
+    expect(document.security).toEqual([{ HTTPBearer: [] }]);
   });
 
   it('lists exactly the routes the service answers, each with every status it can answer', () => {
