@@ -109,7 +109,7 @@ export async function createApp(options: ServerOptions = {}): Promise<App> {
     stopping: stopping.signal,
   };
   const hono = new Hono<{ Variables: { requestId: string } & AuthVariables }>();
-  // Every route needs a key unless registered with `addPublic`.
+  // Every route needs a key unless its operation (operations.ts) is marked public.
   const routes = new RouteTable(hono, requireApiKey(new ApiKeyChecker(settings.apiKeys)));
   let closed = false;
 
