@@ -116,6 +116,10 @@ function buildProgram(setExitCode: (code: number) => void): Command {
     )
     .option('--allow-training-data-downloads', 'Let SFT jobs download http(s):// training data (public addresses only)')
     .option(
+      '--print-openapi',
+      'Write the OpenAPI document of the service these options start (what GET /openapi.json answers) to stdout and exit; nothing listens',
+    )
+    .option(
       '--allow-training-data-address <addr>',
       'An address or CIDR range (127.0.0.1, 10.0.0.0/8) downloads may reach although it is loopback, private ' +
         'or link-local; repeat for several',
@@ -142,7 +146,15 @@ function buildProgram(setExitCode: (code: number) => void): Command {
     .requiredOption('--out <dir>', 'Folder to write (created if needed)')
     .option('--merged', 'Write the merged model (config, float32 weights, tokenizer files)', false)
     .option('--data-dir <dir>', "The service's data directory", DEFAULT_DATA_DIR)
-    .option('--model <dir>', 'A base model folder given to `serve --model`; repeat for several', collect)
+    .option(
+      '--model <dir>',
+      'A base model folder given to `serve --model`; repeat for several (a folder the model was trained on is found by its path without it)',
+      collect,
+    )
+    .option(
+      '--base <dir>',
+      'The base model folder to use, when it is no longer where the model was trained on it (moved, or another copy)',
+    )
     .action(async (reference: string, options: ExportOptions) => {
       const { exportCommand } = await import('./commands/export.js');
       setExitCode(await exportCommand(reference, options));

@@ -129,7 +129,10 @@ class LocalEngine implements Engine {
     this.cacheSize = Math.max(1, options.cacheSize ?? 4);
     this.maxBatchSequences = Math.max(1, options.maxBatchSequences ?? 128);
     this.batchWindowMs = Math.max(0, options.batchWindowMs ?? 2);
-    this.registry = new ModelRegistry(options.models ?? [], options.env ?? process.env);
+    // An injected text layer (tests) brings its own tokenizer: then folders need no text files.
+    this.registry = new ModelRegistry(options.models ?? [], options.env ?? process.env, {
+      textFiles: options.textLayer === undefined,
+    });
     this.loadText = options.textLayer ?? loadDefaultTextLayer;
   }
 
@@ -152,7 +155,19 @@ class LocalEngine implements Engine {
     policy: PolicyRef,
     request: ChatCompletionRequestBody,
   ): Promise<{ prompt: number[]; contextLength: number }> {
-    const base = await this.bases.load(this.tf, this.hfDirectory(policy.baseModel), this.loadText);
+    const directory = this.hfDirectory(policy.baseModel);
+    let base: HfBaseModel;
+    try {
+      base = await this.bases.load(this.tf, directory, this.loadText);
+    } catch (error) {
+      // What the folder holds (weights that contradict config.json, a tokenizer its library cannot
+      // read, a model too large for the heap) is the request's model's problem, not the service's.
+      if (error instanceof EngineInputError) throw error;
+      throw new EngineInputError(
+        `Base model ${JSON.stringify(policy.baseModel)} cannot be loaded from the folder ${directory}: ${error instanceof Error ? error.message : String(error)}`,
+        ['body', 'model'],
+      );
+    }
     for (const message of request.messages) {
       const content = (message as { content?: unknown }).content;
       if (
@@ -387,7 +402,19 @@ class LocalEngine implements Engine {
 
   /** A Hugging Face policy: the shared base model plus the checkpoint's adapter, if any. */
   private async loadHf(policy: PolicyRef): Promise<LoadedPolicy> {
-    const base = await this.bases.load(this.tf, this.hfDirectory(policy.baseModel), this.loadText);
+    const directory = this.hfDirectory(policy.baseModel);
+    let base: HfBaseModel;
+    try {
+      base = await this.bases.load(this.tf, directory, this.loadText);
+    } catch (error) {
+      // What the folder holds (weights that contradict config.json, a tokenizer its library cannot
+      // read, a model too large for the heap) is the request's model's problem, not the service's.
+      if (error instanceof EngineInputError) throw error;
+      throw new EngineInputError(
+        `Base model ${JSON.stringify(policy.baseModel)} cannot be loaded from the folder ${directory}: ${error instanceof Error ? error.message : String(error)}`,
+        ['body', 'model'],
+      );
+    }
     let lora: LoraTensors | null = null;
     if (policy.checkpointPath) {
       let adapter;

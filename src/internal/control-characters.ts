@@ -6,9 +6,12 @@
 
 /**
  * C0 controls (U+0000-U+001F), DEL, C1 controls (U+0080-U+009F) and the bidirectional overrides
- * and isolates (U+202A-U+202E, U+2066-U+2069), which reorder what a terminal shows.
+ * and isolates (U+202A-U+202E, U+2066-U+2069), which reorder what a terminal shows: the body of a
+ * regular expression character class written with `\uXXXX` escapes only, which ECMAScript, Python
+ * and Rust regular expressions read alike (the service's OpenAPI document carries it in patterns).
  */
-const CONTROL = /[\p{Cc}\u202a-\u202e\u2066-\u2069]/gu;
+export const CONTROL_CHARACTER_RANGES = '\\u0000-\\u001f\\u007f-\\u009f\\u202a-\\u202e\\u2066-\\u2069';
+const CONTROL = new RegExp(`[${CONTROL_CHARACTER_RANGES}]`, 'g');
 
 /** Whether `text` holds a control character (see {@link escapeControl}; tab and newlines included). */
 export function hasControlCharacter(text: string): boolean {

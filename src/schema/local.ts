@@ -11,20 +11,23 @@ import { TrajectoryGroup } from './trajectory.js';
 const dateTime = z.iso.datetime({ offset: true, local: true });
 
 /**
- * Control characters (C0, DEL, C1) and the bidirectional overrides: names holding them would
- * rewrite what a terminal shows when they are printed.
+ * No control characters (C0, DEL, C1) or bidirectional overrides: names holding them would
+ * rewrite what a terminal shows when they are printed. Written with `\uXXXX` escapes only, so that
+ * the pattern reads the same in the service's OpenAPI document (ECMAScript, Python and Rust regular
+ * expressions alike).
  */
-const CONTROL_CHARACTER = /[\p{Cc}\u202a-\u202e\u2066-\u2069]/u;
+// biome-ignore lint/suspicious/noControlCharactersInRegex: the characters it refuses
+const NO_CONTROL_CHARACTER = /^[^\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]*$/;
 
 /** A split name as the local routes take it: non-empty, at most 100 characters, no `/`, no control characters. */
 export const SplitName = z
   .string()
   .min(1, 'Expected a non-empty split name')
   .max(100, 'Expected a split name of at most 100 characters')
-  .refine((value) => !value.includes('/'), {
+  .regex(/^[^/]*$/, {
     error: (issue) => `Expected a split name without '/', got ${JSON.stringify(issue.input)}`,
   })
-  .refine((value) => !CONTROL_CHARACTER.test(value), {
+  .regex(NO_CONTROL_CHARACTER, {
     error: 'Expected a split name without control characters (such as ESC, BEL or backspace)',
   });
 export type SplitName = z.infer<typeof SplitName>;
@@ -85,7 +88,7 @@ const MetricName = z
   .string()
   .min(1, 'Expected a non-empty metric name')
   .max(200, 'Expected a metric name of at most 200 characters')
-  .refine((value) => !CONTROL_CHARACTER.test(value), {
+  .regex(NO_CONTROL_CHARACTER, {
     error: 'Expected a metric name without control characters (such as ESC, BEL or backspace)',
   });
 
@@ -100,13 +103,16 @@ export const CreateStepMetricsRequest = z
   .strictObject({
     step: z.int().min(0),
     split: SplitName,
-    metrics: z.record(
-      MetricName,
-      z.number({
-        error: (issue) =>
-          `Expected a finite number, got ${issue.input === null ? 'null' : typeof issue.input === 'number' ? String(issue.input) : typeof issue.input}`,
-      }),
-    ),
+    metrics: z
+      .record(
+        MetricName,
+        z.number({
+          error: (issue) =>
+            `Expected a finite number, got ${issue.input === null ? 'null' : typeof issue.input === 'number' ? String(issue.input) : typeof issue.input}`,
+        }),
+      )
+      // Checked below with its own message; stated here for the JSON Schema (the service's OpenAPI document).
+      .meta({ minProperties: 1 }),
   })
   .superRefine((body, context) => {
     const names = Object.keys(body.metrics);

@@ -5,6 +5,7 @@ import { mkdirSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Hono } from 'hono';
 import type { Engine } from '../engine/types.js';
+import { InvalidArgumentError } from '../internal/errors.js';
 import { ApiKeyChecker, type AuthVariables, requireApiKey } from './auth.js';
 import { lockDataDir } from './data-dir-lock.js';
 import { errorBody, HttpError, RequestValidationError } from './http-error.js';
@@ -44,7 +45,9 @@ const ALWAYS_ON = new Set(['/v1/health', '/v1/system-check']);
 
 /**
  * Creates the local service: opens (or creates) the store in `dataDir`, fails jobs that a
- * previous process left unfinished, and returns its `fetch` handler.
+ * previous process left unfinished, and returns its `fetch` handler. Throws an
+ * `InvalidArgumentError` (argument `models`) before opening anything when a folder of `models` is
+ * not one the engine can serve, naming the folder and why.
  * @example
  * const app = await createApp({ dataDir: '/tmp/policyloop' });
  * const response = await app.fetch(new Request('http://local/v1/health'));
@@ -55,6 +58,12 @@ export async function createApp(options: ServerOptions = {}): Promise<App> {
   const dataDir = resolve(resolved.dataDir);
   const settings = { ...resolved, dataDir };
   const ownsEngine = options.engine === undefined;
+  // A --model folder the engine cannot serve is refused before anything opens, naming why.
+  if (ownsEngine && (options.models?.length ?? 0) > 0) {
+    const { explicitFoldersProblem } = await import('../engine/hf/registry.js');
+    const problem = explicitFoldersProblem(options.models ?? []);
+    if (problem !== null) throw new InvalidArgumentError('models', problem);
+  }
   // Lock and store first: a directory in use is refused before the engine is loaded.
   mkdirSync(dataDir, { recursive: true });
   const lock = lockDataDir(dataDir);
@@ -100,7 +109,7 @@ export async function createApp(options: ServerOptions = {}): Promise<App> {
     stopping: stopping.signal,
   };
   const hono = new Hono<{ Variables: { requestId: string } & AuthVariables }>();
-  // Every route needs a key unless registered with `addPublic`.
+  // Every route needs a key unless its operation (operations.ts) is marked public.
   const routes = new RouteTable(hono, requireApiKey(new ApiKeyChecker(settings.apiKeys)));
   let closed = false;
 

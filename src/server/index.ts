@@ -11,3 +11,4 @@ export { DEV_API_KEY, type ServeOptions, type ServerLogger, type ServerOptions }
 export { INTERRUPTED_MESSAGE } from './job-runner.js';
 export { DATABASE_FILE } from './store.js';
 export { isLoopbackHost } from './host-check.js';
+export { openApiDocument } from './openapi-document.js';

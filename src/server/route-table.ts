@@ -1,16 +1,18 @@
 /**
- * The service's routes, registered on Hono and remembered, so that a known path with the wrong
- * method can be answered 405 (with `Allow`) instead of 404. Every route is protected by the API key
- * middleware unless it is registered with {@link RouteTable.addPublic}: a new route needs a key
- * unless it says otherwise.
+ * The service's routes, registered on Hono from their entries in the operations table
+ * (`operations.ts`, which the OpenAPI document is written from) and remembered, so that a known
+ * path with the wrong method can be answered 405 (with `Allow`) instead of 404. Every route is
+ * protected by the API key middleware unless its operation is marked `public`: a new route needs a
+ * key unless its entry says otherwise.
  */
 import type { Context, Hono, MiddlewareHandler } from 'hono';
+import type { Operation, OperationMethod } from './operations.js';
 
 /** A route handler. */
 export type RouteHandler = (context: Context) => Promise<Response>;
 
 /** HTTP methods the service routes. */
-export type RouteMethod = 'GET' | 'POST' | 'DELETE';
+export type RouteMethod = OperationMethod;
 
 interface RouteEntry {
   readonly method: RouteMethod;
@@ -25,6 +27,7 @@ export class RouteTable {
   // biome-ignore lint/suspicious/noExplicitAny: as above
   private readonly authenticate: MiddlewareHandler<any>;
   private readonly entries: RouteEntry[] = [];
+  private readonly operations: Operation[] = [];
 
   /**
    * @param app The Hono app to register on.
@@ -38,21 +41,22 @@ export class RouteTable {
   }
 
   /**
-   * Registers `handler` for `method` on `path` (Hono syntax, `:param` segments) behind the API
-   * key: a request without a valid key is answered 401 before `handler` runs.
+   * Registers `handler` for `operation` (its method on its path, `{param}` segments), behind the
+   * API key unless the operation is `public`: a request without a valid key is then answered 401
+   * before `handler` runs. Public operations are only for what a caller needs before it has a key,
+   * or what reveals nothing that a key protects (health, the dashboard's page and assets).
    */
-  add(method: RouteMethod, path: string, handler: RouteHandler): void {
-    this.app.on(method, path, this.authenticate, handler);
-    this.remember(method, path);
+  add(operation: Operation, handler: RouteHandler): void {
+    const path = operation.path.replace(/\{([^}]+)\}/g, ':$1');
+    if (operation.public === true) this.app.on(operation.method, path, handler);
+    else this.app.on(operation.method, path, this.authenticate, handler);
+    this.remember(operation.method, path);
+    this.operations.push(operation);
   }
 
-  /**
-   * Registers a route that answers without a key (health, the dashboard's page and assets). Only
-   * for what a caller needs before it has a key, or what reveals nothing that a key protects.
-   */
-  addPublic(method: RouteMethod, path: string, handler: RouteHandler): void {
-    this.app.on(method, path, handler);
-    this.remember(method, path);
+  /** The operations registered, in order. */
+  registered(): readonly Operation[] {
+    return this.operations;
   }
 
   /** Methods registered for a path (empty when the path is unknown). HEAD comes with GET. */

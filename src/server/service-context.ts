@@ -3,6 +3,7 @@ import type { Context } from 'hono';
 import type { z } from 'zod';
 import { Uuid } from '../schema/index.js';
 import type { Engine } from '../engine/types.js';
+import type { ContractContext } from './contract.js';
 import { HttpError, RequestValidationError } from './http-error.js';
 import type { IdempotencyKeys } from './idempotency.js';
 import type { JobRunner } from './job-runner.js';
@@ -80,4 +81,15 @@ export function requireModel(service: ServiceContext, modelId: string): ModelRec
   const model = service.store.getModel(modelId.toLowerCase());
   if (model === undefined) throw new HttpError(404, `Model ${modelId} not found`);
   return model;
+}
+
+/** The service's {@link ContractContext}: its base models now, and its training data rules. */
+export function contractContextOf(service: ServiceContext): ContractContext {
+  const engine = service.engine;
+  return {
+    baseModels: engine.baseModels(),
+    describeMissingBaseModel:
+      engine.describeMissingBaseModel === undefined ? undefined : (id) => engine.describeMissingBaseModel?.(id) ?? '',
+    trainingData: service.options.trainingData,
+  };
 }

@@ -158,7 +158,12 @@ function collect(issue: Issue, prefix: readonly PathKey[], into: Sink): void {
       add(into, {
         loc,
         msg: issue.message,
-        type: issue.format === 'guid' || issue.format === 'uuid' ? 'uuid_parsing' : `${issue.format}_parsing`,
+        type:
+          issue.format === 'guid' || issue.format === 'uuid'
+            ? 'uuid_parsing'
+            : issue.format === 'regex'
+              ? 'string_pattern_mismatch'
+              : `${issue.format}_parsing`,
       });
       return;
     default:

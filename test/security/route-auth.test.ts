@@ -10,9 +10,17 @@ import { createStandInEngine } from '../server/support/stand-in-engine.js';
 
 /**
  * What answers without a key: health and the system check (monitors call them before any key is
- * at hand), the base-model list, and the dashboard's page and assets (the page asks for the key).
+ * at hand), the base-model list, the service's OpenAPI document, and the dashboard's page and
+ * assets (the page asks for the key).
  */
-const PUBLIC = ['GET /', 'GET /assets/:file', 'GET /v1/health', 'GET /v1/preview/base-models', 'GET /v1/system-check'];
+const PUBLIC = [
+  'GET /',
+  'GET /assets/:file',
+  'GET /openapi.json',
+  'GET /v1/health',
+  'GET /v1/preview/base-models',
+  'GET /v1/system-check',
+];
 
 /** A value for each path parameter the routes use (an unknown id: the key is checked first). */
 const PARAMETERS: Record<string, string> = {

@@ -155,7 +155,7 @@ describe('404 and 422', () => {
       [{ step: -1, split: 'train', metrics: { loss: 1 } }, ['body', 'step'], 'greater_than_equal'],
       [{ step: 1.5, split: 'train', metrics: { loss: 1 } }, ['body', 'step'], 'int_type'],
       [{ step: 1, split: '', metrics: { loss: 1 } }, ['body', 'split'], 'too_short'],
-      [{ step: 1, split: 'train/x', metrics: { loss: 1 } }, ['body', 'split'], 'value_error'],
+      [{ step: 1, split: 'train/x', metrics: { loss: 1 } }, ['body', 'split'], 'string_pattern_mismatch'],
       [{ step: 1, split: 'train', metrics: { loss: '0.5' } }, ['body', 'metrics', 'loss'], 'float_type'],
       [{ step: 1, split: 'train', metrics: { loss: null } }, ['body', 'metrics', 'loss'], 'float_type'],
       [{ step: 1, split: 'train', metrics: { 'train/loss': 0.5 } }, ['body', 'metrics', 'train/loss'], 'value_error'],

@@ -1,8 +1,11 @@
 /**
- * `policyloop export <model>[:step] --out DIR [--merged] [--data-dir .policyloop] [--model DIR ...]`:
+ * `policyloop export <model>[:step] --out DIR [--merged] [--data-dir .policyloop] [--model DIR ...] [--base DIR]`:
  * writes one checkpoint of a model trained on a Hugging Face base model as a PEFT adapter folder
  * (`adapter_config.json` + `adapter_model.safetensors`), or with `--merged` as a full model folder
- * (base weights with the adapter merged in). Reads the local service's data directory.
+ * (base weights with the adapter merged in). Reads the local service's data directory, so the
+ * service need not run. The base model is found by its id: a folder's absolute path (a model
+ * trained on `serve --model DIR`), or `org/name` in the Hugging Face cache; `--base DIR` points at
+ * a folder that has moved.
  */
 import { existsSync } from 'node:fs';
 import path from 'node:path';
@@ -18,6 +21,8 @@ export interface ExportOptions {
   dataDir?: string | undefined;
   /** Base model folders given to `serve --model`. */
   model?: string[] | undefined;
+  /** The base model's folder, when it is no longer where the model was trained on it. */
+  base?: string | undefined;
 }
 
 /** The `export` subcommand for `<model>[:step]`; returns the exit code. */
@@ -76,10 +81,9 @@ export async function exportCommand(reference: string, options: ExportOptions): 
       );
       return 1;
     }
-    const registry = new ModelRegistry(options.model ?? []);
-    const baseDirectory = registry.resolve(model.base_model);
-    if (!baseDirectory) {
-      process.stderr.write(`policyloop export: ${registry.describeMissing(model.base_model)}\n`);
+    const baseDirectory = findBaseFolder(model.base_model, reference, name, options, ModelRegistry);
+    if (typeof baseDirectory !== 'string') {
+      process.stderr.write(`policyloop export: ${baseDirectory.problem}\n`);
       return 1;
     }
     const files = await exportCheckpoint({
@@ -99,4 +103,39 @@ export async function exportCommand(reference: string, options: ExportOptions): 
   } finally {
     store.close();
   }
+}
+
+/**
+ * The folder of the base model `baseModel` of the model named `name`: `--base` when given (and
+ * whole), else where the registry finds it (`--model` folders, the absolute path the model was
+ * trained on, the Hugging Face cache); otherwise a message naming the path expected and how to
+ * point at the new one. The text files are not needed: an export reads config.json and the weights.
+ */
+function findBaseFolder(
+  baseModel: string,
+  reference: string,
+  name: string,
+  options: ExportOptions,
+  Registry: typeof import('../../engine/hf/registry.js').ModelRegistry,
+): string | { problem: string } {
+  const registry = new Registry(options.model ?? [], process.env, { textFiles: false });
+  if (options.base !== undefined) {
+    const folder = path.resolve(options.base);
+    const refused = registry.problemOf(folder);
+    if (refused !== null) return { problem: `--base ${folder} is not a model folder the export can read: ${refused}` };
+    return folder;
+  }
+  const found = registry.resolve(baseModel);
+  if (found !== null) return found;
+  const again = `policyloop export ${reference} --base NEW_DIR`;
+  if (path.isAbsolute(baseModel)) {
+    const refused = registry.problemOf(baseModel);
+    return {
+      problem:
+        `${name} was trained on the base model folder ${baseModel} (given to \`serve --model\`), ` +
+        `${refused === null || !existsSync(baseModel) ? 'which is not there any more' : `which cannot be read: ${refused}`}. ` +
+        `If it moved, point at its new place: ${again}`,
+    };
+  }
+  return { problem: `${registry.describeMissing(baseModel)} If the folder is elsewhere, point at it: ${again}` };
 }

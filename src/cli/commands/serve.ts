@@ -1,5 +1,5 @@
 /**
- * `policyloop serve [--host 127.0.0.1] [--port 8000] [--data-dir .policyloop] [--api-key KEY ...] [--model DIR ...]`
+ * `policyloop serve [--host 127.0.0.1] [--port 8000] [--data-dir .policyloop] [--api-key KEY ...] [--model DIR ...] [--print-openapi]`
  * plus the security options (`--allow-public-dev-key`, `--allowed-host`, `--training-data-root`,
  * `--allow-training-data-downloads`, `--allow-training-data-address`; see docs/server.md)
  * (keys default to `POLICYLOOP_API_KEY`, then the development key):
@@ -8,6 +8,7 @@
  */
 import { escapeControl } from '../../internal/control-characters.js';
 import { ENV, readEnv } from '../../internal/env.js';
+import { InvalidArgumentError } from '../../internal/errors.js';
 
 /** The options of `policyloop serve`, as commander parsed them (`src/cli/main.ts` declares them). */
 export interface ServeOptions {
@@ -31,11 +32,15 @@ export interface ServeOptions {
   allowTrainingDataDownloads?: boolean | undefined;
   /** `--allow-training-data-address` (repeatable). */
   allowTrainingDataAddress?: string[] | undefined;
+  /** `--print-openapi`: write the service's OpenAPI document and exit. */
+  printOpenapi?: boolean | undefined;
 }
 
 /**
  * Runs `policyloop serve` with its parsed options until SIGINT/SIGTERM; resolves to the exit code
- * (2 for a bad port, an empty key or the public development key beyond loopback).
+ * (2 for a bad port, an empty key, the public development key beyond loopback, or a --model folder
+ * the engine cannot serve). With `--print-openapi` it writes the service's OpenAPI document and
+ * returns 0 without listening.
  */
 export async function serveCommand(values: ServeOptions): Promise<number> {
   const port = Number(values.port);
@@ -50,7 +55,26 @@ export async function serveCommand(values: ServeOptions): Promise<number> {
     return 2;
   }
 
-  const { serve, DEV_API_KEY, isLoopbackHost } = await import('../../server/index.js');
+  const { serve, DEV_API_KEY, isLoopbackHost, openApiDocument } = await import('../../server/index.js');
+  if (values.printOpenapi === true) {
+    try {
+      const document = await openApiDocument({
+        host: values.host,
+        port,
+        dataDir: values.dataDir,
+        models: values.model ?? [],
+        trainingDataRoots: values.trainingDataRoot,
+        allowTrainingDataDownloads: values.allowTrainingDataDownloads === true,
+        trainingDataAllowedAddresses: values.allowTrainingDataAddress,
+      });
+      process.stdout.write(`${JSON.stringify(document, null, 2)}\n`);
+      return 0;
+    } catch (error) {
+      if (!(error instanceof TypeError || error instanceof InvalidArgumentError)) throw error;
+      process.stderr.write(`policyloop serve: ${escapeControl(error.message)}\n`);
+      return 2;
+    }
+  }
   const publicDevKey = (apiKeys ?? [DEV_API_KEY]).includes(DEV_API_KEY) && !isLoopbackHost(values.host);
   if (publicDevKey && values.allowPublicDevKey !== true) {
     process.stderr.write(
@@ -80,9 +104,13 @@ export async function serveCommand(values: ServeOptions): Promise<number> {
       },
     });
   } catch (error) {
-    // A malformed --allowed-host or --allow-training-data-address is a usage error; the rest (a port in use) is not.
-    if (!(error instanceof TypeError && error.message.startsWith('Expected '))) throw error;
-    process.stderr.write(`policyloop serve: ${escapeControl(error.message)}\n`);
+    // A malformed --allowed-host or --allow-training-data-address, or a --model folder the engine
+    // cannot serve, is a usage error; the rest (a port in use) is not.
+    const usage =
+      (error instanceof TypeError && error.message.startsWith('Expected ')) ||
+      (error instanceof InvalidArgumentError && error.argument === 'models');
+    if (!usage) throw error;
+    process.stderr.write(`policyloop serve: ${escapeControl((error as Error).message)}\n`);
     return 2;
   }
   // Signal handlers first: a supervisor may send SIGTERM as soon as it reads the ready line.

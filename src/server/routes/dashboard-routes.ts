@@ -8,6 +8,7 @@ import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { errorBody } from '../http-error.js';
+import { DASHBOARD_ASSETS, operation } from '../operations.js';
 import type { RouteTable } from '../route-table.js';
 
 interface Asset {
@@ -28,12 +29,17 @@ function packageFile(specifier: string): () => string | undefined {
   };
 }
 
-const ASSETS: Readonly<Record<string, Asset>> = {
-  'dashboard.js': { path: dashboardFile('dashboard.js'), type: 'text/javascript; charset=utf-8' },
-  'dashboard.css': { path: dashboardFile('dashboard.css'), type: 'text/css; charset=utf-8' },
-  'uplot.min.js': { path: packageFile('uplot/dist/uPlot.iife.min.js'), type: 'text/javascript; charset=utf-8' },
-  'uplot.min.css': { path: packageFile('uplot/dist/uPlot.min.css'), type: 'text/css; charset=utf-8' },
+/** Where each file of `DASHBOARD_ASSETS` (the names and media types the OpenAPI document lists) is. */
+const ASSET_PATHS: Readonly<Record<string, () => string | undefined>> = {
+  'dashboard.js': dashboardFile('dashboard.js'),
+  'dashboard.css': dashboardFile('dashboard.css'),
+  'uplot.min.js': packageFile('uplot/dist/uPlot.iife.min.js'),
+  'uplot.min.css': packageFile('uplot/dist/uPlot.min.css'),
 };
+
+const ASSETS: Readonly<Record<string, Asset>> = Object.fromEntries(
+  Object.entries(DASHBOARD_ASSETS).map(([name, type]) => [name, { path: ASSET_PATHS[name] as Asset['path'], type }]),
+);
 
 const PAGE: Asset = { path: dashboardFile('index.html'), type: 'text/html; charset=utf-8' };
 
@@ -69,8 +75,8 @@ export function registerDashboardRoutes(routes: RouteTable): void {
     });
   };
 
-  routes.addPublic('GET', '/', async () => serveAsset(PAGE));
-  routes.addPublic('GET', '/assets/:file', async (context) => {
+  routes.add(operation('getDashboard'), async () => serveAsset(PAGE));
+  routes.add(operation('getDashboardAsset'), async (context) => {
     const name = context.req.param('file') ?? '';
     return serveAsset(Object.hasOwn(ASSETS, name) ? ASSETS[name] : undefined);
   });

@@ -13,6 +13,7 @@ import { completionChunks, eventStream } from '../chat-completion-stream.js';
 import { HttpError, RequestValidationError } from '../http-error.js';
 import { inferenceName, resolveInferenceModel } from '../inference-names.js';
 import { withPolicyTokenSpans } from '../policy-spans.js';
+import { operation } from '../operations.js';
 import type { RouteTable } from '../route-table.js';
 import { readBody, type ServiceContext } from '../service-context.js';
 
@@ -26,6 +27,7 @@ const BASE_MODEL_CREATED = 1_795_219_200;
 /** Registers `POST /v1/chat/completions` (with and without the trailing slash) and `GET /v1/models`. */
 export function registerInferenceRoutes(routes: RouteTable, service: ServiceContext): void {
   const chatCompletions = async (context: Context): Promise<Response> => {
+    // The document's body (`chatCompletionBody`) is this schema with `model` described.
     const request = await readBody(service, context, ChatCompletionRequestBody);
     const { policy, model, step } = resolveInferenceModel(request.model, {
       store: service.store,
@@ -118,10 +120,10 @@ export function registerInferenceRoutes(routes: RouteTable, service: ServiceCont
     };
     return context.json(body);
   };
-  routes.add('POST', '/v1/chat/completions', chatCompletions);
-  routes.add('POST', '/v1/chat/completions/', chatCompletions);
+  routes.add(operation('createChatCompletion'), chatCompletions);
+  routes.add(operation('createChatCompletionTrailingSlash'), chatCompletions);
 
-  routes.add('GET', '/v1/models', async (context) => {
+  routes.add(operation('listInferenceModels'), async (context) => {
     const data: InferenceModel[] = service.engine
       .baseModels()
       .map((id) => ({ id, object: 'model', created: BASE_MODEL_CREATED, owned_by: 'policyloop', root: id }));

@@ -1,15 +1,19 @@
 /** Training jobs (RL and SFT), their state and their events. */
-import {
-  CreateSFTTrainingJob,
-  CreateTrainingJob,
-  EventListQuery,
-  type TrainingJobDetails,
-} from '../../schema/index.js';
+import { CreateTrainingJob, EventListQuery, type TrainingJobDetails } from '../../schema/index.js';
 import type { Context } from 'hono';
+import { sftJobBody } from '../contract.js';
 import { HttpError, validationFailure } from '../http-error.js';
 import { idempotentWrite, type WriteRequest } from '../idempotent-write.js';
+import { operation } from '../operations.js';
 import type { RouteTable } from '../route-table.js';
-import { parseBody, readIdParam, readQuery, requireModel, type ServiceContext } from '../service-context.js';
+import {
+  contractContextOf,
+  parseBody,
+  readIdParam,
+  readQuery,
+  requireModel,
+  type ServiceContext,
+} from '../service-context.js';
 import type { JobRecord } from '../store.js';
 import { checkTrainingDataUrl } from '../training-data.js';
 import { toPage } from './pages.js';
@@ -30,10 +34,10 @@ export function registerJobRoutes(routes: RouteTable, service: ServiceContext): 
     runner.enqueue(job.id, job.model_id);
     return context.json(answer);
   };
-  routes.add('POST', '/v1/preview/training-jobs', idempotentWrite(service, createRlJob));
+  routes.add(operation('createTrainingJob'), idempotentWrite(service, createRlJob));
 
   const createSftJob = (context: Context, request: WriteRequest): Response => {
-    const body = parseBody(CreateSFTTrainingJob, request.body);
+    const body = parseBody(sftJobBody(contractContextOf(service)), request.body);
     checkTrainingDataUrl(body.training_data_url, service.options.trainingData);
     const model = requireModel(service, body.model_id);
     const { result: job, answer } = request.commit(
@@ -43,14 +47,14 @@ export function registerJobRoutes(routes: RouteTable, service: ServiceContext): 
     runner.enqueue(job.id, job.model_id);
     return context.json(answer);
   };
-  routes.add('POST', '/v1/preview/sft-training-jobs', idempotentWrite(service, createSftJob));
+  routes.add(operation('createSftTrainingJob'), idempotentWrite(service, createSftJob));
 
-  routes.add('GET', '/v1/preview/training-jobs/:training_job_id', async (context) => {
+  routes.add(operation('getTrainingJob'), async (context) => {
     const jobId = readIdParam(context, 'training_job_id');
     return context.json(toJobResponse(requireJob(service, jobId)));
   });
 
-  routes.add('GET', '/v1/preview/training-jobs/:training_job_id/events', async (context) => {
+  routes.add(operation('listTrainingJobEvents'), async (context) => {
     const jobId = readIdParam(context, 'training_job_id');
     const query = readQuery(context, EventListQuery);
     const job = requireJob(service, jobId);

@@ -16,6 +16,7 @@ import {
 } from '../../schema/index.js';
 import { validationFailure } from '../http-error.js';
 import { idempotentWrite, type WriteRequest } from '../idempotent-write.js';
+import { operation } from '../operations.js';
 import type { RouteTable } from '../route-table.js';
 import { parseBody, readIdParam, readQuery, requireModel, type ServiceContext } from '../service-context.js';
 import type { JobRecord, ModelRecord, StepMetricsRecord } from '../store.js';
@@ -23,26 +24,23 @@ import { toJobResponse } from './job-routes.js';
 import { toModelResponse } from './model-routes.js';
 import { toPage } from './pages.js';
 
-/** The prefix of every local-only route. */
-export const LOCAL_PREFIX = '/v1/local';
-
 /** Registers the local-only routes: models, step metrics, jobs and logged trajectory groups. */
 export function registerLocalRoutes(routes: RouteTable, service: ServiceContext): void {
   const { store } = service;
 
-  routes.add('GET', `${LOCAL_PREFIX}/models`, async (context) => {
+  routes.add(operation('listLocalModels'), async (context) => {
     const query = readQuery(context, LocalModelListQuery);
     const page = store.listModelsPage({ ...query, after: cursorOf(query.after) });
     if (page === undefined) throw unknownCursor('model', query.after);
     return context.json(toPage(page.items.map(toLocalModelResponse), page.hasMore));
   });
 
-  routes.add('GET', `${LOCAL_PREFIX}/models/:model_id`, async (context) => {
+  routes.add(operation('getLocalModel'), async (context) => {
     const modelId = readIdParam(context, 'model_id');
     return context.json(toLocalModelResponse(requireModel(service, modelId)));
   });
 
-  routes.add('GET', `${LOCAL_PREFIX}/models/:model_id/metrics`, async (context) => {
+  routes.add(operation('listStepMetrics'), async (context) => {
     const modelId = readIdParam(context, 'model_id');
     const query = readQuery(context, StepMetricsListQuery);
     requireModel(service, modelId);
@@ -73,12 +71,11 @@ export function registerLocalRoutes(routes: RouteTable, service: ServiceContext)
     return context.json(answer);
   };
   routes.add(
-    'POST',
-    `${LOCAL_PREFIX}/models/:model_id/metrics`,
+    operation('createStepMetrics'),
     idempotentWrite(service, createMetrics, (context) => readIdParam(context, 'model_id')),
   );
 
-  routes.add('GET', `${LOCAL_PREFIX}/models/:model_id/jobs`, async (context) => {
+  routes.add(operation('listModelJobs'), async (context) => {
     const modelId = readIdParam(context, 'model_id');
     const query = readQuery(context, PageQuery);
     requireModel(service, modelId);
@@ -87,7 +84,7 @@ export function registerLocalRoutes(routes: RouteTable, service: ServiceContext)
     return context.json(toPage(page.items.map(toLocalJobResponse), page.hasMore));
   });
 
-  routes.add('GET', `${LOCAL_PREFIX}/models/:model_id/trajectory-groups`, async (context) => {
+  routes.add(operation('listLoggedGroups'), async (context) => {
     const modelId = readIdParam(context, 'model_id');
     const query = readQuery(context, LoggedTrajectoryGroupListQuery);
     requireModel(service, modelId);

@@ -6,8 +6,6 @@ import {
   CheckpointListQuery,
   computeStepStatistics,
   DeleteCheckpointsRequest,
-  LogRequest,
-  ModelCreate,
   prefixMetrics,
   type CheckpointResponse,
   type DeleteCheckpointsResponse,
@@ -15,47 +13,37 @@ import {
   type ModelResponse,
 } from '../../schema/index.js';
 import { fastParseLogRequest } from '../../schema/fast-parse.js';
-import { HttpError, refuseControlCharacters, validationFailure } from '../http-error.js';
+import { z } from 'zod';
+import { LogBody, LogSplit, registerModelBody } from '../contract.js';
+import { HttpError, validationFailure } from '../http-error.js';
 import { idempotentWrite, type WriteRequest } from '../idempotent-write.js';
 import { topLevelArrayElements } from '../json-slices.js';
+import { operation } from '../operations.js';
 import type { RouteTable } from '../route-table.js';
-import { parseBody, readBody, readIdParam, readQuery, requireModel, type ServiceContext } from '../service-context.js';
+import {
+  contractContextOf,
+  parseBody,
+  readBody,
+  readIdParam,
+  readQuery,
+  requireModel,
+  type ServiceContext,
+} from '../service-context.js';
 import type { CheckpointRecord, ModelRecord } from '../store.js';
 import { toPage } from './pages.js';
 
-/** Characters that would make a model's inference name (`wandb-artifact:///e/p/n:stepN`) ambiguous. */
-const NAME_FORBIDDEN = /[/:\s]/;
+/** The check of `split` that the log body's fast path skips (the same as `LogBody`'s). */
+const FAST_PATH_SPLIT = z.object({ split: LogSplit });
 
 /** Registers the model, checkpoint and log operations. */
 export function registerModelRoutes(routes: RouteTable, service: ServiceContext): void {
-  const { store, engine, options } = service;
+  const { store, options } = service;
 
   // The POSTs that write honour Idempotency-Key (see idempotentWrite): their writes go through `request.commit`.
   const createModel = (context: Context, request: WriteRequest): Response => {
-    const body = parseBody(ModelCreate, request.body);
+    // Names, and a base model the engine serves: the same schema the OpenAPI document shows.
+    const body = parseBody(registerModelBody(contractContextOf(service)), request.body);
     const entity = body.entity ?? options.entity;
-    for (const [field, value] of [
-      ['entity', entity],
-      ['project', body.project],
-      ['name', body.name],
-    ] as const) {
-      if (value === '') throw validationFailure(['body', field], `Expected a non-empty ${field}`, 'string_too_short');
-      refuseControlCharacters(['body', field], value);
-      if (NAME_FORBIDDEN.test(value))
-        throw validationFailure(
-          ['body', field],
-          `Expected a ${field} without '/', ':' or spaces, got ${JSON.stringify(value)}`,
-          'string_pattern_mismatch',
-        );
-    }
-    const baseModels = engine.baseModels();
-    if (!baseModels.includes(body.base_model)) {
-      throw validationFailure(
-        ['body', 'base_model'],
-        `Unknown base model ${JSON.stringify(body.base_model)}; expected one of: ${baseModels.join(', ')}` +
-          (engine.describeMissingBaseModel ? `. ${engine.describeMissingBaseModel(body.base_model)}` : ''),
-      );
-    }
     const existing = store.findModel(entity, body.project, body.name);
     if (existing !== undefined) {
       const name = `${entity}/${body.project}/${body.name}`;
@@ -76,9 +64,9 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
     );
     return context.json(answer);
   };
-  routes.add('POST', '/v1/preview/models', idempotentWrite(service, createModel));
+  routes.add(operation('registerModel'), idempotentWrite(service, createModel));
 
-  routes.add('DELETE', '/v1/preview/models/:model_id', async (context) => {
+  routes.add(operation('deleteModel'), async (context) => {
     const modelId = readIdParam(context, 'model_id');
     const deleted = store.deleteModel(modelId);
     if (deleted === undefined) throw new HttpError(404, `Model ${modelId} not found`);
@@ -92,7 +80,7 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
     return context.json(response);
   });
 
-  routes.add('GET', '/v1/preview/models/:model_id/checkpoints', async (context) => {
+  routes.add(operation('listCheckpoints'), async (context) => {
     const modelId = readIdParam(context, 'model_id');
     const query = readQuery(context, CheckpointListQuery);
     requireModel(service, modelId);
@@ -106,7 +94,7 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
     return context.json(toPage(page.items.map(toCheckpointResponse), page.hasMore));
   });
 
-  routes.add('DELETE', '/v1/preview/models/:model_id/checkpoints', async (context) => {
+  routes.add(operation('deleteCheckpoints'), async (context) => {
     const modelId = readIdParam(context, 'model_id');
     const body = await readBody(service, context, DeleteCheckpointsRequest);
     requireModel(service, modelId);
@@ -127,8 +115,9 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
     const modelId = readIdParam(context, 'model_id');
     // The fast path accepts the common shapes; anything else (and every 422) goes through zod.
     const fast = fastParseLogRequest(request.body);
-    const body = fast ?? parseBody(LogRequest, request.body);
-    refuseControlCharacters(['body', 'split'], body.split);
+    const body = fast ?? parseBody(LogBody, request.body);
+    // The fast path's split gets the same check as LogBody's.
+    if (fast !== undefined) parseBody(FAST_PATH_SPLIT, { split: fast.split });
     // Each group is stored as the client sent it when the fast path accepted the body (reading
     // normalizes it the same way): serializing the groups again cost about as much as parsing them.
     const groupTexts = fast === undefined ? undefined : groupTextsOf(request.text, body.trajectory_groups.length);
@@ -164,8 +153,7 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
   };
   // A bad model id is refused before the body is read.
   routes.add(
-    'POST',
-    '/v1/preview/models/:model_id/log',
+    operation('logTrajectories'),
     idempotentWrite(service, log, (context) => readIdParam(context, 'model_id')),
   );
 }

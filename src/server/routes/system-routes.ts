@@ -1,12 +1,18 @@
-/** Health, system check and the base-model list: the operations that need no key. */
+/** Health, system check, the base-model list and the OpenAPI document: the operations that need no key. */
+import type { HealthResponse } from '../contract.js';
+import { buildOpenApiDocument, packageVersion } from '../openapi.js';
+import { operation } from '../operations.js';
 import type { RouteTable } from '../route-table.js';
-import type { ServiceContext } from '../service-context.js';
+import { contractContextOf, type ServiceContext } from '../service-context.js';
 
-/** Registers `GET /v1/health`, `GET /v1/system-check` and `GET /v1/preview/base-models`. */
+/**
+ * Registers `GET /v1/health`, `GET /v1/system-check`, `GET /v1/preview/base-models` and
+ * `GET /openapi.json`.
+ */
 export function registerSystemRoutes(routes: RouteTable, service: ServiceContext): void {
-  routes.addPublic('GET', '/v1/health', async (context) => context.json({ status: 'ok' }));
+  routes.add(operation('getHealth'), async (context) => context.json({ status: 'ok' } satisfies HealthResponse));
 
-  routes.addPublic('GET', '/v1/system-check', async (context) => {
+  routes.add(operation('getSystemCheck'), async (context) => {
     const database = timedCheck(() => {
       service.store.ping();
       return {};
@@ -29,7 +35,17 @@ export function registerSystemRoutes(routes: RouteTable, service: ServiceContext
     return context.json({ api: true, database, cpu_queue: cpuQueue, gpu_queue: gpuQueue }, healthy ? 200 : 503);
   });
 
-  routes.addPublic('GET', '/v1/preview/base-models', async (context) => context.json([...service.engine.baseModels()]));
+  routes.add(operation('listBaseModels'), async (context) => context.json([...service.engine.baseModels()]));
+
+  // Built for each request: the base models it lists are those the engine serves now.
+  routes.add(operation('getOpenApiDocument'), async (context) =>
+    context.json(
+      buildOpenApiDocument(contractContextOf(service), {
+        version: packageVersion(),
+        serverUrl: new URL(context.req.url).origin,
+      }),
+    ),
+  );
 }
 
 function timedCheck(

@@ -3,8 +3,8 @@
  * ({@link startApp}, what most tests need) or over HTTP on loopback ({@link startServer}, for tests
  * that need a socket: streaming over a real connection, the Host check, clients that go through
  * the network). Both call it the same way, and every JSON response is checked against both
- * OpenAPI documents on the way (a mismatch throws), so each test also proves the wire contract
- * for the operations it touches.
+ * published OpenAPI documents and the service's own (`GET /openapi.json`) on the way (a mismatch
+ * throws), so each test also proves the wire contract for the operations it touches.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -19,7 +19,7 @@ import {
   type ServerOptions,
 } from 'policyloop/server';
 import { afterEach } from 'vitest';
-import { checkResponse } from './openapi-responses.js';
+import { checkOwnResponse, checkResponse } from './openapi-responses.js';
 
 /** A response as the tests look at it. */
 export interface CallResult<T = any> {
@@ -173,6 +173,11 @@ function testService(parts: {
       }
       if (parsed !== undefined && (response.headers.get('content-type') ?? '').includes('application/json')) {
         const pathname = new URL(path, 'http://local').pathname;
+        const own = checkOwnResponse(method, pathname, response.status, parsed);
+        if (own !== undefined && own.length > 0)
+          throw new Error(
+            `${method} ${pathname} ${response.status} does not match the service's own document (GET /openapi.json): ${own.join('; ')}\n${text.slice(0, 2000)}`,
+          );
         for (const check of checkResponse(method, pathname, response.status, parsed)) {
           if (!check.checked) continue;
           checks += 1;

@@ -1,12 +1,16 @@
 /**
- * Checks responses against the response schemas of both OpenAPI documents (`docs/api/`)
+ * Checks responses against the response schemas of both OpenAPI documents (`docs/api/`) and of
+ * the service's own document (`GET /openapi.json`)
  * (ajv, JSON Schema 2020-12 with formats): each document is added whole, and each operation's
  * response schema is compiled by reference, so `$ref`s to components resolve.
  */
 import { readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import type { ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
+import { buildOpenApiDocument } from '../../../src/server/openapi.js';
+import { resolveTrainingDataAccess } from '../../../src/server/training-data-access.js';
 
 /** The two contract documents. */
 export const DOCUMENT_NAMES = ['openapi.json', 'openapi.latest.json'] as const;
@@ -98,4 +102,48 @@ export function checkResponse(method: string, path: string, status: number, body
       errors: valid ? [] : (validate.errors ?? []).map((error) => `${error.instancePath} ${error.message ?? ''}`),
     };
   });
+}
+
+/**
+ * The service's own document (`GET /openapi.json`), as `buildOpenApiDocument` writes it: every
+ * answer a test gets is checked against its schema for the operation and status too. Its answer
+ * schemas do not depend on the service (only request schemas do: the base models, the training
+ * data URLs), so one document serves every test.
+ */
+const ownDocument = buildOpenApiDocument(
+  { baseModels: ['policyloop/tiny-chat'], trainingData: resolveTrainingDataAccess({ dataDir: tmpdir() }) },
+  { version: '0.0.0' },
+) as unknown as Document;
+const ownAjv = new Ajv2020({ strict: false, allErrors: true });
+addFormats(ownAjv);
+ownAjv.addSchema(ownDocument, 'own');
+const ownCompiled = new Map<string, ValidateFunction>();
+
+/**
+ * Validates a JSON answer against the service's own document: the schema of `application/json`
+ * for the operation and status (a `$ref` to `components/responses` followed). Returns the errors
+ * (empty when it fits), or undefined when the document has no JSON schema there (an undeclared
+ * status: no route answers one but 500, which the tests fail on otherwise).
+ */
+export function checkOwnResponse(method: string, path: string, status: number, body: unknown): string[] | undefined {
+  const template = findTemplate(ownDocument, path);
+  const operation = template === undefined ? undefined : ownDocument.paths[template]?.[method.toLowerCase()];
+  let response = operation?.responses[String(status)] as
+    | { $ref?: string; content?: Record<string, { schema?: unknown }> }
+    | undefined;
+  let pointer = `own#/paths/${pointerEscape(template ?? '')}/${method.toLowerCase()}/responses/${status}`;
+  if (response?.$ref !== undefined) {
+    const name = response.$ref.replace('#/components/responses/', '');
+    pointer = `own#/components/responses/${name}`;
+    response = (ownDocument as unknown as { components: { responses: Record<string, typeof response> } }).components
+      .responses[name];
+  }
+  if (template === undefined || response?.content?.['application/json']?.schema === undefined) return undefined;
+  pointer += `/content/${pointerEscape('application/json')}/schema`;
+  let validate = ownCompiled.get(pointer);
+  if (validate === undefined) {
+    validate = ownAjv.compile({ $ref: pointer });
+    ownCompiled.set(pointer, validate);
+  }
+  return validate(body) ? [] : (validate.errors ?? []).map((error) => `${error.instancePath} ${error.message ?? ''}`);
 }
