@@ -95,6 +95,9 @@ export async function skyrlAvailable(): Promise<
  * describe.skipIf(skipReason !== undefined)('against SkyRL', () => { ... });
  */
 export async function skyrlSkipReason(): Promise<string | undefined> {
+  // CI runs the server tests in its machine-Node leg only (.ci/run): they take minutes and a 2.4 GB server.
+  if (process.env['POLICYLOOP_TINKER_SERVER'] === 'off')
+    return 'POLICYLOOP_TINKER_SERVER=off (CI runs the SkyRL server tests in its machine-Node leg only)';
   const available = await skyrlAvailable();
   if (available.available) return undefined;
   if (TINKER_REQUIRED)
