@@ -62,7 +62,7 @@ if (skip !== undefined) {
 }
 
 const root = await mkdtemp(path.join(os.tmpdir(), 'policyloop-bench-tinker-'));
-const modelDir = await writeTinyQwen3(path.join(root, 'tiny-qwen3'), { embeddingStd: 0.5 });
+const modelDir = await writeTinyQwen3(path.join(root, 'tiny-qwen3'), { embeddingStd: 0.15 });
 const server = await startSkyrlServer({ modelDir, maxLoraAdapters: 4, maxLoraRank: RANK });
 console.log(`SkyRL ready in ${server.startup.readySeconds.toFixed(0)} s`);
 

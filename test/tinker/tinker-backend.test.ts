@@ -90,7 +90,7 @@ describe.skipIf(skipReason !== undefined)(
     beforeAll(async () => {
       root = await mkdtemp(path.join(os.tmpdir(), 'policyloop-tinker-'));
       // A wider embedding than the default makes the tiny model's logits movable by a LoRA adapter.
-      modelDir = await writeTinyQwen3(path.join(root, 'tiny-qwen3'), { embeddingStd: 0.5 });
+      modelDir = await writeTinyQwen3(path.join(root, 'tiny-qwen3'), { embeddingStd: 0.15 });
       server = await startSkyrlServer({ modelDir, readyTimeoutMs: 4 * MINUTE });
     }, 40 * MINUTE);
 
