@@ -151,23 +151,29 @@ class LocalEngine implements Engine {
     return directory;
   }
 
+  /**
+   * The shared base model of a Hugging Face policy. What its folder holds (weights that contradict
+   * config.json, a tokenizer its library cannot read, a model too large for the heap) is the
+   * request's model's problem, not the service's: an EngineInputError naming the folder.
+   */
+  private async loadBase(baseModel: string): Promise<HfBaseModel> {
+    const directory = this.hfDirectory(baseModel);
+    try {
+      return await this.bases.load(this.tf, directory, this.loadText);
+    } catch (error) {
+      if (error instanceof EngineInputError) throw error;
+      throw new EngineInputError(
+        `Base model ${JSON.stringify(baseModel)} cannot be loaded from the folder ${directory}: ${error instanceof Error ? error.message : String(error)}`,
+        ['body', 'model'],
+      );
+    }
+  }
+
   private async hfPrompt(
     policy: PolicyRef,
     request: ChatCompletionRequestBody,
   ): Promise<{ prompt: number[]; contextLength: number }> {
-    const directory = this.hfDirectory(policy.baseModel);
-    let base: HfBaseModel;
-    try {
-      base = await this.bases.load(this.tf, directory, this.loadText);
-    } catch (error) {
-      // What the folder holds (weights that contradict config.json, a tokenizer its library cannot
-      // read, a model too large for the heap) is the request's model's problem, not the service's.
-      if (error instanceof EngineInputError) throw error;
-      throw new EngineInputError(
-        `Base model ${JSON.stringify(policy.baseModel)} cannot be loaded from the folder ${directory}: ${error instanceof Error ? error.message : String(error)}`,
-        ['body', 'model'],
-      );
-    }
+    const base = await this.loadBase(policy.baseModel);
     for (const message of request.messages) {
       const content = (message as { content?: unknown }).content;
       if (
@@ -402,19 +408,7 @@ class LocalEngine implements Engine {
 
   /** A Hugging Face policy: the shared base model plus the checkpoint's adapter, if any. */
   private async loadHf(policy: PolicyRef): Promise<LoadedPolicy> {
-    const directory = this.hfDirectory(policy.baseModel);
-    let base: HfBaseModel;
-    try {
-      base = await this.bases.load(this.tf, directory, this.loadText);
-    } catch (error) {
-      // What the folder holds (weights that contradict config.json, a tokenizer its library cannot
-      // read, a model too large for the heap) is the request's model's problem, not the service's.
-      if (error instanceof EngineInputError) throw error;
-      throw new EngineInputError(
-        `Base model ${JSON.stringify(policy.baseModel)} cannot be loaded from the folder ${directory}: ${error instanceof Error ? error.message : String(error)}`,
-        ['body', 'model'],
-      );
-    }
+    const base = await this.loadBase(policy.baseModel);
     let lora: LoraTensors | null = null;
     if (policy.checkpointPath) {
       let adapter;

@@ -5,34 +5,11 @@
  * folder named by its absolute path (the id of a `--model` folder). A folder the engine cannot
  * serve (see `folder-check.ts`) is not listed, and asking for it says why.
  */
-import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
-import os from 'node:os';
+import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
+import { hubCacheDirectory, snapshotOf } from '../../text/hub-cache.js';
 import { type FolderCheckOptions, modelFolderProblem, SUPPORTED_FOLDERS } from './folder-check.js';
 
-/** The Hugging Face hub cache directory for an environment. */
-export function hubCacheDirectory(env: NodeJS.ProcessEnv = process.env): string {
-  if (env['HF_HUB_CACHE']) return env['HF_HUB_CACHE'];
-  if (env['HF_HOME']) return path.join(env['HF_HOME'], 'hub');
-  return path.join(os.homedir(), '.cache', 'huggingface', 'hub');
-}
-
-/** The snapshot folder of a cached repository: `refs/main`'s revision, else the newest snapshot. */
-function snapshotOf(repository: string): string | null {
-  const snapshots = path.join(repository, 'snapshots');
-  const ref = path.join(repository, 'refs', 'main');
-  if (existsSync(ref)) {
-    const revision = readFileSync(ref, 'utf8').trim();
-    const folder = path.join(snapshots, revision);
-    if (existsSync(folder)) return folder;
-  }
-  if (!existsSync(snapshots)) return null;
-  const candidates = readdirSync(snapshots)
-    .map((name) => path.join(snapshots, name))
-    .filter((folder) => statSync(folder).isDirectory())
-    .sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs);
-  return candidates[0] ?? null;
-}
 
 /** The id of a model folder: `org/name` inside a hub cache layout, else its absolute path. */
 export function modelIdOfFolder(directory: string): string {
