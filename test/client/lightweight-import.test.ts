@@ -1,6 +1,7 @@
 /**
  * Users who only talk to a hosted service must be able to install and import the client without
- * the local service's heavy parts (hono, @hono/node-server, better-sqlite3, tfjs), which are
+ * the local service's heavy parts (hono, @hono/node-server, better-sqlite3, tfjs) and the Tinker
+ * backend's protobuf library (@bufbuild/protobuf), which are
  * optional dependencies. A child node process imports each entry with a resolve hook that fails
  * any import resolving into those packages, as if they were not installed.
  */
@@ -13,7 +14,7 @@ const root = fileURLToPath(new URL('../../', import.meta.url));
 
 /** A module-resolution hook that refuses the heavy packages, naming who imported them. */
 const blockHeavyModules = `
-const heavy = /\\/node_modules\\/(hono|@hono\\/node-server|better-sqlite3|@tensorflow\\/[^/]+)\\//;
+const heavy = /\\/node_modules\\/(hono|@hono\\/node-server|better-sqlite3|@tensorflow\\/[^/]+|@bufbuild\\/[^/]+)\\//;
 export async function resolve(specifier, context, nextResolve) {
   const resolved = await nextResolve(specifier, context);
   if (heavy.test(resolved.url)) {
