@@ -6,7 +6,8 @@
  *    16 choices in one request, forward_backward (importance_sampling) on them, optim_step,
  *    save_weights_for_sampler; optim_step submitted without waiting, as tinker-cookbook does;
  * 2. policyloop's TinkerBackend doing the same calls (`resumableState: false`): 16 choices through
- *    `model.openai()` (n = 16), then `model.train([group])`, which sends forward_backward and
+ *    `model.openai()` (one request, n = 16), each the trajectory of one group, then
+ *    `model.train([group])`, which sends forward_backward and
  *    optim_step back to back and saves the sampler weights; and the default configuration, which
  *    also saves the resumable state every step;
  * 3. the local wasm engine (LocalBackend on the same model folder) doing the same step.
@@ -22,7 +23,8 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { LocalBackend, TinkerBackend, TrainableModel, gatherTrajectoryGroups } from 'policyloop';
+import { LocalBackend, TinkerBackend, TrainableModel } from 'policyloop';
+import type { Choice } from 'policyloop/schema';
 import type { Backend } from 'policyloop';
 import { writeTinyQwen3 } from '../src/engine/hf/tiny-qwen3.js';
 import { runSdkReference, skyrlSkipReason, startSkyrlServer } from '../test/support/skyrl-server.js';
@@ -74,25 +76,18 @@ async function policyloopSteps(backend: Backend, name: string): Promise<number[]
   const times: number[] = [];
   for (let step = 0; step < WARMUP + STEPS; step += 1) {
     const started = performance.now();
-    const groups = await gatherTrajectoryGroups([0], async () => {
-      const completion = await client.chat.completions.create({
-        model: model.inferenceName(),
-        messages: MESSAGES,
-        n: SAMPLES,
-        max_tokens: MAX_TOKENS,
-        temperature: 1,
-      });
-      return { reward: completion.choices.length };
+    // One request for all choices, as the SDK side samples; each choice becomes a trajectory of
+    // the group, with a synthetic reward that differs across the group as the SDK side's does.
+    const completion = await client.chat.completions.create({
+      model: model.inferenceName(),
+      messages: MESSAGES,
+      n: SAMPLES,
+      max_tokens: MAX_TOKENS,
+      temperature: 1,
     });
-    // One rollout recorded 16 choices; the group of 16 trajectories each holding one choice is what
-    // the SDK trains on: split them, with a synthetic reward as the SDK side uses.
-    const trajectory = groups[0]?.trajectories[0];
-    if (!trajectory) throw new Error('no trajectory');
-    const choices = trajectory.messages_and_choices.filter((item) => 'message' in item);
     const group = {
-      trajectories: choices.map((choice, index) => ({
-        ...trajectory,
-        messages_and_choices: [...MESSAGES, choice],
+      trajectories: completion.choices.map((choice, index) => ({
+        messages_and_choices: [...MESSAGES, choice as unknown as Choice],
         reward: index % 2,
       })),
     };
