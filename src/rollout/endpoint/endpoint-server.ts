@@ -1,0 +1,280 @@
+/**
+ * The per-rollout endpoint's HTTP side: one listener per process on 127.0.0.1, started by the first
+ * gather that can forward (it has a model) and closed with the last. Each rollout that asks for
+ * `context.endpoint` gets its own URL prefix (`/rollouts/<id>`); a call under it is answered by the
+ * rollout's model (through its recording `fetch`, in the rollout's async context, so it lands in
+ * that rollout's trajectory as an in-process captured call would). Its key is random per process
+ * and is never the training key.
+ */
+import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { errorBody } from '../translate/translation-error.js';
+
+/** How one rollout's calls are answered. */
+export interface EndpointRoute {
+  /** A name for messages (`rollout 3 of group 1, attempt 0`). */
+  readonly name: string;
+  /**
+   * Answers a call: `api` and the parsed JSON `body` (for `GET /models`, `body` is undefined).
+   * Runs in the rollout's async context; `signal` aborts when the caller hangs up.
+   */
+  answer(request: EndpointCall): Promise<Response>;
+}
+
+/** One call to a rollout's endpoint. */
+export interface EndpointCall {
+  /** What was called. */
+  readonly api: 'chat' | 'responses' | 'messages' | 'models';
+  /** The JSON body (absent for `GET /models`). */
+  readonly body: Record<string, unknown> | undefined;
+  /** Aborts when the caller hangs up. */
+  readonly signal: AbortSignal;
+}
+
+/** Ended rollouts remembered by name for the 410's message (older ones get a message without it). */
+const ENDED_NAMES = 4096;
+/** The largest request body read, in bytes. */
+const MAX_BODY_BYTES = 64 * 1024 * 1024;
+/** The most time a caller may take to send its request body. */
+const BODY_TIMEOUT_MS = 60_000;
+
+/** The shared listener while gathers use it. */
+let shared: EndpointServer | undefined;
+
+/**
+ * The process's endpoint server. Use {@link EndpointServer.acquire} / `release()` around a gather,
+ * `register()` / `end()` around a rollout.
+ */
+export class EndpointServer {
+  /** The key every call must carry (`Authorization: Bearer` or `x-api-key`). */
+  readonly key = `pl-endpoint-${randomBytes(24).toString('base64url')}`;
+  readonly #server: Server;
+  #origin = '';
+  #users = 0;
+  #next = 1;
+  readonly #active = new Map<string, EndpointRoute>();
+  readonly #ended = new Map<string, string>();
+  /** Settles once the listener listens (and `origin` is known). */
+  readonly #ready: Promise<void>;
+
+  private constructor() {
+    this.#server = createServer((request, response) => {
+      this.#handle(request, response).catch(() => {
+        if (!response.headersSent) this.#json(response, 500, 'chat', 'The rollout endpoint failed to answer');
+        else response.destroy();
+      });
+    });
+    // Keep-alive connections of finished children must not hold the process open.
+    this.#server.unref();
+    this.#ready = this.#listen();
+    this.#ready.catch(() => undefined);
+  }
+
+  async #listen(): Promise<void> {
+    this.#server.listen(0, '127.0.0.1');
+    await once(this.#server, 'listening');
+    this.#origin = `http://127.0.0.1:${(this.#server.address() as AddressInfo).port}`;
+  }
+
+  /**
+   * The process's listener, started if needed; counts a user until {@link release}.
+   * @example
+   * const server = await EndpointServer.acquire();
+   * try { ... } finally { await server.release(); }
+   */
+  static async acquire(): Promise<EndpointServer> {
+    let server = shared;
+    if (server === undefined) {
+      server = new EndpointServer();
+      shared = server;
+    }
+    server.#users += 1;
+    try {
+      await server.#ready;
+    } catch (error) {
+      if (shared === server) shared = undefined;
+      throw error;
+    }
+    return server;
+  }
+
+  /** `http://127.0.0.1:<port>`. */
+  get origin(): string {
+    return this.#origin;
+  }
+
+  /** Stops counting one user; the last one closes the listener (and drops every connection). */
+  async release(): Promise<void> {
+    this.#users -= 1;
+    if (this.#users > 0) return;
+    if (shared === this) shared = undefined;
+    await new Promise<void>((resolve) => {
+      this.#server.close(() => resolve());
+      this.#server.closeAllConnections();
+    });
+  }
+
+  /** Gives `route` a path of its own: returns its id (`/rollouts/<id>`). */
+  register(route: EndpointRoute): string {
+    const id = String(this.#next);
+    this.#next += 1;
+    this.#active.set(id, route);
+    return id;
+  }
+
+  /** The rollout `id` ended: its calls get 410 from now on. */
+  end(id: string): void {
+    const route = this.#active.get(id);
+    if (route === undefined) return;
+    this.#active.delete(id);
+    this.#ended.set(id, route.name);
+    if (this.#ended.size > ENDED_NAMES) this.#ended.delete(this.#ended.keys().next().value as string);
+  }
+
+  async #handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    const url = new URL(request.url ?? '/', 'http://127.0.0.1');
+    const match = /^\/rollouts\/([^/]+)(\/.*)?$/.exec(url.pathname);
+    const rest = (match?.[2] ?? '').replace(/\/+$/, '');
+    const api = apiOf(request.method ?? 'GET', rest);
+    const shape = api === 'messages' || request.headers['anthropic-version'] !== undefined ? 'messages' : 'chat';
+    if (!this.#authorized(request)) {
+      this.#json(
+        response,
+        401,
+        shape,
+        'Expected the rollout endpoint key (context.endpoint.apiKey) as a bearer key or x-api-key, got another',
+      );
+      return;
+    }
+    if (match === null) {
+      this.#json(response, 404, shape, `No rollout path: expected /rollouts/<id>/v1/..., got ${url.pathname}`);
+      return;
+    }
+    const id = match[1] as string;
+    const route = this.#active.get(id);
+    if (route === undefined) {
+      const serial = Number(id);
+      if (Number.isInteger(serial) && serial >= 1 && serial < this.#next) {
+        const name = this.#ended.get(id) ?? `rollout ${id}`;
+        this.#json(response, 410, shape, `The ${name} has ended: its endpoint (/rollouts/${id}) answers no more calls`);
+      } else this.#json(response, 404, shape, `No rollout ${id} in this process`);
+      return;
+    }
+    if (api === undefined) {
+      this.#json(
+        response,
+        404,
+        shape,
+        `${request.method} ${rest || '/'} is not served: a rollout endpoint answers POST /v1/chat/completions, ` +
+          'POST /v1/responses, POST /v1/messages and GET /v1/models',
+      );
+      return;
+    }
+    const hangUp = new AbortController();
+    response.once('close', () => hangUp.abort(new Error('the caller hung up')));
+    let body: Record<string, unknown> | undefined;
+    if (api !== 'models') {
+      const text = await readBody(request, hangUp.signal);
+      if (text === undefined) {
+        this.#json(response, 413, shape, `Expected a request body of at most ${MAX_BODY_BYTES} bytes, got more`);
+        return;
+      }
+      try {
+        const parsed: unknown = JSON.parse(text);
+        if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error('not an object');
+        body = parsed as Record<string, unknown>;
+      } catch {
+        this.#json(response, 400, shape, 'Expected a JSON object as the request body, got something else');
+        return;
+      }
+    }
+    let answer: Response;
+    try {
+      answer = await route.answer({ api, body, signal: hangUp.signal });
+    } catch (error) {
+      if (hangUp.signal.aborted) return;
+      const message = error instanceof Error ? error.message : String(error);
+      this.#json(response, 502, shape, `The model's endpoint could not be reached: ${message}`);
+      return;
+    }
+    await pipe(answer, response, hangUp.signal);
+  }
+
+  #authorized(request: IncomingMessage): boolean {
+    const bearer = request.headers.authorization;
+    if (bearer === `Bearer ${this.key}`) return true;
+    return request.headers['x-api-key'] === this.key;
+  }
+
+  #json(response: ServerResponse, status: number, shape: 'chat' | 'messages', message: string): void {
+    const text = JSON.stringify(errorBody(shape, status, message));
+    response.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+    response.end(text);
+  }
+}
+
+/** What a method and path (after `/rollouts/<id>`) call, or undefined for what is not served. */
+function apiOf(method: string, rest: string): EndpointCall['api'] | undefined {
+  if (method === 'GET' && rest === '/v1/models') return 'models';
+  if (method !== 'POST') return undefined;
+  if (rest === '/v1/chat/completions') return 'chat';
+  if (rest === '/v1/responses') return 'responses';
+  if (rest === '/v1/messages') return 'messages';
+  return undefined;
+}
+
+/** The request body as text, or undefined past {@link MAX_BODY_BYTES}; rejects on hang-up or timeout. */
+async function readBody(request: IncomingMessage, signal: AbortSignal): Promise<string | undefined> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  const timeout = AbortSignal.timeout(BODY_TIMEOUT_MS);
+  const stop = AbortSignal.any([signal, timeout]);
+  const onStop = (): void => {
+    request.destroy(stop.reason instanceof Error ? stop.reason : new Error('the request body timed out'));
+  };
+  stop.addEventListener('abort', onStop, { once: true });
+  try {
+    for await (const chunk of request) {
+      const bytes = chunk as Buffer;
+      size += bytes.length;
+      if (size > MAX_BODY_BYTES) return undefined;
+      chunks.push(bytes);
+    }
+  } finally {
+    stop.removeEventListener('abort', onStop);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+/** Sends `answer` (status, content type, body, streamed as it comes) to the caller. */
+async function pipe(answer: Response, response: ServerResponse, signal: AbortSignal): Promise<void> {
+  const headers: Record<string, string> = {};
+  for (const name of ['content-type', 'x-request-id', 'cache-control']) {
+    const value = answer.headers.get(name);
+    if (value !== null) headers[name] = value;
+  }
+  response.writeHead(answer.status, headers);
+  if (answer.body === null) {
+    response.end();
+    return;
+  }
+  const reader = answer.body.getReader();
+  const cancel = (): void => {
+    reader.cancel().catch(() => undefined);
+  };
+  signal.addEventListener('abort', cancel, { once: true });
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      if (!response.write(value)) await once(response, 'drain', { signal });
+    }
+    response.end();
+  } catch {
+    response.destroy();
+  } finally {
+    signal.removeEventListener('abort', cancel);
+  }
+}
