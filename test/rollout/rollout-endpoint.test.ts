@@ -19,7 +19,7 @@ import {
   type Trajectory,
 } from 'policyloop';
 import type { Choice } from 'policyloop/schema';
-import { runChild } from './support/run-child.js';
+import { runChild } from '../support/run-child.js';
 
 const CHILD = path.join(import.meta.dirname, 'support', 'endpoint-child.mjs');
 const WORDS = ['apple', 'brick', 'cloud', 'delta', 'ember', 'flint', 'grove', 'harbor'];
