@@ -48,8 +48,11 @@ export class StreamAccumulator {
       }
       if (typeof choice['finish_reason'] === 'string') this.#finishReason = choice['finish_reason'];
       const logprobs = (choice['logprobs'] as { content?: unknown } | null | undefined)?.content;
-      if (Array.isArray(logprobs))
-        this.#logprobs = [...(this.#logprobs ?? []), ...(logprobs as ChatCompletionTokenLogprob[])];
+      if (Array.isArray(logprobs)) {
+        // Appended in place: a stream of n token chunks costs O(n), not O(n²).
+        this.#logprobs ??= [];
+        for (const token of logprobs as ChatCompletionTokenLogprob[]) this.#logprobs.push(token);
+      }
     }
   }
 

@@ -14,11 +14,13 @@ import { errorBody } from '../translate/translation-error.js';
 
 /** How one rollout's calls are answered. */
 export interface EndpointRoute {
-  /** A name for messages (`rollout 3 of group 1, attempt 0`). */
+  /** A name for messages (`rollout 3 of group 1 (attempt 0)`). */
   readonly name: string;
+  /** Aborts when the rollout is cancelled or times out: so do its calls in flight. */
+  readonly signal: AbortSignal;
   /**
    * Answers a call: `api` and the parsed JSON `body` (for `GET /models`, `body` is undefined).
-   * Runs in the rollout's async context; `signal` aborts when the caller hangs up.
+   * Runs in the rollout's async context.
    */
   answer(request: EndpointCall): Promise<Response>;
 }
@@ -29,7 +31,7 @@ export interface EndpointCall {
   readonly api: 'chat' | 'responses' | 'messages' | 'models';
   /** The JSON body (absent for `GET /models`). */
   readonly body: Record<string, unknown> | undefined;
-  /** Aborts when the caller hangs up. */
+  /** Aborts when the caller hangs up, or the rollout is cancelled or times out. */
   readonly signal: AbortSignal;
 }
 
@@ -134,8 +136,10 @@ export class EndpointServer {
   }
 
   async #handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
-    const url = new URL(request.url ?? '/', 'http://127.0.0.1');
-    const match = /^\/rollouts\/([^/]+)(\/.*)?$/.exec(url.pathname);
+    const target = request.url ?? '/';
+    const query = target.indexOf('?');
+    const pathname = query < 0 ? target : target.slice(0, query);
+    const match = /^\/rollouts\/([^/]+)(\/.*)?$/.exec(pathname);
     const rest = (match?.[2] ?? '').replace(/\/+$/, '');
     const api = apiOf(request.method ?? 'GET', rest);
     const shape = api === 'messages' || request.headers['anthropic-version'] !== undefined ? 'messages' : 'chat';
@@ -149,7 +153,7 @@ export class EndpointServer {
       return;
     }
     if (match === null) {
-      this.#json(response, 404, shape, `No rollout path: expected /rollouts/<id>/v1/..., got ${url.pathname}`);
+      this.#json(response, 404, shape, `No rollout path: expected /rollouts/<id>/v1/..., got ${pathname}`);
       return;
     }
     const id = match[1] as string;
@@ -172,11 +176,9 @@ export class EndpointServer {
       );
       return;
     }
-    const hangUp = new AbortController();
-    response.once('close', () => hangUp.abort(new Error('the caller hung up')));
     let body: Record<string, unknown> | undefined;
     if (api !== 'models') {
-      const text = await readBody(request, hangUp.signal);
+      const text = await readBody(request);
       if (text === undefined) {
         this.#json(response, 413, shape, `Expected a request body of at most ${MAX_BODY_BYTES} bytes, got more`);
         return;
@@ -190,16 +192,30 @@ export class EndpointServer {
         return;
       }
     }
-    let answer: Response;
+    // One controller a call: the caller hanging up, or the rollout ending early, aborts it.
+    const stop = new AbortController();
+    const onClose = (): void => {
+      if (!response.writableFinished) stop.abort(new Error('the caller hung up'));
+    };
+    const onRolloutAbort = (): void => stop.abort(route.signal.reason);
+    response.once('close', onClose);
+    if (route.signal.aborted) onRolloutAbort();
+    else route.signal.addEventListener('abort', onRolloutAbort, { once: true });
     try {
-      answer = await route.answer({ api, body, signal: hangUp.signal });
-    } catch (error) {
-      if (hangUp.signal.aborted) return;
-      const message = error instanceof Error ? error.message : String(error);
-      this.#json(response, 502, shape, `The model's endpoint could not be reached: ${message}`);
-      return;
+      let answer: Response;
+      try {
+        answer = await route.answer({ api, body, signal: stop.signal });
+      } catch (error) {
+        if (response.destroyed) return;
+        const message = error instanceof Error ? error.message : String(error);
+        this.#json(response, 502, shape, `The model's endpoint could not be reached: ${message}`);
+        return;
+      }
+      await send(answer, response, stop.signal);
+    } finally {
+      route.signal.removeEventListener('abort', onRolloutAbort);
+      response.off('close', onClose);
     }
-    await pipe(answer, response, hangUp.signal);
   }
 
   #authorized(request: IncomingMessage): boolean {
@@ -225,16 +241,11 @@ function apiOf(method: string, rest: string): EndpointCall['api'] | undefined {
   return undefined;
 }
 
-/** The request body as text, or undefined past {@link MAX_BODY_BYTES}; rejects on hang-up or timeout. */
-async function readBody(request: IncomingMessage, signal: AbortSignal): Promise<string | undefined> {
+/** The request body as text, or undefined past {@link MAX_BODY_BYTES}; rejects on hang-up or past {@link BODY_TIMEOUT_MS}. */
+async function readBody(request: IncomingMessage): Promise<string | undefined> {
   const chunks: Buffer[] = [];
   let size = 0;
-  const timeout = AbortSignal.timeout(BODY_TIMEOUT_MS);
-  const stop = AbortSignal.any([signal, timeout]);
-  const onStop = (): void => {
-    request.destroy(stop.reason instanceof Error ? stop.reason : new Error('the request body timed out'));
-  };
-  stop.addEventListener('abort', onStop, { once: true });
+  const timer = setTimeout(() => request.destroy(new Error('the request body took too long')), BODY_TIMEOUT_MS);
   try {
     for await (const chunk of request) {
       const bytes = chunk as Buffer;
@@ -243,23 +254,35 @@ async function readBody(request: IncomingMessage, signal: AbortSignal): Promise<
       chunks.push(bytes);
     }
   } finally {
-    stop.removeEventListener('abort', onStop);
+    clearTimeout(timer);
   }
-  return Buffer.concat(chunks).toString('utf8');
+  return chunks.length === 1 ? (chunks[0] as Buffer).toString('utf8') : Buffer.concat(chunks).toString('utf8');
 }
 
-/** Sends `answer` (status, content type, body, streamed as it comes) to the caller. */
-async function pipe(answer: Response, response: ServerResponse, signal: AbortSignal): Promise<void> {
-  const headers: Record<string, string> = {};
+/**
+ * Sends `answer` to the caller: a JSON (or any non-stream) body in one write with its length, an
+ * event stream as it comes.
+ */
+async function send(answer: Response, response: ServerResponse, signal: AbortSignal): Promise<void> {
+  const headers: Record<string, string | number> = {};
   for (const name of ['content-type', 'x-request-id', 'cache-control']) {
     const value = answer.headers.get(name);
     if (value !== null) headers[name] = value;
   }
-  response.writeHead(answer.status, headers);
-  if (answer.body === null) {
-    response.end();
+  if (answer.body === null || !(answer.headers.get('content-type') ?? '').includes('text/event-stream')) {
+    let text: string;
+    try {
+      text = await answer.text();
+    } catch {
+      response.destroy();
+      return;
+    }
+    headers['content-length'] = Buffer.byteLength(text);
+    response.writeHead(answer.status, headers);
+    response.end(text);
     return;
   }
+  response.writeHead(answer.status, headers);
   const reader = answer.body.getReader();
   const cancel = (): void => {
     reader.cancel().catch(() => undefined);

@@ -89,7 +89,8 @@ export class GatherEndpoint {
     const name = `rollout ${rollout.index} of group ${rollout.groupIndex} (attempt ${rollout.attempt})`;
     const id = this.#server.register({
       name,
-      answer: (call) => resource.runInAsyncScope(() => this.#forward(call, rollout.signal)),
+      signal: rollout.signal,
+      answer: (call) => resource.runInAsyncScope(() => this.#forward(call)),
     });
     const openaiBaseURL = `${this.#server.origin}/rollouts/${id}/v1`;
     const anthropicBaseURL = `${this.#server.origin}/rollouts/${id}`;
@@ -114,11 +115,12 @@ export class GatherEndpoint {
   }
 
   /**
-   * Forwards a call to the model through its recording `fetch`. The call is the rollout's: any
+   * Forwards a call to the model through its recording `fetch` (`call.signal` aborts when the caller
+   * hangs up or the rollout is cancelled or times out). The call is the rollout's: any
    * model name it asks for that is not this model's (a child written for `gpt-4o` or Claude) is
    * replaced by this model's inference name; `<name>:step<N>` stays.
    */
-  #forward(call: EndpointCall, rolloutSignal: AbortSignal): Promise<Response> {
+  async #forward(call: EndpointCall): Promise<Response> {
     const name = this.#model.inferenceName();
     if (call.api === 'models') {
       const model = { id: name, object: 'model', created: 0, owned_by: 'policyloop', root: name };
@@ -146,7 +148,7 @@ export class GatherEndpoint {
         authorization: `Bearer ${this.#model.inferenceApiKey}`,
       },
       body: JSON.stringify(body),
-      signal: AbortSignal.any([call.signal, rolloutSignal]),
+      signal: call.signal,
     });
   }
 }

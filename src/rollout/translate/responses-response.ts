@@ -369,7 +369,8 @@ export class ResponsesEventStream implements ChunkDeltaHandler {
   #add<T extends OpenItem>(open: T): T {
     this.#open = open;
     this.#output.push(open.item);
-    this.#event('response.output_item.added', { output_index: open.index, item: structuredClone(open.item) });
+    // Events are serialized as they are written: the live item is this moment's snapshot.
+    this.#event('response.output_item.added', { output_index: open.index, item: open.item });
     return open;
   }
 
@@ -406,7 +407,7 @@ export class ResponsesEventStream implements ChunkDeltaHandler {
       });
       open.item['status'] = 'completed';
     }
-    this.#event('response.output_item.done', { output_index: open.index, item: structuredClone(open.item) });
+    this.#event('response.output_item.done', { output_index: open.index, item: open.item });
   }
 
   #itemStatus(): string {
@@ -431,7 +432,7 @@ export class ResponsesEventStream implements ChunkDeltaHandler {
       model: this.#model,
       status,
       incompleteDetails,
-      output: status === 'in_progress' ? [] : structuredClone(output),
+      output: status === 'in_progress' ? [] : [...output],
       usage: this.#usage,
     });
   }

@@ -153,8 +153,11 @@ function translatedStream(
 ): ReadableStream<Uint8Array> {
   const accumulator = new StreamAccumulator();
   let recorded = false;
-  let output: TransformStreamDefaultController<Uint8Array> | undefined;
-  const writer = translation.events((text) => output?.enqueue(encoder.encode(text)));
+  // The events of each piece of the upstream stream are sent together, encoded once.
+  let pending = '';
+  const writer = translation.events((text) => {
+    pending += text;
+  });
   const reader = new EventStreamReader((data) => {
     let chunk: unknown;
     try {
@@ -169,15 +172,18 @@ function translatedStream(
     }
     writer.chunk(chunk);
   });
+  const flushPending = (controller: TransformStreamDefaultController<Uint8Array>): void => {
+    if (pending === '') return;
+    controller.enqueue(encoder.encode(pending));
+    pending = '';
+  };
   return upstream.pipeThrough(
     new TransformStream<Uint8Array, Uint8Array>({
-      start(controller) {
-        output = controller;
-      },
-      transform(bytes) {
+      transform(bytes, controller) {
         reader.push(bytes);
+        flushPending(controller);
       },
-      flush() {
+      flush(controller) {
         reader.end();
         const choice = accumulator.choice();
         if (!recorded) {
@@ -185,6 +191,7 @@ function translatedStream(
           onChoice(choice);
         }
         writer.end(choice);
+        flushPending(controller);
       },
     }),
   );
