@@ -9,6 +9,9 @@
  * - `responses`: `model.openai().responses.create`, translated in-process;
  * - `direct stream`: the same streamed (`stream: true`): the baseline of the streamed side;
  * - `responses stream`: `responses.create` with `stream: true` (typed events out of the chat chunks);
+ * - `fetch chat stream` and `fetch responses stream`: the two streamed calls through `model.fetch()`
+ *   with the body read as text, no SDK: what the translation itself adds to a stream, without the
+ *   SDK reading the Responses API's larger event stream;
  * - `messages`: `@anthropic-ai/sdk`'s `messages.create` on `model.fetch()`, translated in-process;
  * - `endpoint chat`: an `openai` client in another process (one load process for all rollouts,
  *   told each rollout's endpoint over IPC) calling `context.endpoint`: the script serves the call
@@ -145,6 +148,8 @@ const ALL_SIDES = [
   'direct stream',
   'responses',
   'responses stream',
+  'fetch chat stream',
+  'fetch responses stream',
   'messages',
   'endpoint chat',
   'endpoint responses',
@@ -168,6 +173,7 @@ const model = new PromptedModel({
   dataDir,
 });
 const client = model.openai();
+const rawFetch = model.fetch();
 const anthropic = new Anthropic({ baseURL: model.anthropicBaseURL, apiKey: 'k', fetch: model.fetch(), maxRetries: 0 });
 const scenarios = Array.from({ length: ROLLOUTS }, (_, index) => `What is ${index} + ${index}?`);
 const SYSTEM = 'You answer arithmetic questions.';
@@ -211,6 +217,26 @@ async function calls(side: SideName, question: string, endpoint: () => { openaiB
       for await (const _event of stream) {
         // read to the end
       }
+    } else if (side === 'fetch chat stream' || side === 'fetch responses stream') {
+      const chat = side === 'fetch chat stream';
+      const body = chat
+        ? {
+            model: 'bench',
+            messages: [
+              { role: 'system', content: SYSTEM },
+              { role: 'user', content: question },
+            ],
+            max_tokens: 16,
+            stream: true,
+            stream_options: { include_usage: true },
+          }
+        : { model: 'bench', instructions: SYSTEM, input: question, max_output_tokens: 16, stream: true };
+      const response = await rawFetch(`${upstream.baseURL}/${chat ? 'chat/completions' : 'responses'}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: 'Bearer k' },
+        body: JSON.stringify(body),
+      });
+      await response.text();
     } else if (side === 'messages') {
       await anthropic.messages.create({
         model: 'bench',
@@ -287,24 +313,31 @@ try {
     `\n${process.version}, ${os.cpus().length} cores, load average ${os.loadavg()[0]?.toFixed(1)}; ${ROLLOUTS} rollouts x ${CALLS_PER_ROLLOUT} calls, ${CONCURRENCY} at once, median of ${ROUNDS} rounds`,
   );
   console.log(
-    'side                 script CPU/call   added vs direct (middle half)                 load process CPU/call',
+    'side                    script CPU/call   added vs direct (middle half)                    load process CPU/call',
   );
   const summary: string[] = [];
   for (const side of SIDES) {
     const values = results.get(side) ?? [];
     const scripts = values.map((value) => value.script);
-    const baseline = side === 'responses stream' && results.has('direct stream') ? 'direct stream' : 'direct';
+    const baseline =
+      side === 'responses stream' && results.has('direct stream')
+        ? 'direct stream'
+        : side === 'fetch responses stream' && results.has('fetch chat stream')
+          ? 'fetch chat stream'
+          : 'direct';
     const added = scripts.map((value, index) => value - ((results.get(baseline) ?? [])[index]?.script ?? direct));
     const sortedAdded = [...added].sort((a, b) => a - b);
     const low = sortedAdded[Math.floor(sortedAdded.length / 4)] ?? 0;
     const high = sortedAdded[Math.ceil((sortedAdded.length * 3) / 4) - 1] ?? 0;
     const loadCPU = side.startsWith('endpoint') ? micros(median(values.map((value) => value.load))) : '-';
-    const addedText =
-      side === 'direct'
-        ? '-'
-        : `${micros(median(added))} (${micros(low)} .. ${micros(high)})${baseline === 'direct' ? '' : ' vs direct stream'}`;
-    console.log(`${side.padEnd(20)} ${micros(median(scripts)).padStart(15)}   ${addedText.padEnd(44)}  ${loadCPU}`);
-    summary.push(`${side}=${median(scripts).toFixed(0)}${side === 'direct' ? '' : `(+${median(added).toFixed(0)})`}`);
+    // `direct` and the raw chat stream are baselines: nothing to add to.
+    const isBaseline = side === 'direct' || side === 'fetch chat stream';
+    const addedText = isBaseline
+      ? '-'
+      : `${micros(median(added))} (${micros(low)} .. ${micros(high)})${baseline === 'direct' ? '' : ` vs ${baseline}`}`;
+    console.log(`${side.padEnd(23)} ${micros(median(scripts)).padStart(12)}   ${addedText.padEnd(47)}  ${loadCPU}`);
+    const sign = median(added) >= 0 ? '+' : '';
+    summary.push(`${side}=${median(scripts).toFixed(0)}${isBaseline ? '' : `(${sign}${median(added).toFixed(0)})`}`);
   }
   console.log(`summary: ${process.version} load ${os.loadavg()[0]?.toFixed(1)} µs/call ${summary.join(' ')}`);
 } finally {
