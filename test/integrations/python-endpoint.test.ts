@@ -71,16 +71,17 @@ describe.skipIf(skipReason !== undefined)(
           const env = { ...inherited, ...context.endpoint.env, PYTHONUNBUFFERED: '1' };
           const output = await runChild(python, [AGENT, word], env, { signal: context.signal });
           const result = JSON.parse(output) as Record<string, unknown>;
+          // The fresh model mostly runs to the 4-token limit (`length`, `incomplete`); now and then it ends first.
           expect(result).toMatchObject({
             word,
-            chat: 'length',
-            response: 'incomplete',
             stream_first: 'response.created',
-            stream_last: 'response.incomplete',
-            stream_status: 'incomplete',
             models: [model.inferenceName()],
             wandb_key: null,
           });
+          expect(['length', 'stop']).toContain(result['chat']);
+          expect(['incomplete', 'completed']).toContain(result['response']);
+          expect(['incomplete', 'completed']).toContain(result['stream_status']);
+          expect(result['stream_last']).toBe(`response.${String(result['stream_status'])}`);
           expect(result['chat_chunks']).toBeGreaterThan(1);
           return { reward: context.index };
         },
