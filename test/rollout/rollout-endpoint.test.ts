@@ -15,6 +15,7 @@ import {
   isChoice,
   LocalBackend,
   PolicyloopError,
+  RLTrainer,
   TrainableModel,
   type Trajectory,
 } from 'policyloop';
@@ -175,5 +176,52 @@ describe('context.endpoint', () => {
       return undefined;
     });
     expect(groups[0]?.trajectories[0]?.metadata['error']).toMatch(/pass `model` to gatherTrajectoryGroups/);
+  });
+
+  it("makes an RLTrainer's rollouts sample the step they are stamped with, whatever model they name", async () => {
+    const pinned = new TrainableModel({ project: 'endpoint', name: 'pinned', baseModel: 'policyloop/tiny-chat' });
+    await pinned.register(backend);
+    // What reaches the service: the forwarded (translated) chat completions, seen under the model's fetch.
+    const sent: string[] = [];
+    const realFetch = globalThis.fetch;
+    globalThis.fetch = async (input, init) => {
+      const url = typeof input === 'string' ? input : input instanceof URL ? input.href : input.url;
+      if (url === `${pinned.inferenceBaseURL}/chat/completions` && typeof init?.body === 'string')
+        sent.push(String((JSON.parse(init.body) as { model?: unknown }).model));
+      return realFetch(input, init);
+    };
+    try {
+      const stamped: number[] = [];
+      const trainer = new RLTrainer({
+        model: pinned,
+        scenarios: ['one', 'two'],
+        groupSize: 4,
+        groupsPerStep: 2,
+        maxSteps: 3,
+        maxStepsOffPolicy: 0,
+        progress: false,
+        rollout: async (word, context) => {
+          const { openaiBaseURL, apiKey } = context.endpoint;
+          const response = await fetch(`${openaiBaseURL}/responses`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+            body: JSON.stringify({ model: 'gpt-4o', input: word, max_output_tokens: 4 }),
+          });
+          expect(response.status).toBe(200);
+          return { reward: context.index };
+        },
+      });
+      trainer.on('step:end', ({ step }) => {
+        stamped.push(step);
+      });
+      const summary = await trainer.run();
+      expect(summary.step).toBe(3);
+      const name = pinned.inferenceName();
+      expect(new Set(sent)).toEqual(new Set([`${name}:step0`, `${name}:step1`, `${name}:step2`]));
+      expect(stamped).toEqual([0, 1, 2]);
+    } finally {
+      globalThis.fetch = realFetch;
+      await pinned.close();
+    }
   });
 });
