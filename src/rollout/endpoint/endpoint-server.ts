@@ -35,8 +35,8 @@ export interface EndpointCall {
   readonly signal: AbortSignal;
 }
 
-/** Ended rollouts remembered by name for the 410's message (older ones get a message without it). */
-const ENDED_NAMES = 4096;
+/** Ended rollouts remembered for their 410 (older ones, past this many, get 404 like unknown ids). */
+const ENDED_NAMES = 16_384;
 /** The largest request body read, in bytes. */
 const MAX_BODY_BYTES = 64 * 1024 * 1024;
 /** The most time a caller may take to send its request body. */
@@ -120,7 +120,8 @@ export class EndpointServer {
 
   /** Gives `route` a path of its own: returns its id (`/rollouts/<id>`). */
   register(route: EndpointRoute): string {
-    const id = String(this.#next);
+    // A counter (for people) and a random part: one rollout's agent cannot guess another's path.
+    const id = `${this.#next}-${randomBytes(6).toString('hex')}`;
     this.#next += 1;
     this.#active.set(id, route);
     return id;
@@ -159,11 +160,10 @@ export class EndpointServer {
     const id = match[1] as string;
     const route = this.#active.get(id);
     if (route === undefined) {
-      const serial = Number(id);
-      if (Number.isInteger(serial) && serial >= 1 && serial < this.#next) {
-        const name = this.#ended.get(id) ?? `rollout ${id}`;
+      const name = this.#ended.get(id);
+      if (name !== undefined)
         this.#json(response, 410, shape, `The ${name} has ended: its endpoint (/rollouts/${id}) answers no more calls`);
-      } else this.#json(response, 404, shape, `No rollout ${id} in this process`);
+      else this.#json(response, 404, shape, `No rollout ${id} in this process (or it ended long ago)`);
       return;
     }
     if (api === undefined) {
