@@ -28,10 +28,6 @@ export interface ChunkMeta {
   finishReason: string | undefined;
   /** The stream's `usage`, when this chunk carried it. */
   usage: Record<string, unknown> | undefined;
-  /** The completion's `model`. */
-  model: string | undefined;
-  /** The completion's `created` (Unix seconds). */
-  created: number | undefined;
   /** A matched stop string (vLLM's `stop_reason`), when the chunk names one. */
   stopReason: string | undefined;
 }
@@ -45,8 +41,6 @@ export function readChunk(chunk: unknown, handler: ChunkDeltaHandler): ChunkMeta
       typeof record['usage'] === 'object' && record['usage'] !== null
         ? (record['usage'] as Record<string, unknown>)
         : undefined,
-    model: typeof record['model'] === 'string' ? record['model'] : undefined,
-    created: typeof record['created'] === 'number' ? record['created'] : undefined,
     stopReason: undefined,
   };
   const choices = record['choices'];
