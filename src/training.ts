@@ -79,6 +79,7 @@ export {
 // Rollouts: gather options and events, capture options, recorders, staleness.
 export type { GatherOptions, GroupScorer, GroupScorerContext } from './rollout/gather-trajectory-groups.js';
 export type { ScenarioOf } from './rollout/rollout-function.js';
+export type { RolloutEndpoint, EndpointModel } from './rollout/endpoint/rollout-endpoint.js';
 export {
   GatherEmitter,
   type GatherEventMap,

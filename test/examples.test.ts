@@ -64,6 +64,11 @@ describe('examples', () => {
     const output = await runExample('hosted');
     expect(output).toMatch(/^step \d+ on the local service; history in .*history\.jsonl$/m);
   }, 300_000);
+  it('process-agent trains an agent that runs as a child process through its rollout endpoint (a short run)', async () => {
+    const output = await runExample('process-agent', { POLICYLOOP_EXAMPLE_STEPS: '2' });
+    expect(output.match(/^step [12]: mean reward \d\.\d{3}$/gm)).toHaveLength(2);
+    expect(output).toMatch(/^trained to step 2 \(\d+ agent processes\); history in .*history\.jsonl$/m);
+  }, 300_000);
   it('ai-sdk-agent warms up with SFT, then the model drives the AI SDK agent through RL steps (a short run)', async () => {
     // The full run (60 steps, minutes) is the curve of docs/integrations.md; 2 steps show the loop runs.
     const output = await runExample('ai-sdk-agent', { POLICYLOOP_EXAMPLE_STEPS: '2' });

@@ -1,14 +1,23 @@
 /**
  * A recording `fetch`: what agent frameworks that build their own HTTP calls (the AI SDK, LangChain,
- * Mastra, the OpenAI Agents SDK through an `openai` client) are given, so that their chat
- * completions land in the rollout's trajectory exactly as `captureCompletions` records them.
+ * Mastra, the OpenAI Agents SDK through an `openai` client, the Anthropic SDK) are given, so that
+ * their chat completions land in the rollout's trajectory exactly as `captureCompletions` records
+ * them. Responses API and Messages API calls are translated into chat completions on the way
+ * (`./translate/`) and recorded the same way.
  */
 import { functionOption, optionsObject } from '../internal/options.js';
 import type { Choice } from '../schema/index.js';
 import type { ChatCompletionCreateBody } from '../schema/chat-client.js';
 import { firstChoice, record, withDefaults } from './capture-completions.js';
 import { currentRolloutScope, type RolloutScope } from './rollout-scope.js';
+import { EventStreamReader } from './event-stream-reader.js';
+import { bodyText, type FetchInput, inputURL, requestApi } from './fetch-request.js';
+import { ConversationStore } from './translate/conversation-store.js';
+import { translatedExchange } from './translate/translated-exchange.js';
 import { StreamRecorder } from './stream-accumulator.js';
+
+/** Responses a recording `fetch` keeps for `previous_response_id` outside rollouts (the newest). */
+const OUTSIDE_ROLLOUT_RESPONSES = 1000;
 
 /** Options of {@link captureFetch}. */
 export interface CaptureFetchOptions {
@@ -27,80 +36,6 @@ export interface CaptureFetchOptions {
    * { logprobs: true, model: model.inferenceName() }
    */
   defaults?: Readonly<Record<string, unknown>> | (() => Readonly<Record<string, unknown>>) | undefined;
-}
-
-type FetchInput = Parameters<typeof globalThis.fetch>[0];
-
-/** True for `POST <anything>/chat/completions` (query strings allowed). */
-function isChatCompletions(input: FetchInput, init: RequestInit | undefined): boolean {
-  const method = (init?.method ?? (input instanceof Request ? input.method : 'GET')).toUpperCase();
-  if (method !== 'POST') return false;
-  const url = typeof input === 'string' ? input : input instanceof URL ? input.href : input.url;
-  let pathname: string;
-  try {
-    pathname = new URL(url).pathname;
-  } catch {
-    pathname = url.split('?')[0] ?? url;
-  }
-  return pathname.replace(/\/+$/, '').endsWith('/chat/completions');
-}
-
-/** The JSON text of a request body, or undefined when it is not text we can read without consuming it. */
-async function bodyText(input: FetchInput, init: RequestInit | undefined): Promise<string | undefined> {
-  const body = init?.body;
-  if (typeof body === 'string') return body;
-  if (body instanceof Uint8Array) return new TextDecoder().decode(body);
-  if (body instanceof ArrayBuffer) return new TextDecoder().decode(new Uint8Array(body));
-  if (body === undefined && input instanceof Request && input.body !== null) return input.clone().text();
-  return undefined;
-}
-
-/**
- * Reads `data:` events of a server-sent event stream as its bytes pass by, calling `onEvent` with
- * each event's data text (`[DONE]` left out).
- */
-class EventStreamReader {
-  readonly #decoder = new TextDecoder();
-  #buffer = '';
-  #data: string[] = [];
-
-  constructor(private readonly onEvent: (data: string) => void) {}
-
-  push(bytes: Uint8Array): void {
-    this.#buffer += this.#decoder.decode(bytes, { stream: true });
-    this.#drain();
-  }
-
-  end(): void {
-    this.#buffer += this.#decoder.decode();
-    this.#drain();
-    if (this.#buffer !== '') this.#line(this.#buffer);
-    this.#buffer = '';
-    this.#line('');
-  }
-
-  #drain(): void {
-    for (;;) {
-      const match = /\r\n|\r|\n/.exec(this.#buffer);
-      // A lone '\r' at the end may be the start of '\r\n': wait for the next bytes.
-      if (match === null || (match[0] === '\r' && match.index === this.#buffer.length - 1)) return;
-      const line = this.#buffer.slice(0, match.index);
-      this.#buffer = this.#buffer.slice(match.index + match[0].length);
-      this.#line(line);
-    }
-  }
-
-  #line(line: string): void {
-    if (line === '') {
-      if (this.#data.length > 0) {
-        const data = this.#data.join('\n');
-        this.#data = [];
-        if (data.trim() !== '[DONE]') this.onEvent(data);
-      }
-      return;
-    }
-    if (line.startsWith('data:')) this.#data.push(line.slice(line.startsWith('data: ') ? 6 : 5));
-  }
 }
 
 /**
@@ -176,6 +111,15 @@ async function recordResponse(
  * nothing. Requests without a `signal` get the rollout's signal. Outside a rollout only the
  * defaults are filled in; every other request (other paths, other methods, bodies that are not
  * JSON) passes through untouched.
+ *
+ * `POST …/responses` (the Responses API) and `POST …/v1/messages` (Anthropic's Messages API) are
+ * translated: each becomes one chat-completions request to `…/chat/completions` beside it (with
+ * `defaults` filled in), recorded as above, and answered in the caller's API, as JSON or as its
+ * typed stream events. `previous_response_id` and `item_reference` resolve against the responses
+ * the same rollout made (outside rollouts, the newest 1,000 this `fetch` made). What chat
+ * completions cannot carry (built-in tools, `background`, `conversation`, images, documents,
+ * server tools, ...) gets a 400 in the API's own error shape that names it: nothing is sent, and
+ * nothing recorded. See docs/integrations.md.
  * @example
  * import { createOpenAI } from '@ai-sdk/openai';
  * const provider = createOpenAI({
@@ -183,7 +127,7 @@ async function recordResponse(
  *   apiKey: model.inferenceApiKey,
  *   fetch: captureFetch({ defaults: { logprobs: true } }),
  * });
- * const llm = provider.chat(model.inferenceName()); // chat completions, not the Responses API
+ * const llm = provider(model.inferenceName()); // the Responses API, translated; provider.chat(...) works too
  */
 export function captureFetch(options: CaptureFetchOptions = {}): typeof globalThis.fetch {
   optionsObject('options', options);
@@ -197,8 +141,15 @@ export function captureFetch(options: CaptureFetchOptions = {}): typeof globalTh
       : typeof options.defaults === 'function'
         ? functionOption<() => Readonly<Record<string, unknown>>>('defaults', options.defaults)
         : optionsObject('defaults', options.defaults);
+  // Responses kept for `previous_response_id` outside rollouts (inside, each rollout keeps its own).
+  const store = new ConversationStore(OUTSIDE_ROLLOUT_RESPONSES);
   const recordingFetch = async (input: FetchInput, init?: RequestInit): Promise<Response> => {
-    if (!isChatCompletions(input, init)) return inner(input, init);
+    const api = requestApi(input, init);
+    if (api === undefined) return inner(input, init);
+    if (api !== 'chat') {
+      const current = typeof defaults === 'function' ? defaults() : defaults;
+      return translatedExchange(api, input, init, { fetch: inner, defaults: current, store });
+    }
     const text = await bodyText(input, init);
     let parsed: unknown;
     try {
@@ -224,4 +175,28 @@ export function captureFetch(options: CaptureFetchOptions = {}): typeof globalTh
     return recordResponse(scope, body, response);
   };
   return recordingFetch as typeof globalThis.fetch;
+}
+
+/**
+ * A `fetch` that answers Responses and Messages requests through chat completions sent with
+ * `forward` (translated and recorded as {@link captureFetch} does) and passes every other request,
+ * chat completions included, to `passThrough` untouched. It is the `fetch` of `model.openai()`'s
+ * `openai` client, whose chat completions the captured client itself records; so
+ * `client.responses.create` works on it too. Not exported from the package.
+ */
+export function translatingFetch(
+  passThrough: typeof globalThis.fetch,
+  forward: typeof globalThis.fetch,
+  defaults: () => Readonly<Record<string, unknown>>,
+): typeof globalThis.fetch {
+  const store = new ConversationStore(OUTSIDE_ROLLOUT_RESPONSES);
+  return (input, init) => {
+    // A look at the URL first: the client's chat completions pass without parsing it.
+    const url = inputURL(input);
+    if (url.includes('/chat/completions') || (!url.includes('/responses') && !url.includes('/messages')))
+      return passThrough(input, init);
+    const api = requestApi(input, init);
+    if (api === undefined || api === 'chat') return passThrough(input, init);
+    return translatedExchange(api, input, init, { fetch: forward, defaults: defaults(), store });
+  };
 }

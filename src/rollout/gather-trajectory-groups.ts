@@ -7,7 +7,7 @@ import { setMaxListeners } from 'node:events';
 import { setImmediate } from 'node:timers';
 import { abortReason, delay, isPromiseLike, raceSignal } from '../internal/delay.js';
 import { backoffDelay } from '../internal/backoff.js';
-import { isRetryableError, userAbortError } from '../internal/errors.js';
+import { isRetryableError, PolicyloopError, userAbortError } from '../internal/errors.js';
 import { describeValue } from '../internal/describe-value.js';
 import { formatPath, valueAtPath } from '../internal/format-issues.js';
 import {
@@ -35,6 +35,7 @@ import {
   RolloutTimeoutError,
   toTrajectoryException,
 } from './rollout-errors.js';
+import { type EndpointModel, GatherEndpoint, type RolloutEndpoint } from './endpoint/rollout-endpoint.js';
 import type { RolloutContext, RolloutFn } from './rollout-function.js';
 import { closeRolloutScope, openRolloutScope, type RolloutScope } from './rollout-scope.js';
 import { TrajectoryRecorder, takeTrajectory } from './trajectory-recorder.js';
@@ -118,6 +119,14 @@ export interface GatherOptions<S> {
   /** Receives the gather's typed events. */
   events?: GatherEmitter<S> | undefined;
   /**
+   * The model `context.endpoint` forwards to (a `PromptedModel` or `TrainableModel`): with it,
+   * each rollout may ask for an OpenAI- and Anthropic-compatible endpoint of its own, for an agent
+   * in another process, whose calls are recorded into the rollout's trajectory. `RLTrainer` passes
+   * its model. The endpoint's listener starts with the first gather that has one and closes with
+   * the last.
+   */
+  model?: EndpointModel | undefined;
+  /**
    * Draws a progress bar on stderr, only when stderr is a terminal.
    * @default false
    */
@@ -144,6 +153,9 @@ class Attempt<S> implements RolloutScope {
   timer: ReturnType<typeof setTimeout> | undefined = undefined;
   /** Rejects the attempt's promise (set when it is made). */
   reject: (reason: unknown) => void = ignore;
+  /** The rollout's endpoint, once the rollout asked for it (`context.endpoint`), and how to end it. */
+  endpoint: RolloutEndpoint | undefined = undefined;
+  endEndpoint: () => void = ignore;
 
   constructor(
     readonly scenario: S,
@@ -161,12 +173,56 @@ class Attempt<S> implements RolloutScope {
     clearTimeout(this.timer);
     running.delete(this);
     this.recorder.close();
+    this.endEndpoint();
   }
 
   /** Aborts the attempt's signal with `reason` and rejects the attempt with it, whatever the rollout does with the signal. */
   abort(reason: unknown): void {
     this.controller.abort(reason);
     this.reject(reason);
+  }
+}
+
+/**
+ * What a rollout function gets besides its scenario: its attempt's signal, recorder and place, and
+ * `endpoint`, made when the rollout first asks for it.
+ */
+class AttemptContext<S> implements RolloutContext {
+  readonly signal: AbortSignal;
+  readonly trajectory: TrajectoryRecorder;
+  readonly index: number;
+  readonly groupIndex: number;
+  readonly attempt: number;
+  readonly #attempt: Attempt<S>;
+  readonly #endpoints: GatherEndpoint | undefined;
+
+  constructor(attempt: Attempt<S>, endpoints: GatherEndpoint | undefined) {
+    this.signal = attempt.signal;
+    this.trajectory = attempt.recorder;
+    this.index = attempt.index;
+    this.groupIndex = attempt.groupIndex;
+    this.attempt = attempt.attempt;
+    this.#attempt = attempt;
+    this.#endpoints = endpoints;
+  }
+
+  get endpoint(): RolloutEndpoint {
+    const attempt = this.#attempt;
+    if (attempt.endpoint !== undefined) return attempt.endpoint;
+    if (this.#endpoints === undefined) {
+      throw new PolicyloopError(
+        'context.endpoint needs a model to forward to: pass `model` to gatherTrajectoryGroups (an RLTrainer passes its own)',
+      );
+    }
+    if (attempt.recorder.closed) {
+      throw new PolicyloopError(
+        `context.endpoint was asked for after rollout ${attempt.index} of group ${attempt.groupIndex} ended`,
+      );
+    }
+    const { endpoint, end } = this.#endpoints.openRollout(attempt);
+    attempt.endpoint = endpoint;
+    attempt.endEndpoint = end;
+    return endpoint;
   }
 }
 
@@ -188,6 +244,12 @@ function checkOptions<S>(value: GatherOptions<S> | undefined) {
   optional(options.policyVersion, (read) => functionOption('policyVersion', read));
   optional(options.signal, (signal) => signalOption('signal', signal));
   optional(options.progress, (progress) => booleanOption('progress', progress));
+  optional(options.model, (model) => {
+    const candidate = model as Partial<EndpointModel> | null;
+    if (typeof candidate?.fetch !== 'function' || typeof candidate.inferenceName !== 'function') {
+      throw invalidOption('model', model, 'a PromptedModel or TrainableModel (with `fetch()` and `inferenceName()`)');
+    }
+  });
   optional(options.events, (events) => {
     if (typeof (events as { emit?: unknown } | null)?.emit !== 'function') {
       throw invalidOption('events', events, 'a GatherEmitter');
@@ -249,6 +311,7 @@ type GatherPlan<S> = ReturnType<typeof checkOptions<S>> & {
   readonly scoreGroup: GroupScorer<S> | undefined;
   readonly policyVersion: (() => number | Promise<number>) | undefined;
   readonly signal: AbortSignal | undefined;
+  readonly model: EndpointModel | undefined;
 };
 
 /** A rollout that failed for good, with the error it failed with (the exception budget's evidence). */
@@ -291,6 +354,8 @@ class GatherRun<S> {
   private readonly settleGroup: Array<(outcomes: Outcome[]) => void> = [];
   /** Settles in the event loop's next check phase; shared by every worker that waits for it (see {@link worker}). */
   private turn: Promise<void> | undefined = undefined;
+  /** The rollouts' endpoints (with a `model` to forward to), open while the gather runs. */
+  private endpoints: GatherEndpoint | undefined = undefined;
 
   /** A gather of `groupSize` rollouts of every scenario in `list`, as `plan` says. */
   constructor(list: readonly S[], plan: GatherPlan<S>) {
@@ -321,6 +386,7 @@ class GatherRun<S> {
         ? attachProgressBar(this.events, process.stderr)
         : undefined;
     try {
+      if (this.plan.model !== undefined) this.endpoints = await GatherEndpoint.open(this.plan.model);
       // `concurrency` workers take the rollouts in order (group by group), each from the gather's own
       // async context; a group is scored and reported once its last rollout settled.
       const groupsDone = this.list.map((scenario, groupIndex) =>
@@ -341,6 +407,7 @@ class GatherRun<S> {
     } finally {
       signal?.removeEventListener('abort', this.onAbort);
       detachBar?.();
+      await this.endpoints?.close();
     }
   }
 
@@ -469,19 +536,13 @@ class GatherRun<S> {
 
   /** What an attempt does: run the rollout in its scope, then stamp, validate and score its trajectory. */
   private async work(attempt: Attempt<S>): Promise<Trajectory> {
-    const { recorder, scenario, signal } = attempt;
+    const { recorder, scenario } = attempt;
     const { policyVersion } = this.plan;
     const startTime = new Date().toISOString();
     // Read twice per rollout: an answer given at once (`() => model.getStep()`) skips the microtask queue.
     const initialRead = policyVersion?.();
     const initialVersion = isPromiseLike(initialRead) ? await initialRead : initialRead;
-    const context: RolloutContext = {
-      signal,
-      trajectory: recorder,
-      index: attempt.index,
-      groupIndex: attempt.groupIndex,
-      attempt: attempt.attempt,
-    };
+    const context = new AttemptContext(attempt, this.endpoints);
     // The attempt is the rollout's capture scope; the scope closes once what the rollout returned settled.
     const started = openRolloutScope(attempt, this.plan.rollout, scenario, context);
     let returned: unknown;
@@ -491,6 +552,7 @@ class GatherRun<S> {
       closeRolloutScope();
     }
     recorder.close();
+    attempt.endEndpoint();
     const finalRead = policyVersion?.();
     const finalVersion = isPromiseLike(finalRead) ? await finalRead : finalRead;
     const trajectory = buildTrajectory(recorder[takeTrajectory](), returned);
@@ -639,8 +701,8 @@ export async function gatherTrajectoryGroups<S>(
   }
   const { options } = checked;
   const reward = options.reward === undefined ? undefined : toRewardFn(options.reward);
-  const { scoreGroup, policyVersion, signal } = options;
+  const { scoreGroup, policyVersion, signal, model } = options;
   if (signal?.aborted) throw userAbortError(signal, 'The gather');
   const list = Array.from(scenarios);
-  return new GatherRun(list, { ...checked, rollout, reward, scoreGroup, policyVersion, signal }).execute();
+  return new GatherRun(list, { ...checked, rollout, reward, scoreGroup, policyVersion, signal, model }).execute();
 }

@@ -1,5 +1,6 @@
 /** What a user writes: a rollout function, and the context it is called with. */
 import type { TrajectoryInput } from '../schema/index.js';
+import type { RolloutEndpoint } from './endpoint/rollout-endpoint.js';
 import type { TrajectoryRecorder } from './trajectory-recorder.js';
 
 /** What a rollout function is called with, besides its scenario. */
@@ -14,6 +15,18 @@ export interface RolloutContext {
   readonly groupIndex: number;
   /** Which attempt this is (0 for the first; retries count up). */
   readonly attempt: number;
+  /**
+   * This rollout's own OpenAI- and Anthropic-compatible endpoint, for an agent in another process:
+   * base URLs, a key, and `env` (`OPENAI_BASE_URL`, `OPENAI_API_KEY`, `ANTHROPIC_BASE_URL`,
+   * `ANTHROPIC_API_KEY`) to spread into a child's environment. It answers chat completions, the
+   * Responses API and the Messages API (streamed too) and `GET /v1/models`, forwards each call to
+   * the gather's `model` and records it into this rollout's trajectory. Served on 127.0.0.1 by this
+   * process, made when first read; after the rollout ends its URLs answer 410. Needs the gather's
+   * `model` option (an `RLTrainer` passes its model); reading it without one throws.
+   * @example
+   * const child = spawn('python', ['agent.py', scenario.task], { env: { ...process.env, ...context.endpoint.env } });
+   */
+  readonly endpoint: RolloutEndpoint;
 }
 
 /**

@@ -1,6 +1,7 @@
 /**
  * Rebuilds the first Choice of a streamed completion from its `chat.completion.chunk`s, so that a
- * streamed request is recorded like a plain one (content, tool calls and logprobs joined up).
+ * streamed request is recorded like a plain one (content, reasoning, tool calls and logprobs joined
+ * up).
  */
 import type { ChatCompletionTokenLogprob, Choice, FinishReason } from '../schema/index.js';
 
@@ -21,6 +22,9 @@ interface ToolCallParts {
 export class StreamAccumulator {
   #content: string | null = null;
   #refusal: string | null = null;
+  /** The model's reasoning, under the key the service streamed it with (`reasoning_content` or `reasoning`). */
+  #reasoning: string | null = null;
+  #reasoningKey: 'reasoning_content' | 'reasoning' = 'reasoning_content';
   #finishReason: string | null = null;
   #logprobs: ChatCompletionTokenLogprob[] | null = null;
   readonly #toolCalls = new Map<number, ToolCallParts>();
@@ -37,14 +41,24 @@ export class StreamAccumulator {
       const delta = (choice['delta'] ?? {}) as Record<string, unknown>;
       if (typeof delta['content'] === 'string') this.#content = (this.#content ?? '') + delta['content'];
       if (typeof delta['refusal'] === 'string') this.#refusal = (this.#refusal ?? '') + delta['refusal'];
+      if (typeof delta['reasoning_content'] === 'string') this.#addReasoning('reasoning_content', delta);
+      else if (typeof delta['reasoning'] === 'string') this.#addReasoning('reasoning', delta);
       if (Array.isArray(delta['tool_calls'])) {
         for (const rawCall of delta['tool_calls']) this.#addToolCall(rawCall as Record<string, unknown>);
       }
       if (typeof choice['finish_reason'] === 'string') this.#finishReason = choice['finish_reason'];
       const logprobs = (choice['logprobs'] as { content?: unknown } | null | undefined)?.content;
-      if (Array.isArray(logprobs))
-        this.#logprobs = [...(this.#logprobs ?? []), ...(logprobs as ChatCompletionTokenLogprob[])];
+      if (Array.isArray(logprobs)) {
+        // Appended in place: a stream of n token chunks costs O(n), not O(n²).
+        this.#logprobs ??= [];
+        for (const token of logprobs as ChatCompletionTokenLogprob[]) this.#logprobs.push(token);
+      }
     }
+  }
+
+  #addReasoning(key: 'reasoning_content' | 'reasoning', delta: Record<string, unknown>): void {
+    this.#reasoningKey = key;
+    this.#reasoning = (this.#reasoning ?? '') + (delta[key] as string);
   }
 
   #addToolCall(call: Record<string, unknown>): void {
@@ -80,6 +94,7 @@ export class StreamAccumulator {
       logprobs: this.#logprobs === null ? null : { content: this.#logprobs, refusal: null },
     };
     if (toolCalls.length > 0) choice.message.tool_calls = toolCalls;
+    if (this.#reasoning !== null) (choice.message as Record<string, unknown>)[this.#reasoningKey] = this.#reasoning;
     return choice;
   }
 }

@@ -1,7 +1,8 @@
 /**
  * The OpenAI routes the local service does not serve (`/v1/responses`, `/v1/completions`, ...):
- * their 404 says that the service speaks chat completions and names, per framework, the setting
- * that keeps it there (docs/integrations.md lists the same).
+ * their 404 says that the service speaks chat completions, that policyloop's recording fetch
+ * translates the Responses API on the caller's side, and names, per framework, the setting that
+ * keeps it on chat completions.
  */
 
 /** OpenAI API families under `/v1/` that the service does not implement. */
@@ -41,7 +42,9 @@ export function unservedRouteMessage(method: string, path: string): string | und
   if (!PATTERN.test(path)) return undefined;
   return (
     `${method} ${path} is not served: this service speaks the OpenAI Chat Completions API only ` +
-    `(POST /v1/chat/completions, GET /v1/models). Keep your framework on chat completions: ${CHAT_COMPLETIONS_SETTINGS}. ` +
-    'See docs/integrations.md ("Staying on chat completions").'
+    `(POST /v1/chat/completions, GET /v1/models). policyloop's model.fetch(), model.openai() and captureFetch ` +
+    "translate the Responses API and Anthropic's Messages API into chat completions on the caller's side: give " +
+    `your framework one of them; or keep it on chat completions: ${CHAT_COMPLETIONS_SETTINGS}. ` +
+    'See docs/integrations.md.'
   );
 }

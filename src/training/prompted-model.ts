@@ -8,7 +8,7 @@ import path from 'node:path';
 import { EventEmitter } from 'eventemitter3';
 import OpenAI from 'openai';
 import { DEFAULT_DATA_DIR, ENV, readEnv } from '../internal/env.js';
-import { InvalidArgumentError } from '../internal/errors.js';
+import { InvalidArgumentError, PolicyloopError } from '../internal/errors.js';
 import { formatIssues } from '../internal/format-issues.js';
 import {
   booleanOption,
@@ -22,7 +22,7 @@ import {
   timeoutOption,
 } from '../internal/options.js';
 import { captureCompletions } from '../rollout/capture-completions.js';
-import { captureFetch } from '../rollout/capture-fetch.js';
+import { captureFetch, translatingFetch } from '../rollout/capture-fetch.js';
 import type { ChatCompletionsClient } from '../schema/chat-client.js';
 import { computeStepMetrics, prefixMetrics, TrajectoryGroup } from '../schema/index.js';
 import type { TrajectoryGroupInput } from '../schema/index.js';
@@ -260,6 +260,19 @@ export class PromptedModel<Events extends EventEmitter.ValidEventTypes = {}> ext
   }
 
   /**
+   * The base URL to give `new Anthropic({ baseURL, apiKey, fetch: model.fetch() })`: the
+   * inference base URL without its `/v1` (the Anthropic SDK appends `/v1/messages` itself). The
+   * recording `fetch` answers those Messages API calls through the endpoint's chat completions.
+   * A trained model's throws before it is registered.
+   * @throws {PolicyloopError} when the inference base URL does not end in `/v1`.
+   * @example
+   * const anthropic = new Anthropic({ baseURL: model.anthropicBaseURL, apiKey: model.inferenceApiKey, fetch: model.fetch() });
+   */
+  get anthropicBaseURL(): string {
+    return anthropicBaseURL(this.inferenceBaseURL);
+  }
+
+  /**
    * The name to call it by in chat completions: a prompted model's is the endpoint's model name
    * (`step` does not apply); a trained model's names its latest step, or `step` pinned.
    * @example
@@ -276,15 +289,24 @@ export class PromptedModel<Events extends EventEmitter.ValidEventTypes = {}> ext
    * follow {@link captureCompletions}'s one rule: they fill a request key whose value is
    * `undefined` or `null` (`model` also when it is `''`, since the SDK's types require the key);
    * the request's own values win. Inside a rollout (`gatherTrajectoryGroups`) each completion is
-   * captured into the rollout's trajectory. A trained model's client also follows an
-   * `RLTrainer`'s pins: inside its rollouts a request for the model's latest name goes to the step
-   * the rollout is stamped with.
+   * captured into the rollout's trajectory. `client.responses.create` (the Responses API, streamed
+   * or not) works too: it is translated into one chat completion, recorded the same way, and
+   * answered in the Responses API's shape (see {@link captureFetch}). A trained model's client also
+   * follows an `RLTrainer`'s pins: inside its rollouts a request for the model's latest name goes
+   * to the step the rollout is stamped with.
    * @example
    * const client = model.openai();
    * const reply = await client.chat.completions.create({ model: model.inferenceName(), messages });
+   * const response = await client.responses.create({ model: model.inferenceName(), input: 'Hi' });
    */
   openai(options: OpenAIClientOptions = {}): OpenAI {
-    return captureCompletions(this.pinnable(this.rawClient(options)), { defaults: this.requestDefaults(options) });
+    const defaults = this.requestDefaults(options);
+    const inner =
+      this.endpoint().fetch ?? ((...args: Parameters<typeof globalThis.fetch>) => globalThis.fetch(...args));
+    // Chat completions go as they always did (the captured client records them); the Responses
+    // API is translated on the client's fetch, pinned like `fetch()`'s requests.
+    const translating = translatingFetch(inner, this.pinnableFetch(inner), () => defaults);
+    return captureCompletions(this.pinnable(this.rawClient(options, translating)), { defaults });
   }
 
   /**
@@ -292,11 +314,13 @@ export class PromptedModel<Events extends EventEmitter.ValidEventTypes = {}> ext
    * an `openai` client): exactly `captureFetch({ fetch, defaults })` with `defaults` of `model`
    * (this model's inference name) and `logprobs: true` plus `options.defaults`, over the
    * endpoint's own `fetch` when it has one. Inside a rollout every chat completion made through it
-   * is recorded into the rollout's trajectory (see {@link captureFetch}); a trained model's
-   * follows an `RLTrainer`'s pins as `openai()` does.
+   * is recorded into the rollout's trajectory (see {@link captureFetch}); so is every Responses API
+   * call (`POST …/responses`) and every Anthropic Messages API call (`POST …/v1/messages`, with
+   * {@link anthropicBaseURL}), each translated into one chat completion. A trained model's follows
+   * an `RLTrainer`'s pins as `openai()` does.
    * @example
    * const provider = createOpenAI({ baseURL: model.inferenceBaseURL, apiKey: model.inferenceApiKey, fetch: model.fetch() });
-   * const { text } = await generateText({ model: provider.chat(model.inferenceName()), prompt: 'hi' });
+   * const { text } = await generateText({ model: provider(model.inferenceName()), prompt: 'hi' });
    */
   fetch(options: ModelFetchOptions = {}): typeof globalThis.fetch {
     optionsObject('options', options);
@@ -373,9 +397,12 @@ export class PromptedModel<Events extends EventEmitter.ValidEventTypes = {}> ext
     return appendHistoryRow(this.files.history, prefixMetrics(computeStepMetrics([...groups]), split), step);
   }
 
-  /** The `openai` client of the endpoint, neither capturing nor pinned. */
-  protected rawClient(options: Pick<OpenAIClientOptions, 'timeout' | 'maxRetries'> = {}): OpenAI {
-    const { baseURL, apiKey, fetch } = this.endpoint();
+  /** The `openai` client of the endpoint (over `fetch`, else the endpoint's), neither capturing nor pinned. */
+  protected rawClient(
+    options: Pick<OpenAIClientOptions, 'timeout' | 'maxRetries'> = {},
+    fetch: typeof globalThis.fetch | undefined = this.endpoint().fetch,
+  ): OpenAI {
+    const { baseURL, apiKey } = this.endpoint();
     const timeout = options.timeout ?? this.prompted?.timeout;
     const maxRetries = options.maxRetries ?? this.prompted?.maxRetries;
     return new OpenAI({
@@ -456,4 +483,18 @@ export function parseGroups(groups: readonly TrajectoryGroupInput[]): Trajectory
 export function checkWaitOptions(options: WaitOptions): void {
   optionsObject('options', options);
   optional(options.signal, (signal) => signalOption('signal', signal));
+}
+
+/**
+ * The Anthropic SDK's base URL of an OpenAI-compatible base URL: without its trailing `/v1`.
+ * @throws {PolicyloopError} when `baseURL` does not end in `/v1`.
+ */
+export function anthropicBaseURL(baseURL: string): string {
+  const trimmed = baseURL.replace(/\/+$/, '');
+  if (!trimmed.endsWith('/v1')) {
+    throw new PolicyloopError(
+      `Expected the inference base URL to end in /v1 (the Anthropic SDK appends /v1/messages to its base URL), got ${baseURL}`,
+    );
+  }
+  return trimmed.slice(0, -'/v1'.length);
 }

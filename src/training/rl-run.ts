@@ -19,6 +19,7 @@ import { NoLearningSignalError } from './errors.js';
 import { metricByStep } from './history.js';
 import type { GroupsDroppedEvent } from './model-events.js';
 import { baselineRoute } from './prompted-model.js';
+import type { EndpointModel } from '../rollout/endpoint/rollout-endpoint.js';
 import type { PromptedModel } from './prompted-model.js';
 import type { RLStopReason, RLTrainerEvents, RLTrainerOptions, RLTrainerSummary, TrainerConfig } from './rl-types.js';
 import { ScenarioSource } from './scenario-source.js';
@@ -350,19 +351,29 @@ export class RLRun<S> {
       this.host.events.emit('rollout:failed', { sampledStep: version, groupIndex, index, attempt, error, willRetry });
     });
     const { groupSize } = this.host.config;
-    const promise = this.gather(scenarios, groupSize, version, { step: version }, this.sampling.signal, events).then(
-      (groups) => ({ groups, version, seconds: seconds(startedAt), ...counts }),
-    );
+    const promise = this.gather(
+      scenarios,
+      groupSize,
+      version,
+      { step: version },
+      this.model,
+      this.sampling.signal,
+      events,
+    ).then((groups) => ({ groups, version, seconds: seconds(startedAt), ...counts }));
     promise.catch(() => undefined);
     return { version, promise };
   }
 
-  /** Gathers groups with the model's requests routed to `route` (a step, or a baseline). */
+  /**
+   * Gathers groups with the model's requests routed to `route` (a step, or a baseline), and each
+   * rollout's `context.endpoint` forwarding to `target` (the model, or the baseline).
+   */
   private gather(
     scenarios: readonly S[],
     size: number,
     version: number,
     route: StepRoute,
+    target: EndpointModel,
     gatherSignal: AbortSignal,
     events?: GatherEmitter<S>,
   ): Promise<TrajectoryGroup[]> {
@@ -382,6 +393,7 @@ export class RLRun<S> {
         scoreGroup: options.scoreGroup,
         policyVersion: () => version,
         signal: gatherSignal,
+        model: target,
       }),
     );
   }
@@ -409,10 +421,21 @@ export class RLRun<S> {
   }
 
   /** Rolls the validation scenarios out against `route` and logs them as `model`'s `val/*` row at `step`. */
-  private async validation(model: Pick<PromptedModel, 'log' | 'name'>, route: StepRoute, step: number): Promise<void> {
+  private async validation(
+    model: Pick<PromptedModel, 'log' | 'name'> & EndpointModel,
+    route: StepRoute,
+    step: number,
+  ): Promise<void> {
     const validation = this.host.config.validation;
     if (validation === undefined) return;
-    const groups = await this.gather(validation.scenarios, validation.groupSize, step, route, this.stopper.signal);
+    const groups = await this.gather(
+      validation.scenarios,
+      validation.groupSize,
+      step,
+      route,
+      model,
+      this.stopper.signal,
+    );
     const row = await model.log({ groups, split: 'val', step });
     this.host.events.emit('validation:end', { step, model: model.name, metrics: numericMetrics(row) });
   }

@@ -1,7 +1,8 @@
 /**
  * LangChain.js (`@langchain/openai` 1.5, LangGraph 1.7) with `ChatOpenAI({ configuration: { fetch } })`:
  * each rollout is a LangGraph ReAct agent run with a tool, then a follow-up run on the graph's own
- * messages; 8 rollouts at once, non-streaming and streaming, recorded and trained on. Structured
+ * messages; 8 rollouts at once, non-streaming and streaming, on chat completions and on the
+ * Responses API (`useResponsesApi: true`, translated by the fetch), recorded and trained on. Structured
  * output (`withStructuredOutput`, which goes through `chat.completions.parse`) is recorded too.
  */
 import { HumanMessage, type BaseMessage } from '@langchain/core/messages';
@@ -35,13 +36,15 @@ const weather = tool(async ({ city }: { city: string }) => weatherOf(city), {
   schema: z.object({ city: z.string() }),
 });
 
-function chat(): ChatOpenAI {
+/** `ChatOpenAI` on chat completions (its default), or on the Responses API (`useResponsesApi: true`), translated. */
+function chat(useResponsesApi = false): ChatOpenAI {
   const { model } = setup.current;
   return new ChatOpenAI({
     model: model.inferenceName(),
     apiKey: model.inferenceApiKey,
     maxTokens: MAX_TOKENS,
     maxRetries: 0,
+    useResponsesApi,
     configuration: {
       baseURL: model.inferenceBaseURL,
       fetch: captureFetch({ fetch: countingFetch(hosts), defaults: { logprobs: true } }),
@@ -50,9 +53,15 @@ function chat(): ChatOpenAI {
 }
 
 describe('LangChain.js through captureFetch', () => {
-  for (const streaming of [false, true]) {
-    it(`records every call of ${streaming ? 'streaming' : 'plain'} LangGraph agents, 8 at once, and trains on them`, async () => {
-      const agent = createReactAgent({ llm: chat(), tools: [weather], prompt: SYSTEM });
+  for (const [streaming, responses] of [
+    [false, false],
+    [true, false],
+    [false, true],
+    [true, true],
+  ] as const) {
+    const how = `${streaming ? 'streaming' : 'plain'} LangGraph agents${responses ? ' on the Responses API' : ''}`;
+    it(`records every call of ${how}, 8 at once, and trains on them`, async () => {
+      const agent = createReactAgent({ llm: chat(responses), tools: [weather], prompt: SYSTEM });
       // Streaming through the graph's `.stream()`: the model streams its tokens (SSE). (With
       // `streaming: true` and `invoke`, LangChain estimates token usage with tiktoken, which
       // downloads its encoding from the internet.)

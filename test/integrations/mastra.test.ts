@@ -1,7 +1,8 @@
 /**
  * Mastra (0.24) with an AI SDK v5 model (`@ai-sdk/openai@2`, installed here as `@ai-sdk/openai-v2`)
  * whose `fetch` records: each rollout is an agent turn with a tool, then a follow-up turn; 8
- * rollouts at once, non-streaming and streaming, recorded and trained on.
+ * rollouts at once, non-streaming and streaming, on `provider.chat(id)` and on `provider(id)` (the
+ * Responses API, translated by the fetch), recorded and trained on.
  */
 import { createOpenAI } from '@ai-sdk/openai-v2';
 import { Agent } from '@mastra/core/agent';
@@ -33,26 +34,33 @@ const weather = createTool({
   execute: async ({ context }) => weatherOf(context.city),
 });
 
-function agent(): Agent {
+/** The agent on `provider.chat(id)` (chat completions) or `provider(id)` (the provider's default, the Responses API). */
+function agent(responses: boolean): Agent {
   const { model } = setup.current;
   const provider = createOpenAI({
     baseURL: model.inferenceBaseURL,
     apiKey: model.inferenceApiKey,
     fetch: captureFetch({ fetch: countingFetch(hosts), defaults: { logprobs: true } }),
   });
-  // `provider.chat(id)`: chat completions (`provider(id)` would call the Responses API).
+  // `provider(id)` calls the Responses API, which the fetch translates; `provider.chat(id)` chat completions.
   return new Agent({
     name: 'weather',
     instructions: SYSTEM,
-    model: provider.chat(model.inferenceName()),
+    model: responses ? provider(model.inferenceName()) : provider.chat(model.inferenceName()),
     tools: { weather },
   });
 }
 
 describe('Mastra through captureFetch', () => {
-  for (const streaming of [false, true]) {
-    it(`records every call of ${streaming ? 'streamed' : 'plain'} agent turns, 8 at once, and trains on them`, async () => {
-      const weatherAgent = agent();
+  for (const [streaming, responses] of [
+    [false, false],
+    [true, false],
+    [false, true],
+    [true, true],
+  ] as const) {
+    const how = `${streaming ? 'streamed' : 'plain'} agent turns${responses ? ' on provider(id), the Responses API' : ''}`;
+    it(`records every call of ${how}, 8 at once, and trains on them`, async () => {
+      const weatherAgent = agent(responses);
       // Mastra sends `temperature: 0` unless told: RL samples at temperature 1.
       const options = { maxSteps: 3, modelSettings: { maxOutputTokens: MAX_TOKENS, temperature: 1 } };
       const turn = async (messages: Parameters<Agent['generate']>[0]): Promise<string> => {

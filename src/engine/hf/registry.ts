@@ -10,7 +10,6 @@ import path from 'node:path';
 import { hubCacheDirectory, snapshotOf } from '../../text/hub-cache.js';
 import { type FolderCheckOptions, modelFolderProblem, SUPPORTED_FOLDERS } from './folder-check.js';
 
-
 /** The id of a model folder: `org/name` inside a hub cache layout, else its absolute path. */
 export function modelIdOfFolder(directory: string): string {
   const absolute = path.resolve(directory);

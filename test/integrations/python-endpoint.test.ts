@@ -1,0 +1,111 @@
+/**
+ * An agent in another process, in Python: the `openai` package from PyPI, unchanged, configured
+ * only by `context.endpoint.env` (`OPENAI_BASE_URL`, `OPENAI_API_KEY`), against the real local
+ * service. 16 child processes at once make chat completions and Responses calls, plain and
+ * streamed; each call lands in its own rollout's trajectory (not mixed), and the groups train.
+ *
+ * The suite finds a Python >= 3.12 (python3.13, python3.12 or python3 on PATH, or pyenv's) and
+ * builds a venv from python/requirements.txt in .cache/endpoint-python-venv, or where
+ * POLICYLOOP_ENDPOINT_VENV says (reused while the file's hash matches). Without such a Python, or without a package index to build the venv from,
+ * it skips with one line saying why, unless POLICYLOOP_REQUIRE_PYTHON=1 (CI sets it in .ci/run),
+ * which makes either a failure.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { gatherTrajectoryGroups, isChoice, LocalBackend, TrainableModel, type Trajectory } from 'policyloop';
+import type { Choice } from 'policyloop/schema';
+import { runChild } from '../support/run-child.js';
+import { CachedVenv, findPython, indexUnreachable } from './support/python-venv.js';
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+const HERE = path.join(import.meta.dirname, 'python');
+const AGENT = path.join(HERE, 'endpoint_agent.py');
+const REQUIRED = process.env['POLICYLOOP_REQUIRE_PYTHON'] === '1';
+const WORDS = ['apple', 'brick', 'cloud', 'delta', 'ember', 'flint', 'grove', 'harbor'];
+
+const found = findPython();
+const venv =
+  'python' in found
+    ? new CachedVenv(
+        process.env['POLICYLOOP_ENDPOINT_VENV'] ?? path.join(ROOT, '.cache', 'endpoint-python-venv'),
+        path.join(HERE, 'requirements.txt'),
+        found,
+      )
+    : undefined;
+let skipReason = 'reason' in found ? found.reason : undefined;
+if (skipReason === undefined && venv?.isCurrent() !== true) skipReason = await indexUnreachable('openai');
+if (skipReason !== undefined) {
+  if (REQUIRED) throw new Error(`POLICYLOOP_REQUIRE_PYTHON=1 but the Python endpoint suite cannot run: ${skipReason}`);
+  console.log(`Python endpoint suite skipped: ${skipReason}`);
+}
+
+const TITLE = 'a Python agent on the openai package through context.endpoint';
+describe.skipIf(skipReason !== undefined)(
+  skipReason === undefined ? TITLE : `${TITLE} (skipped: ${skipReason})`,
+  () => {
+    let python: string;
+    let dataDir: string;
+    let backend: LocalBackend;
+    let model: TrainableModel;
+
+    beforeAll(async () => {
+      python = await (venv as CachedVenv).ensure();
+      dataDir = await mkdtemp(path.join(tmpdir(), 'policyloop-python-endpoint-'));
+      backend = await LocalBackend.start({ dataDir });
+      model = new TrainableModel({ project: 'endpoint', name: 'python', baseModel: 'policyloop/tiny-chat' });
+      await model.register(backend);
+    }, 30 * 60_000);
+    afterAll(async () => {
+      await model?.close();
+      await backend?.close();
+      if (dataDir !== undefined) await rm(dataDir, { recursive: true, force: true });
+    });
+
+    it('records 16 Python processes at once, chat completions and Responses, each in its own rollout, and trains', async () => {
+      const groups = await gatherTrajectoryGroups(
+        WORDS,
+        async (word, context) => {
+          const { WANDB_API_KEY: _omitted, ...inherited } = process.env;
+          const env = { ...inherited, ...context.endpoint.env, PYTHONUNBUFFERED: '1' };
+          const output = await runChild(python, [AGENT, word], env, { signal: context.signal });
+          const result = JSON.parse(output) as Record<string, unknown>;
+          // The fresh model mostly runs to the 4-token limit (`length`, `incomplete`); now and then it ends first.
+          expect(result).toMatchObject({
+            word,
+            stream_first: 'response.created',
+            models: [model.inferenceName()],
+            wandb_key: null,
+          });
+          expect(['length', 'stop']).toContain(result['chat']);
+          expect(['incomplete', 'completed']).toContain(result['response']);
+          expect(['incomplete', 'completed']).toContain(result['stream_status']);
+          expect(result['stream_last']).toBe(`response.${String(result['stream_status'])}`);
+          expect(result['chat_chunks']).toBeGreaterThan(1);
+          return { reward: context.index };
+        },
+        { groupSize: 2, concurrency: 16, model },
+      );
+      for (const [groupIndex, group] of groups.entries()) {
+        expect(group.exceptions ?? []).toEqual([]);
+        const word = WORDS[groupIndex] as string;
+        for (const trajectory of group.trajectories as Trajectory[]) {
+          const items = [
+            ...trajectory.messages_and_choices,
+            ...trajectory.additional_histories.flatMap((history) => history.messages_and_choices),
+          ];
+          const users = items.flatMap((item) =>
+            !isChoice(item) && item.role === 'user' ? [String(item.content)] : [],
+          );
+          expect(users.sort()).toEqual([`Again ${word}.`, `Once more ${word}.`, `Say ${word}.`, `Spell ${word}.`]);
+          const choices = items.filter(isChoice) as Choice[];
+          expect(choices).toHaveLength(4);
+          for (const choice of choices) expect(choice.logprobs?.content?.length ?? 0).toBeGreaterThan(0);
+        }
+      }
+      const { step } = await model.train(groups);
+      expect(step).toBe(1);
+    }, 300_000);
+  },
+);
