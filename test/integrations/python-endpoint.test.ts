@@ -17,7 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gatherTrajectoryGroups, isChoice, LocalBackend, TrainableModel, type Trajectory } from 'policyloop';
 import type { Choice } from 'policyloop/schema';
 import { runChild } from '../support/run-child.js';
-import { CachedVenv, findPython, indexUnreachable } from './support/python-venv.js';
+import { ensureVenv, findPython, packageIndexProblem, venvIsCurrent } from '../support/python-venv.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const HERE = path.join(import.meta.dirname, 'python');
@@ -25,17 +25,12 @@ const AGENT = path.join(HERE, 'endpoint_agent.py');
 const REQUIRED = process.env['POLICYLOOP_REQUIRE_PYTHON'] === '1';
 const WORDS = ['apple', 'brick', 'cloud', 'delta', 'ember', 'flint', 'grove', 'harbor'];
 
-const found = findPython();
-const venv =
-  'python' in found
-    ? new CachedVenv(
-        process.env['POLICYLOOP_ENDPOINT_VENV'] ?? path.join(ROOT, '.cache', 'endpoint-python-venv'),
-        path.join(HERE, 'requirements.txt'),
-        found,
-      )
-    : undefined;
+const found = findPython({ min: [3, 12], below: [3, 15], purpose: 'the openai package' });
+const VENV = process.env['POLICYLOOP_ENDPOINT_VENV'] ?? path.join(ROOT, '.cache', 'endpoint-python-venv');
+const REQUIREMENTS = path.join(HERE, 'requirements.txt');
 let skipReason = 'reason' in found ? found.reason : undefined;
-if (skipReason === undefined && venv?.isCurrent() !== true) skipReason = await indexUnreachable('openai');
+if (skipReason === undefined && 'python' in found && !venvIsCurrent(VENV, REQUIREMENTS, found))
+  skipReason = await packageIndexProblem('openai');
 if (skipReason !== undefined) {
   if (REQUIRED) throw new Error(`POLICYLOOP_REQUIRE_PYTHON=1 but the Python endpoint suite cannot run: ${skipReason}`);
   console.log(`Python endpoint suite skipped: ${skipReason}`);
@@ -51,7 +46,8 @@ describe.skipIf(skipReason !== undefined)(
     let model: TrainableModel;
 
     beforeAll(async () => {
-      python = await (venv as CachedVenv).ensure();
+      if (!('python' in found)) throw new Error(found.reason);
+      python = (await ensureVenv({ python: found, venv: VENV, requirements: REQUIREMENTS })).python;
       dataDir = await mkdtemp(path.join(tmpdir(), 'policyloop-python-endpoint-'));
       backend = await LocalBackend.start({ dataDir });
       model = new TrainableModel({ project: 'endpoint', name: 'python', baseModel: 'policyloop/tiny-chat' });
