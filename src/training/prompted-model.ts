@@ -300,9 +300,10 @@ export class PromptedModel<Events extends EventEmitter.ValidEventTypes = {}> ext
    * const response = await client.responses.create({ model: model.inferenceName(), input: 'Hi' });
    */
   openai(options: OpenAIClientOptions = {}): OpenAI {
-    const defaults = this.requestDefaults(options);
+    // The endpoint first: before registration it throws the error that says so.
     const inner =
       this.endpoint().fetch ?? ((...args: Parameters<typeof globalThis.fetch>) => globalThis.fetch(...args));
+    const defaults = this.requestDefaults(options);
     // Chat completions go as they always did (the captured client records them); the Responses
     // API is translated on the client's fetch, pinned like `fetch()`'s requests.
     const translating = translatingFetch(inner, this.pinnableFetch(inner), () => defaults);
