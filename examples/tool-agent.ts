@@ -114,8 +114,12 @@ for (const [index, group] of groups.entries()) {
   const rewards = group.trajectories.map((trajectory) => trajectory.reward).join(' ');
   console.log(`${scenarios[index]?.city}: rewards ${rewards}; ${shapes[0]}; ${group.exceptions?.length ?? 0} failed`);
 }
-// 3. One RL step on the captured conversations (logprobs came with every Choice).
-const { step } = await model.train(groups);
+// 3. One RL step on the captured conversations (logprobs came with every Choice). A group whose
+// rollouts all scored the same carries no gradient; when the warm start already got every city
+// right there is nothing for RL to learn from this batch, and the step is skipped.
+const learnable = groups.some((group) => new Set(group.trajectories.map((trajectory) => trajectory.reward)).size > 1);
+const step = learnable ? (await model.train(groups)).step : await model.getStep();
+if (!learnable) console.log('every group scored the same (the warm start got them all): no RL step this time');
 console.log(`trained to step ${step}; history in ${model.files.history}`);
 await model.close();
 await backend.close();
