@@ -12,14 +12,13 @@
  * (reused while the requirements' hash matches); without one, or without a package index to build
  * it, it skips saying why, unless POLICYLOOP_REQUIRE_CONTRACT=1 (.ci/run sets it).
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type ServeProcess, startServeProcess } from '../support/serve-process.js';
 import { ensureVenv, findPython, packageIndexProblem, runCommand, venvIsCurrent } from '../support/python-venv.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -50,43 +49,8 @@ if (skipReason !== undefined) {
 }
 
 /** Starts the real CLI on a free loopback port, with an empty Hugging Face cache; resolves to its URL. */
-function startServe(dataDir: string, hub: string): Promise<{ child: ChildProcess; url: string }> {
-  const env: NodeJS.ProcessEnv = { ...process.env, HF_HUB_CACHE: hub };
-  delete env['POLICYLOOP_API_KEY'];
-  delete env['HF_HOME'];
-  const child = spawn(
-    process.execPath,
-    [
-      '--import',
-      'tsx',
-      path.join(ROOT, 'src/cli/main.ts'),
-      'serve',
-      '--port',
-      '0',
-      '--data-dir',
-      dataDir,
-      '--api-key',
-      API_KEY,
-    ],
-    { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  let stderr = '';
-  child.stderr?.on('data', (chunk: Buffer) => {
-    stderr += chunk.toString();
-  });
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(
-      () => reject(new Error(`policyloop serve printed no address within 60 s: ${stderr}`)),
-      MINUTE,
-    );
-    child.once('exit', (code) => reject(new Error(`policyloop serve exited with ${code}: ${stderr}`)));
-    createInterface({ input: child.stdout as NodeJS.ReadableStream }).once('line', (line) => {
-      clearTimeout(timer);
-      const match = /^policyloop listening on (http:\/\/127\.0\.0\.1:\d+)$/.exec(line);
-      if (match === null) reject(new Error(`unexpected first line from policyloop serve: ${line}`));
-      else resolve({ child, url: match[1] as string });
-    });
-  });
+function startServe(dataDir: string, hub: string): Promise<ServeProcess> {
+  return startServeProcess({ dataDir, apiKey: API_KEY, env: { HF_HUB_CACHE: hub, HF_HOME: undefined } });
 }
 
 /** One check that failed on one request, with the answer it failed on. */
@@ -233,7 +197,7 @@ describe.skipIf(skipReason !== undefined)(
   skipReason === undefined ? TITLE : `${TITLE} (skipped: ${skipReason})`,
   () => {
     let work: string;
-    let serve: { child: ChildProcess; url: string } | undefined;
+    let serve: ServeProcess | undefined;
     let python: string;
 
     beforeAll(async () => {
