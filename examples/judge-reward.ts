@@ -77,7 +77,7 @@ const groups = await gatherTrajectoryGroups(
 for (const trajectory of groups.flatMap((group) => group.trajectories)) {
   console.log(trajectory.reward.toFixed(2), trajectory.metrics, trajectory.logs.at(-1));
 }
-console.log(await model.log(groups, { split: 'val' }));
+console.log(await model.log({ groups, split: 'val' }));
 // The judge's scores are the rewards RL trains on (the parts stay as metrics in the history).
 const { step } = await model.train(groups);
 console.log(`trained on the judged groups: step ${step}`);

@@ -69,7 +69,7 @@ try {
   for (let step = 0; step < steps; step += 1) {
     if (step % 3 === 0 || step === steps - 1) {
       const val = await gatherTrajectoryGroups(scenarios.slice(0, 3), rollout, { groupSize: 4, reward: capitals });
-      await model.log(step === steps - 1 ? [toolGroup(), ...val] : val, { split: 'val' });
+      await model.log({ groups: step === steps - 1 ? [toolGroup(), ...val] : val, split: 'val' });
     }
     const groups = await gatherTrajectoryGroups(scenarios, rollout, {
       groupSize: 8,

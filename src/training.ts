@@ -10,15 +10,12 @@
 
 // The models, backends and trainer: their options, results and events.
 export type { TrainableModelOptions } from './training/trainable-model.js';
-export type { OpenAIClientOptions, ModelFetchOptions, LogOptions, LogParams } from './training/prompted-model.js';
+export type { OpenAIClientOptions, ModelFetchOptions, LogParams } from './training/prompted-model.js';
 export type {
   WaitOptions,
   JobOptions,
   TrainParams,
-  TrainOptions,
   SFTParams,
-  SFTOptions,
-  DeprecatedJobOptions,
   SFTSource,
   TrainResult,
   PruneParams,

@@ -103,37 +103,10 @@ export interface JobOptions extends WaitOptions {
 }
 
 /**
- * A job's request options in their old place, the training parameters (`train`'s and `trainSFT`'s
- * second argument). Each still works there, and is refused when the third argument has it too.
- */
-export interface DeprecatedJobOptions {
-  /**
-   * @deprecated Pass it in the request options, the third argument: `train(groups, params, { signal })`,
-   * `trainSFT(source, params, { signal })`; removed in the next minor version.
-   */
-  signal?: AbortSignal | undefined;
-  /**
-   * @deprecated Pass it in the request options, the third argument: `train(groups, params, { timeout })`;
-   * removed in the next minor version.
-   */
-  timeout?: number | undefined;
-  /**
-   * @deprecated Pass it in the request options, the third argument: `train(groups, params, { pollInterval })`;
-   * removed in the next minor version.
-   */
-  pollInterval?: number | undefined;
-  /**
-   * @deprecated Pass it in the request options, the third argument: `train(groups, params, { onProgress })`;
-   * removed in the next minor version.
-   */
-  onProgress?: ((progress: JobProgress) => void) | undefined;
-}
-
-/**
  * The training parameters of `TrainableModel.train`, its second argument (request options such as
  * `signal` and `timeout` go in the third, a {@link JobOptions}).
  */
-export interface TrainParams extends DeprecatedJobOptions {
+export interface TrainParams {
   /**
    * The learning rate.
    * @default the backend's: the engine's tuned value on the local backend, the service's own on the hosted one
@@ -158,20 +131,12 @@ export interface TrainParams extends DeprecatedJobOptions {
    * @default no limit
    */
   maxStepsOffPolicy?: number | undefined;
-  /** @deprecated Use `maxStepsOffPolicy` (the same bound); removed in the next minor version. */
-  maxStaleness?: number | undefined;
   /**
    * Record the groups' metrics under `train/` in the history and send them to the log endpoint.
    * @default true
    */
   log?: boolean | undefined;
 }
-
-/**
- * `train`'s parameters and its request options in one object, as `TrainingJobs.trainRL` takes
- * them (and `RLTrainer`'s `train` option); `model.train` takes them apart, `(groups, params, options)`.
- */
-export interface TrainOptions extends Omit<TrainParams, keyof JobOptions>, JobOptions {}
 
 /** Where SFT data comes from: trajectories or `{messages}` rows, a local JSONL file, or a URL. */
 export type SFTSource = readonly (TrajectoryInput | SFTRow)[] | string | URL;
@@ -180,7 +145,7 @@ export type SFTSource = readonly (TrajectoryInput | SFTRow)[] | string | URL;
  * The training parameters of `TrainableModel.trainSFT`, its second argument (request options such
  * as `signal` and `timeout` go in the third, a {@link JobOptions}).
  */
-export interface SFTParams extends DeprecatedJobOptions {
+export interface SFTParams {
   /**
    * The learning rate: one number, or one per batch.
    * @default the service's (the engine's tuned SFT value locally)
@@ -208,20 +173,17 @@ export interface SFTParams extends DeprecatedJobOptions {
   config?: Partial<SFTTrainingConfigInput> | undefined;
 }
 
-/**
- * `trainSFT`'s parameters and its request options in one object, as `TrainingJobs.trainSFT` takes
- * them; `model.trainSFT` takes them apart, `(source, params, options)`.
- */
-export interface SFTOptions extends Omit<SFTParams, keyof JobOptions>, JobOptions {}
-
 /** What a training call returns. */
 export interface TrainResult {
   /** The new step (policy version) after the job. */
   readonly step: number;
   /**
-   * The step's metrics, named as in `history.jsonl`: RL has the groups' metrics (`train/reward`,
-   * `train/frac_reward_zero_std`, ...) and the job's (gradient-step averages and the checkpoint's
-   * own: `train/loss`, `train/grad_norm`, ...); SFT has the job's under `sft/` (`sft/loss`).
+   * The step's one row of metrics, as `history.jsonl`, `model.history()` and the service hold it:
+   * RL has the groups' (`train/reward`, `train/frac_reward_zero_std`, ...), the job's
+   * (gradient-step averages and the checkpoint's own: `train/loss`, `train/grad_norm`, ...), the
+   * batch's (`groups/dropped_*`, `rollouts/failed`) and the times (`time/train`, `time/step`,
+   * and a trainer's `time/sample`, `idle/service`, `rollouts/retried`); SFT has the job's under
+   * `sft/` (`sft/loss`) and its times. The families are listed in docs/training.md.
    */
   readonly metrics: Record<string, number>;
   /** The job's id. */
@@ -234,13 +196,7 @@ export interface TrainResult {
 }
 
 /** Which checkpoints `TrainableModel.pruneCheckpoints` keeps (its first argument). */
-export interface PruneParams extends RetentionOptions {
-  /**
-   * @deprecated Pass `{ signal }` as the second argument, `pruneCheckpoints(params, { signal })`;
-   * removed in the next minor version.
-   */
-  signal?: AbortSignal | undefined;
-}
+export type PruneParams = RetentionOptions;
 
 /** What `TrainableModel.pruneCheckpoints` did. */
 export interface PruneResult {
@@ -262,14 +218,20 @@ export interface JobModel {
   readonly files: ModelFiles;
 }
 
-/** One RL step's data, checked and filtered by the model. */
+/** One RL step's data, checked and filtered by the model (`prepareBatch`). */
 export interface RLJobRequest {
   /** The step the groups train at (the new checkpoint will be `step + 1`). */
   readonly step: number;
   /** The groups to upload. */
   readonly groups: readonly TrajectoryGroup[];
-  /** The groups' `train/` metrics, written with the job's in the step's one history row. */
-  readonly groupMetrics: Readonly<Record<string, number>>;
+  /**
+   * The step's metrics known before its job: the groups' `train/*`, the batch's `groups/*` and
+   * `rollouts/*`, a trainer's `time/sample` and `idle/service`. The step's one row holds them with
+   * the job's metrics and its times (see `stepRow`).
+   */
+  readonly metrics: Readonly<Record<string, number>>;
+  /** When the step began (`Date.now()`), for `time/step`. */
+  readonly startedAt: number;
   /** Groups the model left out before upload (reported back in the result). */
   readonly droppedGroups: number;
 }
@@ -282,7 +244,7 @@ export interface JobReporter {
   submitted(event: JobSubmittedEvent): void;
   /** A job event arrived. */
   progress(progress: JobProgress): void;
-  /** Writes a step's history row, once its job is done. */
+  /** Writes a step's one history row, once its job is done. */
   recordRow(metrics: Readonly<Record<string, number>>, step: number): Promise<void>;
   /** A job ended and its checkpoint exists. */
   ended(event: JobEndEvent): void;
@@ -295,7 +257,13 @@ export interface JobReporter {
  */
 export interface TrainingJobs {
   /** Journals, submits and follows one RL job to its end; records the step's history row. */
-  trainRL(model: JobModel, request: RLJobRequest, options: TrainOptions, reporter: JobReporter): Promise<TrainResult>;
+  trainRL(
+    model: JobModel,
+    request: RLJobRequest,
+    params: TrainParams,
+    options: JobOptions,
+    reporter: JobReporter,
+  ): Promise<TrainResult>;
   /** Finishes the RL step a killed process left under way, or resolves null when there is none. */
   finishPendingRL(model: JobModel, options: JobOptions, reporter: JobReporter): Promise<TrainResult | null>;
   /** Forgets the RL step left under way; resolves with whether there was one. */
@@ -304,7 +272,8 @@ export interface TrainingJobs {
   trainSFT(
     model: JobModel,
     source: SFTSource | undefined,
-    options: SFTOptions,
+    params: SFTParams,
+    options: JobOptions,
     reporter: JobReporter,
   ): Promise<TrainResult>;
   /** Deletes the checkpoints `options` does not keep, judged by `values` (a history metric by step). */

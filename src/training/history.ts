@@ -90,6 +90,32 @@ export interface StepMetricsBody {
 }
 
 /**
+ * The families of a step's row that are not splits (`time/step`, `rollouts/failed`,
+ * `groups/dropped_stale`, `idle/service`): the local service keeps them in the split of the step's
+ * job (`train`, or `sft` for an SFT step) under their full names, and they come back as written.
+ */
+export const STEP_FAMILIES: ReadonlySet<string> = new Set(['groups', 'rollouts', 'time', 'idle']);
+
+/**
+ * The split a history metric belongs to: its prefix (`val` of `val/reward`), `train` for the
+ * {@link STEP_FAMILIES}, or undefined for a name without a prefix.
+ * @example
+ * splitOf('time/step'); // 'train'
+ */
+export function splitOf(name: string): string | undefined {
+  const slash = name.indexOf('/');
+  if (slash <= 0) return undefined;
+  const prefix = name.slice(0, slash);
+  return STEP_FAMILIES.has(prefix) ? 'train' : prefix;
+}
+
+/** A service metric's name in a history row: `val/reward` for `reward` of `val`; a family's name as it is. */
+export function historyMetricName(split: string, name: string): string {
+  const slash = name.indexOf('/');
+  return slash > 0 && STEP_FAMILIES.has(name.slice(0, slash)) ? name : `${split}/${name}`;
+}
+
+/**
  * Splits a history row's prefixed metrics (`train/loss`, `val/reward`) into one body per split
  * with unprefixed names, as the local service's metrics route takes them. Names without a split
  * prefix (or that the route refuses) and values that are not finite numbers stay in
@@ -103,12 +129,15 @@ export function toStepMetricsBodies(
   step: number,
 ): StepMetricsBody[] {
   const bySplit = new Map<string, Record<string, number>>();
+  // A step's families (`time/step`...) go with its job's split: `sft` for an SFT step's row.
+  const home = Object.keys(metrics).some((name) => name.startsWith('sft/')) ? 'sft' : 'train';
   for (const [name, value] of Object.entries(metrics)) {
     const slash = name.indexOf('/');
     if (slash <= 0 || slash === name.length - 1) continue;
     if (typeof value !== 'number' || !Number.isFinite(value)) continue;
-    const split = name.slice(0, slash);
-    const unprefixed = name.slice(slash + 1);
+    const family = STEP_FAMILIES.has(name.slice(0, slash));
+    const split = family ? home : name.slice(0, slash);
+    const unprefixed = family ? name : name.slice(slash + 1);
     // The service refuses names over 200 characters and ones that repeat the split prefix.
     if (unprefixed.length > 200 || unprefixed.startsWith(`${split}/`)) continue;
     const entry = bySplit.get(split) ?? {};
@@ -139,7 +168,7 @@ export function historyRowsFromService(items: readonly ServiceStepMetrics[]): Hi
     const row = byStep.get(item.step) ?? { recorded_at: item.updated_at, metrics: {} };
     byStep.set(item.step, row);
     if (item.updated_at > row.recorded_at) row.recorded_at = item.updated_at;
-    for (const [name, value] of Object.entries(item.metrics)) row.metrics[`${item.split}/${name}`] = value;
+    for (const [name, value] of Object.entries(item.metrics)) row.metrics[historyMetricName(item.split, name)] = value;
   }
   return [...byStep]
     .sort(([a], [b]) => a - b)

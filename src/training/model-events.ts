@@ -48,10 +48,6 @@ export interface GroupsDroppedEvent {
   readonly maxStepsOffPolicy?: number | undefined;
   /** The fewest finished rollouts a group trains with (`reason: 'failed_rollouts'` only). */
   readonly minGroupSize?: number | undefined;
-  /** @deprecated Use `step` (the same value); removed in the next minor version. */
-  readonly currentStep: number;
-  /** @deprecated Use `maxStepsOffPolicy` (the same value); removed in the next minor version. */
-  readonly maxStaleness?: number | undefined;
 }
 
 /** A row was appended to `history.jsonl`. */

@@ -16,8 +16,10 @@ export interface PendingJob {
   readonly idempotencyKey: string;
   /** The job's id, once the service answered. */
   readonly jobId: string | null;
-  /** The groups' metrics of the step (`train/reward`, ...), written with the job's once it ends. */
-  readonly groupMetrics: Readonly<Record<string, number>>;
+  /** The step's metrics known before its job (`train/reward`, `groups/*`, ...), written with the job's once it ends. */
+  readonly metrics: Readonly<Record<string, number>>;
+  /** When the step began (`Date.now()`), for its `time/step`. */
+  readonly startedAt?: number | undefined;
   /** The POST body, to send again with the same key when the answer was never seen. */
   readonly body: CreateTrainingJobInput;
 }

@@ -133,13 +133,6 @@ export interface LogParams {
   send?: boolean | undefined;
 }
 
-/**
- * Options of the deprecated `log(groups, options)` form: {@link LogParams}' `split`, `step` and
- * `send` beside the request's `signal`.
- * @deprecated Use `log({ groups, split, step, send }, { signal })`; removed in the next minor version.
- */
-export interface LogOptions extends WaitOptions, Omit<LogParams, 'groups'> {}
-
 /** Where a model answers chat completions. */
 export interface InferenceEndpoint {
   /** Base URL of the OpenAI-compatible API (ends in `/v1`). */
@@ -339,18 +332,8 @@ export class PromptedModel<Events extends EventEmitter.ValidEventTypes = {}> ext
    * @example
    * const row = await baseline.log({ groups: valGroups, split: 'val', step: 0 }, { signal });
    */
-  log(params: LogParams, options?: WaitOptions): Promise<HistoryRow>;
-  /**
-   * @deprecated Use `log({ groups, split, step, send }, { signal })`: what is logged in the first
-   * argument, request options in the second. This form is removed in the next minor version.
-   */
-  log(groups: readonly TrajectoryGroupInput[], options?: LogOptions): Promise<HistoryRow>;
-  /** Both forms above: `(params, options)`, and the deprecated `(groups, options)`. */
-  async log(
-    paramsOrGroups: LogParams | readonly TrajectoryGroupInput[],
-    options: LogOptions = {},
-  ): Promise<HistoryRow> {
-    const [params, request] = logArguments(paramsOrGroups, options);
+  async log(params: LogParams, options: WaitOptions = {}): Promise<HistoryRow> {
+    const request = logRequest(params, options);
     checkWaitOptions(request);
     const split = params.split ?? 'val';
     if (typeof split !== 'string' || split === '' || split.includes('/')) {
@@ -441,27 +424,20 @@ export interface RecordedLog {
 }
 
 /**
- * `log`'s arguments as `[params, options]`, from either form: `(params, options)`, or the
- * deprecated `(groups, { split, step, send, signal })`. In the first form, `split`, `step` or
+ * `log`'s request options, checked against what belongs in its first argument: `split`, `step` or
  * `send` in the options is refused (it would be ignored), naming where it goes.
  */
-function logArguments(
-  paramsOrGroups: LogParams | readonly TrajectoryGroupInput[],
-  options: LogOptions,
-): [LogParams, WaitOptions] {
+function logRequest(params: LogParams, options: WaitOptions): WaitOptions {
   optionsObject('options', options);
-  if (Array.isArray(paramsOrGroups)) {
-    const { split, step, send, ...request } = options;
-    return [{ groups: paramsOrGroups, split, step, send }, request];
-  }
-  const params = optionsObject('params', paramsOrGroups as LogParams);
+  optionsObject('params', params);
+  const given = options as Record<string, unknown>;
   for (const name of ['split', 'step', 'send'] as const) {
-    if (options[name] !== undefined) {
+    if (given[name] !== undefined) {
       const where = `in the first argument, log({ groups, ${name} }, { signal }), not in the options`;
-      throw invalidOption(`options.${name}`, options[name], where);
+      throw invalidOption(`options.${name}`, given[name], where);
     }
   }
-  return [params as LogParams, options];
+  return options;
 }
 
 /** Parses each group against the schema; the error names the first bad group. */

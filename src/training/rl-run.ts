@@ -14,10 +14,11 @@ import { GatherEmitter } from '../rollout/gather-events.js';
 import { gatherTrajectoryGroups } from '../rollout/gather-trajectory-groups.js';
 import type { ProgressStream } from '../rollout/progress-bar.js';
 import type { TrajectoryGroup } from '../schema/index.js';
-import { dropGroups } from './drop-groups.js';
+import { hasZeroRewardVariance, prepareBatch } from './batch.js';
+import type { TrainingBatch } from './batch.js';
+import { nothingToTrainError } from './batch.js';
 import { NoLearningSignalError } from './errors.js';
 import { metricByStep } from './history.js';
-import type { GroupsDroppedEvent } from './model-events.js';
 import { baselineRoute } from './prompted-model.js';
 import type { EndpointModel } from '../rollout/endpoint/rollout-endpoint.js';
 import type { PromptedModel } from './prompted-model.js';
@@ -26,8 +27,8 @@ import { ScenarioSource } from './scenario-source.js';
 import { learningRateAt } from './schedules.js';
 import { runWithPinnedSteps } from './step-pin.js';
 import type { StepRoute } from './step-pin.js';
+import { trainBatch } from './trainable-model.js';
 import type { TrainableModel } from './trainable-model.js';
-import { hasZeroRewardVariance } from './training-input.js';
 
 /** A batch of groups sampled for one step. */
 interface SampledBatch {
@@ -90,7 +91,8 @@ export class RLRun<S> {
   private stopSampling = false;
   private filling: Promise<void> | undefined;
   private consecutiveFlat = 0;
-  private lastStepEnd = performance.now();
+  /** When the previous step ended (`Date.now()`), for the next one's `time/step`. */
+  private lastStepEnd = Date.now();
   private lastTrainEnd = this.started;
   private source: ScenarioSource<S> | undefined;
   private inferenceName = '';
@@ -141,7 +143,7 @@ export class RLRun<S> {
     );
     if (!validated) this.validate(this.latest);
     this.validateBaselines(startStep);
-    this.lastStepEnd = performance.now();
+    this.lastStepEnd = Date.now();
     return startStep;
   }
 
@@ -200,8 +202,9 @@ export class RLRun<S> {
   }
 
   /**
-   * One step, as tinker's `train_step`: leaves out the groups that cannot train, trains the rest
-   * at the model's step, and reports it (`step:start`, `step:end` with the metrics and timings,
+   * One step, as tinker's `train_step`: checks the batch once (`prepareBatch`: stale groups and
+   * ones with too few finished rollouts left out, each kind in one `groups:dropped`), trains the
+   * rest at the model's step, and reports it (`step:start`, `step:end` with the step's one row,
    * the progress line). Resolves false when no group had a learning signal (the batch is skipped).
    */
   private async trainStep(batch: SampledBatch): Promise<boolean> {
@@ -209,47 +212,40 @@ export class RLRun<S> {
     const step = this.latest;
     this.totals.rollouts += batch.groups.reduce((sum, group) => sum + group.trajectories.length, 0);
     this.totals.failedRollouts += batch.failed;
-    const selected = this.selectGroups(batch, step);
-    if (selected === undefined) {
+    const checked = this.checkBatch(batch, step);
+    if (checked === undefined) {
       this.totals.skippedBatches += 1;
       return false;
     }
     events.emit('step:start', {
       step,
       sampledStep: batch.version,
-      groups: selected.groups.length,
+      groups: checked.groups.length,
       oldestPolicyVersion: batch.version,
     });
     const trainStart = performance.now();
-    const idle = seconds(this.lastTrainEnd, trainStart);
     const learningRate =
       config.learningRate === undefined
         ? undefined
         : learningRateAt(config.learningRate, step, { maxSteps: config.maxSteps });
-    // No signal: an abort lets the job finish, so the step's row is written. A learning rate of
-    // the trainer's wins over `train.learningRate`; without one, that one stays.
-    const { timeout, pollInterval, onProgress, ...params } = options.train ?? {};
-    const result = await this.model.train(
-      selected.groups,
-      { ...params, ...(learningRate === undefined ? {} : { learningRate }) },
-      { timeout, pollInterval, onProgress },
-    );
+    // A learning rate of the trainer's wins over `train.learningRate`; without one, that one stays.
+    const params = { ...options.train, ...(learningRate === undefined ? {} : { learningRate }) };
+    const loop = {
+      metrics: {
+        'time/sample': batch.seconds,
+        'idle/service': seconds(this.lastTrainEnd, trainStart),
+        'rollouts/retried': batch.retried,
+      },
+      startedAt: this.lastStepEnd,
+    };
+    // No signal: an abort lets the job finish, so the step's row is written.
+    const result = await this.model[trainBatch](checked, params, { ...options.job }, loop);
     this.lastTrainEnd = performance.now();
+    this.lastStepEnd = Date.now();
     this.latest = result.step;
     this.totals.steps += 1;
-    const metrics: Record<string, number> = {
-      ...result.metrics,
-      'time/sample': batch.seconds,
-      'time/train': seconds(trainStart, this.lastTrainEnd),
-      'time/step': seconds(this.lastStepEnd, this.lastTrainEnd),
-      'idle/service': idle,
-      'rollouts/failed': batch.failed,
-      'rollouts/retried': batch.retried,
-      'groups/dropped_failed': selected.droppedFailed,
-    };
-    this.lastStepEnd = this.lastTrainEnd;
-    events.emit('step:end', { step, sampledStep: batch.version, metrics });
-    this.host.stream?.write(`${formatStepLine(step, config.maxSteps, metrics)}\n`);
+    events.emit('step:end', { step, sampledStep: batch.version, metrics: result.metrics });
+    this.host.stream?.write(`${formatStepLine(step, config.maxSteps, result.metrics)}\n`);
     return true;
   }
 
@@ -263,33 +259,27 @@ export class RLRun<S> {
   }
 
   /**
-   * The groups of a batch that train (stale ones and ones with too few finished rollouts left
-   * out, each kind in one `groups:dropped`), or undefined when none has a learning signal. Stops
-   * the run with `NoLearningSignalError` after `collapseAfter` equal-reward groups in a row.
+   * The batch checked once (`prepareBatch`), its dropped groups reported once, or undefined when
+   * no group has a learning signal (the batch is skipped). Stops the run with
+   * `NoLearningSignalError` after `collapseAfter` equal-reward groups in a row.
    */
-  private selectGroups(
-    batch: SampledBatch,
-    step: number,
-  ): { groups: TrajectoryGroup[]; droppedFailed: number } | undefined {
+  private checkBatch(batch: SampledBatch, step: number): TrainingBatch | undefined {
     const { maxStepsOffPolicy, minGroupSize, collapseAfter } = this.host.config;
-    const emit = (event: GroupsDroppedEvent): void => {
-      this.host.events.emit('groups:dropped', event);
-    };
-    const context = { step, given: batch.groups, emit };
-    const current = dropGroups(batch.groups, { reason: 'stale', maxStepsOffPolicy }, context);
-    this.totals.droppedStale += current.dropped;
-    // A group trains on the rollouts that finished, when enough of them did.
-    const fresh = dropGroups(current.kept, { reason: 'failed_rollouts', minGroupSize }, context);
-    this.totals.droppedFailed += fresh.dropped;
-    for (const group of fresh.kept) {
+    const requireLogprobs = this.host.options.train?.allowTrainingWithoutLogprobs !== true;
+    const checked = prepareBatch(batch.groups, { step, maxStepsOffPolicy, minGroupSize, requireLogprobs });
+    for (const event of checked.dropped) this.host.events.emit('groups:dropped', event);
+    this.totals.droppedStale += checked.metrics['groups/dropped_stale'] ?? 0;
+    this.totals.droppedFailed += checked.metrics['groups/dropped_failed'] ?? 0;
+    this.totals.droppedZeroVariance += checked.metrics['groups/dropped_zero_variance'] ?? 0;
+    for (const group of checked.groups) {
       if (!hasZeroRewardVariance(group)) this.consecutiveFlat = 0;
       else if (++this.consecutiveFlat >= collapseAfter) throw new NoLearningSignalError(this.consecutiveFlat, step);
     }
-    // Equal-reward groups still go to `train` (it leaves them out of the upload and counts them).
-    const signal = dropGroups(fresh.kept, { reason: 'zero_variance' }, context);
-    this.totals.droppedZeroVariance += signal.dropped;
-    if (signal.kept.length === 0) return undefined;
-    return { groups: fresh.kept, droppedFailed: fresh.dropped };
+    const nothing = checked.nothingToTrain;
+    if (nothing === undefined) return checked;
+    // A batch with no signal is skipped; one whose rollouts recorded no completion is a mistake.
+    if (nothing.reason === 'no_choice') throw nothingToTrainError(checked, batch.groups);
+    return undefined;
   }
 
   /** The pipelined loop's next batch: the stalest launched, sampled (the sampler launches when none is). */

@@ -81,6 +81,7 @@ function checkOptions<S>(options: RLTrainerOptions<S>): TrainerConfig<S> {
   const budget = optional(options.budget, (value) => checkBudget(value as RLBudget));
   optional(options.gather, (gather) => optionsObject('gather', gather as object));
   optional(options.train, (train) => optionsObject('train', train as object));
+  optional(options.job, (job) => optionsObject('job', job as object));
   const progress = options.progress;
   if (progress !== undefined && typeof progress !== 'boolean') {
     if (typeof (progress as { write?: unknown } | null)?.write !== 'function') {

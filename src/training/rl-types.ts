@@ -9,7 +9,7 @@ import type { RolloutFn } from '../rollout/rollout-function.js';
 import type { GroupsDroppedEvent } from './model-events.js';
 import type { PromptedModel } from './prompted-model.js';
 import type { LearningRateSchedule } from './schedules.js';
-import type { TrainOptions } from './backend.js';
+import type { JobOptions, TrainParams } from './backend.js';
 import type { TrainableModel } from './trainable-model.js';
 
 /** Validation of an {@link RLTrainer} run. */
@@ -137,10 +137,16 @@ export interface RLTrainerOptions<S> {
    */
   learningRate?: number | LearningRateSchedule | undefined;
   /**
-   * Options of each `model.train`: its parameters (learning rate, loss...) and its request options
-   * but `signal` (job `timeout`, `pollInterval`, `onProgress`), which the trainer passes apart.
+   * The training parameters of each step's job, as `model.train`'s second argument (learning
+   * rate, loss, `config`...). The staleness bound is the trainer's `maxStepsOffPolicy`.
    */
-  train?: Omit<TrainOptions, 'signal' | 'maxStepsOffPolicy' | 'maxStaleness' | 'log'> | undefined;
+  train?: Omit<TrainParams, 'maxStepsOffPolicy' | 'log'> | undefined;
+  /**
+   * The request options of each step's job, as `model.train`'s third argument: `timeout`,
+   * `pollInterval`, `onProgress`. The run's `signal` stops the run (a job under way is followed to
+   * its end so that its step is recorded).
+   */
+  job?: Omit<JobOptions, 'signal'> | undefined;
   /**
    * A progress line per step: `true` writes to stderr, a stream writes there, `false` is silent.
    * @default stderr when it is a terminal, else silent
@@ -222,12 +228,14 @@ export interface StepEndEvent {
   /** The step the batch was sampled at (its trajectories' `initial_policy_version`). */
   readonly sampledStep: number;
   /**
-   * The step's metrics: `model.train`'s (`train/reward`, `train/frac_reward_zero_std`,
-   * `train/loss`, ...) and the loop's: `time/sample` (s, sampling this batch), `time/train` (s,
-   * the job), `time/step` (s, since the previous step ended), `idle/service` (s, the service
-   * had no job before this one), `rollouts/failed` (rollouts of the batch that failed for good,
-   * kept in their groups' `exceptions`), `rollouts/retried` (failed attempts that were retried)
-   * and `groups/dropped_failed` (groups left out for too few finished rollouts).
+   * The step's one row, as `history.jsonl`, `model.history()`, the service's step metrics, the
+   * dashboard and `policyloop history` hold it: the groups' (`train/reward`,
+   * `train/frac_reward_zero_std`, ...), the job's (`train/loss`, ...), the batch's
+   * (`groups/dropped_stale`, `groups/dropped_failed`, `groups/dropped_zero_variance`,
+   * `rollouts/failed`: rollouts that failed for good, kept in their groups' `exceptions`) and the
+   * loop's: `time/sample` (s, sampling this batch), `time/train` (s, the job), `time/step` (s,
+   * since the previous step ended), `idle/service` (s, the service had no job before this one)
+   * and `rollouts/retried` (failed attempts that were retried). See docs/training.md.
    */
   readonly metrics: Readonly<Record<string, number>>;
 }

@@ -17,10 +17,10 @@ import type {
   JobReporter,
   PruneResult,
   RLJobRequest,
-  SFTOptions,
+  SFTParams,
   SFTSource,
   TrainingJobs,
-  TrainOptions,
+  TrainParams,
   TrainResult,
   WaitOptions,
 } from './backend.js';
@@ -33,6 +33,7 @@ import type { TrainingJobKind } from './model-events.js';
 import { clearPendingJob, pendingJobPath, readPendingJob, writePendingJob } from './pending-job.js';
 import type { PendingJob } from './pending-job.js';
 import { stageSFTFile, toSFTRows, writeSFTFile } from './sft-data.js';
+import { stepRow } from './step-row.js';
 
 /** What {@link ServiceJobs} uses of its backend. */
 export type JobsBackend = Pick<Backend, 'kind' | 'connect' | 'defaultLearningRate' | 'localFileUrl'>;
@@ -70,24 +71,26 @@ export class ServiceJobs implements TrainingJobs {
   async trainRL(
     model: JobModel,
     request: RLJobRequest,
-    options: TrainOptions,
+    params: TrainParams,
+    options: JobOptions,
     reporter: JobReporter,
   ): Promise<TrainResult> {
     const connection = await this.backend.connect({ signal: options.signal });
     const learningRate =
-      options.learningRate ?? options.config?.learning_rate ?? (await this.backend.defaultLearningRate());
-    const config: Partial<ExperimentalTrainingConfig> = { ...options.config };
+      params.learningRate ?? params.config?.learning_rate ?? (await this.backend.defaultLearningRate());
+    const config: Partial<ExperimentalTrainingConfig> = { ...params.config };
     if (learningRate !== null && learningRate !== undefined) config.learning_rate = learningRate;
-    if (options.lossFn !== undefined) config.loss_fn = options.lossFn;
-    if (options.allowTrainingWithoutLogprobs === true) config.allow_training_without_logprobs = true;
+    if (params.lossFn !== undefined) config.loss_fn = params.lossFn;
+    if (params.allowTrainingWithoutLogprobs === true) config.allow_training_without_logprobs = true;
 
     // Journaled before the POST and cleared after the history row: a process killed anywhere in
     // between leaves the next train() (or finishPendingJob) enough to finish the step exactly once.
     const body = { model_id: model.id, trajectory_groups: [...request.groups], experimental_config: config };
     const journal = pendingJobPath(model.files.history);
-    const { step, groupMetrics } = request;
-    const pending: PendingJob = { step, idempotencyKey: randomUUID(), jobId: null, groupMetrics, body };
+    const { step, metrics, startedAt } = request;
+    const pending: PendingJob = { step, idempotencyKey: randomUUID(), jobId: null, metrics, startedAt, body };
     await writePendingJob(journal, pending);
+    const submittedAt = Date.now();
     const job = await submitJob(connection, 'rl', pending.idempotencyKey, (requestOptions) =>
       connection.client.jobs.createRL(body, { signal: options.signal, ...requestOptions }),
     );
@@ -96,7 +99,7 @@ export class ServiceJobs implements TrainingJobs {
     return this.finishJob(
       connection,
       model,
-      { jobId: job.id, kind: 'rl', size, step, groupMetrics },
+      { jobId: job.id, kind: 'rl', size, step, metrics, startedAt, submittedAt },
       options,
       reporter,
       request.droppedGroups,
@@ -122,6 +125,7 @@ export class ServiceJobs implements TrainingJobs {
       return null;
     }
     const connection = await this.backend.connect({ signal: options.signal });
+    const submittedAt = Date.now();
     let jobId = pending.jobId;
     if (jobId === null) {
       // The service's answer was never seen. Sending again under the same key returns the job the
@@ -144,8 +148,10 @@ export class ServiceJobs implements TrainingJobs {
       await writePendingJob(journal, { ...pending, jobId });
     }
     const size = pending.body.trajectory_groups.length;
-    const { step, groupMetrics } = pending;
-    return this.finishJob(connection, model, { jobId, kind: 'rl', size, step, groupMetrics }, options, reporter, 0);
+    const { step, startedAt } = pending;
+    const metrics = { ...pending.metrics };
+    const finished = { jobId, kind: 'rl' as const, size, step, metrics, startedAt, submittedAt };
+    return this.finishJob(connection, model, finished, options, reporter, 0);
   }
 
   /** Forgets the RL step left under way; resolves with whether there was one. */
@@ -161,24 +167,27 @@ export class ServiceJobs implements TrainingJobs {
   async trainSFT(
     model: JobModel,
     source: SFTSource | undefined,
-    options: SFTOptions,
+    params: SFTParams,
+    options: JobOptions,
     reporter: JobReporter,
   ): Promise<TrainResult> {
-    const { url, rows } = await this.resolveSFTSource(model, source, options.trainingDataUrl);
-    const config: SFTTrainingConfigInput = { ...options.config };
-    if (options.learningRate !== undefined) config.learning_rate = options.learningRate;
-    if (options.batchSize !== undefined) config.batch_size = options.batchSize;
-    if (options.assistantTurns !== undefined) config.assistant_turns = options.assistantTurns;
+    const startedAt = Date.now();
+    const { url, rows } = await this.resolveSFTSource(model, source, params.trainingDataUrl);
+    const config: SFTTrainingConfigInput = { ...params.config };
+    if (params.learningRate !== undefined) config.learning_rate = params.learningRate;
+    if (params.batchSize !== undefined) config.batch_size = params.batchSize;
+    if (params.assistantTurns !== undefined) config.assistant_turns = params.assistantTurns;
     const connection = await this.backend.connect({ signal: options.signal });
     const step = await latestStep(connection, model, options);
     await reporter.flushLogs(options.signal);
+    const submittedAt = Date.now();
     const job = await submitJob(connection, 'sft', randomUUID(), (requestOptions) =>
       connection.client.jobs.createSFT(
         { model_id: model.id, training_data_url: url, config },
         { signal: options.signal, ...requestOptions },
       ),
     );
-    const finished = { jobId: job.id, kind: 'sft' as const, size: rows, step, groupMetrics: {} };
+    const finished = { jobId: job.id, kind: 'sft' as const, size: rows, step, metrics: {}, startedAt, submittedAt };
     return this.finishJob(connection, model, finished, options, reporter, 0);
   }
 
@@ -248,16 +257,17 @@ export class ServiceJobs implements TrainingJobs {
     );
     const checkpoint = page.data[0];
     const step = checkpoint?.step ?? 0;
-    const jobMetrics = { ...followed.metrics, ...checkpoint?.metrics };
-    // Job metrics describe training on the data of `job.step`; trajectory metrics of that step
-    // (already in its `train/` row) are not repeated.
-    const jobRow: Record<string, number> = {};
-    for (const [name, value] of Object.entries(jobMetrics)) {
-      if (!TRAJECTORY_METRIC_NAMES.has(name)) jobRow[`${kind === 'sft' ? 'sft' : 'train'}/${name}`] = value;
-    }
-    // One row per step, written once the job is done: the groups' metrics and the job's.
-    const metrics = { ...job.groupMetrics, ...jobRow };
-    if (Object.keys(metrics).length > 0) await reporter.recordRow(metrics, job.step);
+    // One row per step, written once the job is done: what was known before it, the job's
+    // metrics (describing training on the data of `job.step`) and the step's times.
+    const metrics = stepRow({
+      kind,
+      before: job.metrics,
+      job: { ...followed.metrics, ...checkpoint?.metrics },
+      submittedAt: job.submittedAt,
+      startedAt: job.startedAt,
+      endedAt: Date.now(),
+    });
+    await reporter.recordRow(metrics, job.step);
     if (kind === 'rl') await clearPendingJob(journal);
     reporter.ended({ jobId, kind, step, metrics });
     return { step, metrics, jobId, droppedGroups };
@@ -312,17 +322,12 @@ interface SubmittedJob {
   readonly size: number | null;
   /** The step the job trains at (its row's step). */
   readonly step: number;
-  readonly groupMetrics: Readonly<Record<string, number>>;
+  /** The step's metrics known before the job. */
+  readonly metrics: Readonly<Record<string, number>>;
+  /** When the step began and when its job was submitted (`Date.now()`). */
+  readonly startedAt: number | undefined;
+  readonly submittedAt: number;
 }
-
-/** Metric names of the trajectory data that a job may repeat; history already has them per split. */
-const TRAJECTORY_METRIC_NAMES = new Set([
-  'reward',
-  'reward_std_dev',
-  'num_trajectories',
-  'num_groups_submitted',
-  'exception_rate',
-]);
 
 /** The newest checkpoint's step, 0 for the base model. */
 export async function latestStep(

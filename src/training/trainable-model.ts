@@ -19,15 +19,12 @@ import type { ModelResponse, TrajectoryGroup, TrajectoryGroupInput } from '../sc
 import type {
   Backend,
   BackendConnection,
-  DeprecatedJobOptions,
   JobOptions,
   JobReporter,
   PruneParams,
   PruneResult,
-  SFTOptions,
   SFTParams,
   SFTSource,
-  TrainOptions,
   TrainParams,
   TrainResult,
   WaitOptions,
@@ -39,17 +36,27 @@ import { modelInferenceName } from './inference-name.js';
 import { checkFlushOptions, LogBatcher } from './log-batcher.js';
 import type { FlushOptions, LogBatcherOptions, LogBatcherStats, SpoolReplayResult } from './log-batcher.js';
 import { ModelHistory } from './model-history.js';
-import type { GroupsDroppedEvent, TrainableModelEvents } from './model-events.js';
+import type { TrainableModelEvents } from './model-events.js';
 import { modelFiles } from './model-files.js';
 import type { ModelFiles } from './model-files.js';
-import { checkWaitOptions, ENDPOINT_AT_REGISTRATION, parseGroups, PromptedModel } from './prompted-model.js';
+import { checkWaitOptions, ENDPOINT_AT_REGISTRATION, PromptedModel } from './prompted-model.js';
 import type { InferenceEndpoint, RecordedLog } from './prompted-model.js';
 import { jobsOf, latestStep } from './service-jobs.js';
 import { pinnableClient, pinnableFetch } from './step-pin.js';
 import type { ChatCompletionsClient } from '../schema/chat-client.js';
-import { dropGroups } from './drop-groups.js';
-import { assertSomethingToTrain, assertTrainingGroupsShape } from './training-input.js';
-import { assertChoicesHaveLogprobs } from './missing-logprobs.js';
+import { nothingToTrainError, prepareBatch } from './batch.js';
+import type { TrainingBatch } from './batch.js';
+
+/** The key of {@link TrainableModel}'s method that trains a checked batch (an `RLTrainer` calls it). */
+export const trainBatch: unique symbol = Symbol('policyloop.trainBatch');
+
+/** What a step's row holds besides its groups' and job's metrics. */
+export interface LoopMetrics {
+  /** A trainer's own metrics of the step (`time/sample`, `idle/service`, `rollouts/retried`). */
+  readonly metrics: Readonly<Record<string, number>>;
+  /** When the step began (`Date.now()`), for `time/step`. */
+  readonly startedAt: number;
+}
 
 /** Options of `new TrainableModel(...)`. */
 export interface TrainableModelOptions {
@@ -240,63 +247,78 @@ export class TrainableModel extends PromptedModel<TrainableModelEvents> {
   /**
    * One RL step: checks the data, logs the groups' metrics under `train/`, submits a training job
    * with the groups that can teach something, follows its events to the end and returns the new
-   * step. Before anything happens (no history row, no log, no job) it rejects with
-   * `InvalidArgumentError` when `groups` is not an array of groups, when a group or trajectory has
-   * a key the schema does not know (naming it, e.g. `messages` for `messages_and_choices`), or
-   * when nothing can be trained (no Choice in any trajectory, or every group's rewards are equal);
-   * with `MissingLogprobsError` when a Choice has no logprobs. Groups whose rewards are all equal
-   * in an otherwise trainable batch are left out of the upload (they carry no gradient), counted in
-   * `train/frac_reward_zero_std` and reported by a `groups:dropped` event (`reason: 'zero_variance'`).
-   * Rejects with `TrainingJobFailedError` when the job fails, with `TrainingTimeoutError` after
+   * step with the step's one row of metrics. It first finishes a step an earlier call left under
+   * way; then, before anything of this step happens (no history row, no log, no job), it rejects
+   * with `InvalidArgumentError` when `groups` is not an array of groups, when a group or
+   * trajectory has a key the schema does not know (naming it, e.g. `messages` for
+   * `messages_and_choices`), or when nothing can be trained (no Choice in any trajectory, or every
+   * group's rewards are equal); with `MissingLogprobsError` when a Choice has no logprobs. Groups
+   * whose rewards are all equal in an otherwise trainable batch are left out of the upload (they
+   * carry no gradient), counted in `train/frac_reward_zero_std` and `groups/dropped_zero_variance`
+   * and reported by a `groups:dropped` event (`reason: 'zero_variance'`). Rejects with
+   * `TrainingJobFailedError` when the job fails, with `TrainingTimeoutError` after
    * `options.timeout`, and with `APIUserAbortError` when `options.signal` aborts (the job goes on:
    * the next `train` or `finishPendingJob` finishes its step).
    *
-   * `params` are the training parameters, `options` the request options (`signal`, `timeout`,
-   * `pollInterval`, `onProgress`). Request options in `params` (the old form) still work and are
-   * deprecated; one given in both places is refused.
+   * `params` are the training parameters (learning rate, loss, staleness bound...), `options` the
+   * request options (`signal`, `timeout`, `pollInterval`, `onProgress`); an unknown key in either
+   * is refused.
    * @example
    * const { step, metrics } = await model.train(groups, { learningRate: 1e-5 }, { signal, onProgress: (p) => console.log(p.fraction) });
-   * console.log(metrics['train/reward'], metrics['train/loss']);
+   * console.log(metrics['train/reward'], metrics['train/loss'], metrics['time/step']);
    */
   async train(
     groups: readonly TrajectoryGroupInput[],
     params: TrainParams = {},
     options: JobOptions = {},
   ): Promise<TrainResult> {
-    const merged: TrainOptions = jobArguments(params, options);
-    checkTrainOptions(merged);
-    const { backend, model, files } = this.registered();
-    assertTrainingGroupsShape(groups);
-    const given = parseGroups(groups);
-    await this.finishPendingJob(merged);
-    const step = await this.getStep(merged);
-    const maxStepsOffPolicy = merged.maxStepsOffPolicy ?? merged.maxStaleness;
-    const drop = { step, given, emit: (event: GroupsDroppedEvent) => this.emit('groups:dropped', event) };
-    const stale =
-      maxStepsOffPolicy === undefined
-        ? { kept: given, dropped: 0 }
-        : dropGroups(given, { reason: 'stale', maxStepsOffPolicy }, drop);
-    if (stale.kept.length === 0) {
-      throw new PolicyloopError(
-        `Expected at least one trajectory group to train on, got none` +
-          (stale.dropped > 0 ? ` (all ${stale.dropped} were more than ${maxStepsOffPolicy} steps stale)` : '') +
-          '.',
-      );
-    }
-    assertSomethingToTrain(stale.kept);
-    if (merged.allowTrainingWithoutLogprobs !== true) assertChoicesHaveLogprobs(stale.kept);
+    checkTrainParams(params);
+    checkFollowJobOptions(options);
+    this.registered();
+    const startedAt = Date.now();
+    await this.finishPendingJob(options);
+    const step = await this.getStep(options);
+    const batch = prepareBatch(groups, {
+      step,
+      maxStepsOffPolicy: params.maxStepsOffPolicy,
+      requireLogprobs: params.allowTrainingWithoutLogprobs !== true,
+    });
+    const refused = batch.nothingToTrain !== undefined;
+    // A refused batch still reports the groups it left out as too stale: they are why.
+    for (const event of batch.dropped)
+      if (!refused || event.reason !== 'zero_variance') this.emit('groups:dropped', event);
+    if (refused) throw nothingToTrainError(batch, groups);
+    return this[trainBatch](batch, params, options, { metrics: {}, startedAt });
+  }
 
-    const log = merged.log ?? true;
-    const groupMetrics = log ? prefixMetrics(computeStepMetrics(stale.kept), 'train') : {};
+  /**
+   * Trains a batch checked by `prepareBatch` (by `train`, or by an `RLTrainer` that reported its
+   * dropped groups itself): logs its groups under `train/`, submits the job with the groups that
+   * can teach something, follows it and writes the step's one row, which holds `loop.metrics` too.
+   * Not part of the public API.
+   */
+  async [trainBatch](
+    batch: TrainingBatch,
+    params: TrainParams,
+    options: JobOptions,
+    loop: LoopMetrics,
+  ): Promise<TrainResult> {
+    const { backend, model, files } = this.registered();
+    const log = params.log ?? true;
+    const groups = [...batch.groups];
+    const groupMetrics = log ? prefixMetrics(computeStepMetrics(groups), 'train') : {};
     // The step's history row is written once the job is known to be done (see TrainingJobs).
-    if (log) await this.logBatcher().add({ split: 'train', groups: stale.kept }, merged);
-    // Equal rewards give every trajectory of the group a zero advantage: no gradient, so the
-    // service is not asked to process them (the history row above still counts them).
-    const flat = dropGroups(stale.kept, { reason: 'zero_variance' }, drop);
+    if (log) await this.logBatcher().add({ split: 'train', groups }, options);
     // The service stamps logged groups with its current step: deliver them before the step moves.
-    await this.flushBatcher(merged.signal);
-    const request = { step, groups: flat.kept, groupMetrics, droppedGroups: stale.dropped + flat.dropped };
-    return jobsOf(backend).trainRL({ id: model.id, files }, request, merged, this.jobReporter());
+    await this.flushBatcher(options.signal);
+    const request = {
+      step: batch.step,
+      groups: batch.upload,
+      metrics: { ...groupMetrics, ...batch.metrics, ...loop.metrics },
+      startedAt: loop.startedAt,
+      droppedGroups: batch.dropped.reduce((sum, event) => sum + event.count, 0),
+    };
+    return jobsOf(backend).trainRL({ id: model.id, files }, request, params, options, this.jobReporter());
   }
 
   /**
@@ -334,8 +356,7 @@ export class TrainableModel extends PromptedModel<TrainableModelEvents> {
    * path, or from a URL the service can read (`trainingDataUrl` or a URL `source`; the hosted
    * service needs one). Follows the job to the end and returns the new step. `params` are the
    * training parameters, `options` the request options (`signal`, `timeout`, `pollInterval`,
-   * `onProgress`); request options in `params` (the old form) still work and are deprecated, and
-   * one given in both places is refused.
+   * `onProgress`).
    * @example
    * await model.trainSFT([{ messages: [{ role: 'user', content: '2+2?' }, { role: 'assistant', content: '4' }] }]);
    */
@@ -344,10 +365,10 @@ export class TrainableModel extends PromptedModel<TrainableModelEvents> {
     params: SFTParams = {},
     options: JobOptions = {},
   ): Promise<TrainResult> {
-    const merged: SFTOptions = jobArguments(params, options);
-    checkSFTOptions(merged);
+    checkSFTParams(params);
+    checkFollowJobOptions(options);
     const { backend, model, files } = this.registered();
-    return jobsOf(backend).trainSFT({ id: model.id, files }, source, merged, this.jobReporter());
+    return jobsOf(backend).trainSFT({ id: model.id, files }, source, params, options, this.jobReporter());
   }
 
   /**
@@ -357,13 +378,12 @@ export class TrainableModel extends PromptedModel<TrainableModelEvents> {
    * const { kept, deleted } = await model.pruneCheckpoints({ keepBestBy: 'val/reward', keepLatest: true }, { signal });
    */
   async pruneCheckpoints(params: PruneParams = {}, options: WaitOptions = {}): Promise<PruneResult> {
-    checkWaitOptions(params);
+    optionsObject('params', params);
     checkWaitOptions(options);
     const { backend, model, files } = this.registered();
-    const request = { signal: options.signal ?? params.signal };
     const metric = params.keepBestBy === undefined ? 'val/reward' : params.keepBestBy;
-    const values = metric === null ? new Map<number, number>() : metricByStep(await this.history(request), metric);
-    return jobsOf(backend).pruneCheckpoints({ id: model.id, files }, values, { ...params, ...request });
+    const values = metric === null ? new Map<number, number>() : metricByStep(await this.history(options), metric);
+    return jobsOf(backend).pruneCheckpoints({ id: model.id, files }, values, { ...params, signal: options.signal });
   }
 
   /**
@@ -471,52 +491,15 @@ export class TrainableModel extends PromptedModel<TrainableModelEvents> {
 
 const POSITIVE = { min: 0, exclusiveMin: true } as const;
 
-/**
- * The request options of a job, by name: `train`'s and `trainSFT`'s third argument. Checked
- * against `JobOptions` and `DeprecatedJobOptions`: a key added to either must be added here.
- */
-const JOB_OPTION_NAMES = Object.keys({
-  signal: true,
-  timeout: true,
-  pollInterval: true,
-  onProgress: true,
-} satisfies Record<keyof JobOptions, true> & Record<keyof DeprecatedJobOptions, true>) as (keyof JobOptions)[];
-
-/**
- * `train`'s or `trainSFT`'s training parameters and request options as one object, from either
- * form: `(params, options)`, or the deprecated `signal`/`timeout`/`pollInterval`/`onProgress` in
- * the parameters. One given in both places is refused (which one wins would be a guess).
- */
-function jobArguments<Params extends object>(
-  params: Params,
-  options: JobOptions,
-): Omit<Params, keyof JobOptions> & JobOptions {
-  const checkedParams = optionsObject('params', params) as Params & JobOptions;
-  const checkedOptions = optionsObject('options', options);
-  const merged = { ...checkedParams } as Record<string, unknown>;
-  for (const name of JOB_OPTION_NAMES) {
-    if (checkedOptions[name] === undefined) continue;
-    if (checkedParams[name] !== undefined) {
-      throw invalidOption(
-        `params.${name}`,
-        checkedParams[name],
-        `left out when \`options.${name}\` is given (request options go in the third argument only)`,
-      );
-    }
-    merged[name] = checkedOptions[name];
-  }
-  return merged as Omit<Params, keyof JobOptions> & JobOptions;
-}
-
-/** Checks the options of `train` before anything is logged or sent. */
-function checkTrainOptions(options: TrainOptions): void {
-  checkFollowJobOptions(options);
+/** Checks the parameters of `train` before anything is logged or sent. */
+function checkTrainParams(options: TrainParams): void {
+  optionsObject('params', options);
   optional(options.learningRate, (rate) => numberOption('learningRate', rate, POSITIVE));
   optional(options.lossFn, (lossFn) => enumOption('lossFn', lossFn, ['cispo', 'ppo']));
   optional(options.allowTrainingWithoutLogprobs, (allow) => booleanOption('allowTrainingWithoutLogprobs', allow));
-  for (const name of ['maxStepsOffPolicy', 'maxStaleness'] as const) {
-    optional(options[name], (steps) => numberOption(name, steps, { min: 0, allowInfinity: true, unit: 'steps' }));
-  }
+  optional(options.maxStepsOffPolicy, (steps) =>
+    numberOption('maxStepsOffPolicy', steps, { min: 0, allowInfinity: true, unit: 'steps' }),
+  );
   optional(options.log, (log) => booleanOption('log', log));
   optional(options.config, (config) => {
     if (typeof config !== 'object' || config === null || Array.isArray(config)) {
@@ -525,9 +508,9 @@ function checkTrainOptions(options: TrainOptions): void {
   });
 }
 
-/** Checks the options of `trainSFT` before anything is written or sent. */
-function checkSFTOptions(options: SFTOptions): void {
-  checkFollowJobOptions(options);
+/** Checks the parameters of `trainSFT` before anything is written or sent. */
+function checkSFTParams(options: SFTParams): void {
+  optionsObject('params', options);
   optional(options.learningRate, (rate) => {
     if (Array.isArray(rate)) rate.forEach((item, index) => numberOption(`learningRate[${index}]`, item, POSITIVE));
     else numberOption('learningRate', rate, POSITIVE);

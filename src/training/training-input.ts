@@ -1,20 +1,15 @@
 /**
- * The checks `model.train(groups)` makes before anything happens: the argument is an array of
- * groups, no group or trajectory has a key the schema does not know (a typo such as `messages`
- * would otherwise be kept and trained as nothing), and the batch has something to train: a group
- * whose rewards differ and that holds a Choice. The wire schema stays tolerant of extra keys (the
- * services accept them); this strictness is for what callers hand to `train()`.
+ * The keys a group and a trajectory handed to `train()` may have, and the issue that names an
+ * unknown one with its likely meaning (a typo such as `messages` would otherwise be kept and
+ * trained as nothing). The wire schema stays tolerant of extra keys (the services accept them);
+ * this strictness is for what callers hand to `train()` (see `batch.ts`).
  */
 import type { z } from 'zod';
-import { InvalidArgumentError } from '../client/errors.js';
-import { describeValue } from '../internal/describe-value.js';
-import { isChoice, Trajectory, TrajectoryGroup, TURN_ORDER_KEY } from '../schema/index.js';
-import type { MessageOrChoice } from '../schema/index.js';
-import { pushAll } from '../internal/arrays.js';
+import { Trajectory, TrajectoryGroup, TURN_ORDER_KEY } from '../schema/index.js';
 
 // `turn_order`: the recorder's order of a run's turns across its conversations (schema/run-order.ts).
-const TRAJECTORY_KEYS: readonly string[] = [...Object.keys(Trajectory.shape), TURN_ORDER_KEY];
-const GROUP_KEYS: readonly string[] = Object.keys(TrajectoryGroup.shape);
+export const TRAJECTORY_KEYS: readonly string[] = [...Object.keys(Trajectory.shape), TURN_ORDER_KEY];
+export const GROUP_KEYS: readonly string[] = Object.keys(TrajectoryGroup.shape);
 
 /** Likely meanings of keys that edit distance alone would not find. */
 const KNOWN_TYPOS: Readonly<Record<string, string>> = {
@@ -72,7 +67,8 @@ function editDistance(a: string, b: string): number {
   return previous[b.length] ?? 0;
 }
 
-function unknownKeyIssues(value: unknown, known: readonly string[], path: PropertyKey[], what: string): Issue[] {
+/** One issue per key of `value` not in `known`, naming the likely key. */
+export function unknownKeyIssues(value: unknown, known: readonly string[], path: PropertyKey[], what: string): Issue[] {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) return [];
   const issues: Issue[] = [];
   for (const key of Object.keys(value)) {
@@ -90,108 +86,4 @@ function unknownKeyIssues(value: unknown, known: readonly string[], path: Proper
     );
   }
   return issues;
-}
-
-/**
- * Throws `InvalidArgumentError` (argument `groups`) unless `groups` is an array and no group or
- * trajectory in it has a top-level key the schema does not know; each issue names the group, the
- * trajectory and the likely key.
- * @example
- * assertTrainingGroupsShape([{ trajectories: [{ messages: [], reward: 1 }] }]);
- * // InvalidArgumentError: Invalid groups: groups[0].trajectories[0]: Unknown key `messages` in trajectory 0 of group 0: did you mean `messages_and_choices`?
- */
-export function assertTrainingGroupsShape(groups: unknown): void {
-  if (!Array.isArray(groups)) {
-    const single =
-      groups !== null && typeof groups === 'object' && 'trajectories' in groups
-        ? ' (one group? pass it in an array: `train([group])`)'
-        : '';
-    throw new InvalidArgumentError('groups', [
-      issue(
-        [],
-        `Expected \`groups\` to be an array of trajectory groups ({ trajectories: [...] }), got ${describeValue(groups)}${single}`,
-        groups,
-      ),
-    ]);
-  }
-  const issues: Issue[] = [];
-  groups.forEach((group: unknown, groupIndex) => {
-    pushAll(issues, unknownKeyIssues(group, GROUP_KEYS, ['groups', groupIndex], `group ${groupIndex}`));
-    const trajectories = (group as { trajectories?: unknown } | null)?.trajectories;
-    if (!Array.isArray(trajectories)) return; // the schema says what is wrong with it
-    trajectories.forEach((trajectory: unknown, trajectoryIndex) => {
-      issues.push(
-        ...unknownKeyIssues(
-          trajectory,
-          TRAJECTORY_KEYS,
-          ['groups', groupIndex, 'trajectories', trajectoryIndex],
-          `trajectory ${trajectoryIndex} of group ${groupIndex}`,
-        ),
-      );
-    });
-  });
-  if (issues.length > 0) throw new InvalidArgumentError('groups', issues);
-}
-
-function hasChoice(items: readonly MessageOrChoice[] | undefined): boolean {
-  return (items ?? []).some((item) => isChoice(item));
-}
-
-/** True when a trajectory (or one of its sub-agent histories) holds a Choice. */
-function trajectoryHasChoice(trajectory: Trajectory): boolean {
-  return (
-    hasChoice(trajectory.messages_and_choices) ||
-    (trajectory.additional_histories ?? []).some((history) => hasChoice(history.messages_and_choices))
-  );
-}
-
-/** True when a group's rewards are all equal (or it has no trajectory): every advantage is zero. */
-export function hasZeroRewardVariance(group: TrajectoryGroup): boolean {
-  const first = group.trajectories[0]?.reward ?? 0;
-  return group.trajectories.every((trajectory) => (trajectory.reward ?? 0) === first);
-}
-
-function listIndexes(indexes: readonly number[]): string {
-  const shown = indexes.slice(0, 8).join(', ');
-  return indexes.length > 8 ? `${shown}, ... (${indexes.length} in all)` : shown;
-}
-
-/**
- * Throws `InvalidArgumentError` (argument `groups`) when the batch has nothing to train: no
- * trajectory holds a Choice (a sampled completion: the trainable part), or no group with a Choice
- * has rewards that differ (under group-relative advantages every token then has advantage 0).
- * @example
- * assertSomethingToTrain(TrajectoryGroup.array().parse([{ trajectories: [{ reward: 1 }, { reward: 0 }] }]));
- * // InvalidArgumentError: ... no trajectory has a Choice ...
- */
-export function assertSomethingToTrain(groups: readonly TrajectoryGroup[]): void {
-  const withChoice = groups.map((group) => group.trajectories.some(trajectoryHasChoice));
-  const zeroVariance = groups.map(hasZeroRewardVariance);
-  if (groups.some((_, index) => withChoice[index] === true && zeroVariance[index] === false)) return;
-  const trajectoryCount = groups.reduce((sum, group) => sum + group.trajectories.length, 0);
-  const indexes = (keep: (index: number) => boolean) => groups.map((_, index) => index).filter(keep);
-  let message: string;
-  if (!withChoice.some(Boolean)) {
-    message =
-      `Expected a trajectory with a Choice (a completion sampled from the model, the part RL trains on), ` +
-      `got none in ${trajectoryCount} trajectories of ${groups.length} groups: messages alone are context. ` +
-      'Completions made with `model.openai()` inside `gatherTrajectoryGroups` are recorded as Choices ' +
-      'in `messages_and_choices`.';
-  } else if (zeroVariance.every(Boolean)) {
-    const rewards = groups
-      .slice(0, 4)
-      .map((group, index) => `group ${index}: all ${group.trajectories[0]?.reward ?? 0}`)
-      .join(', ');
-    message =
-      `Expected a group whose rewards differ, got ${groups.length} groups whose rewards are all equal ` +
-      `(${rewards}${groups.length > 4 ? ', ...' : ''}): each trajectory's advantage is its reward minus ` +
-      "its group's mean, so such groups carry no gradient. Sample more trajectories per group or make " +
-      'the reward tell them apart.';
-  } else {
-    message =
-      `Expected a group whose rewards differ and that has a Choice, got none: groups ` +
-      `${listIndexes(indexes((index) => withChoice[index] !== true))} have no Choice, and groups ` +
-      `${listIndexes(indexes((index) => withChoice[index] === true))} have rewards that are all equal.`;
-  }
-  throw new InvalidArgumentError('groups', [issue([], message, groups)]);
 }

@@ -54,10 +54,10 @@ beforeAll(async () => {
   client = connection.client;
   env = { POLICYLOOP_BASE_URL: connection.baseURL, POLICYLOOP_API_KEY: connection.apiKey };
   model = await new TrainableModel({ project: 'cli', name: 'agent', baseModel: BASE_MODEL }).register(backend);
-  await model.log([valGroup(VAL_REWARDS[0] as number, 'Paris, step zero')], { split: 'val' });
+  await model.log({ groups: [valGroup(VAL_REWARDS[0] as number, 'Paris, step zero')], split: 'val' });
   for (const [index, reward] of VAL_REWARDS.slice(1).entries()) {
     await model.trainSFT(SFT_ROWS);
-    await model.log([valGroup(reward, `Paris, step ${index + 1}`)], { split: 'val' });
+    await model.log({ groups: [valGroup(reward, `Paris, step ${index + 1}`)], split: 'val' });
   }
   await model.flushLogs();
 }, 120_000);

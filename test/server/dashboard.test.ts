@@ -127,7 +127,7 @@ describe.skipIf(executablePath === undefined)('the dashboard in headless Chromiu
       });
       if (step !== 1) {
         const val = await gatherTrajectoryGroups(SCENARIOS.slice(0, 2), rollout, { groupSize: 2, reward });
-        await model.log([...val, toolGroup()], { split: 'val' });
+        await model.log({ groups: [...val, toolGroup()], split: 'val' });
       }
       await model.train(groups);
     }

@@ -12,7 +12,7 @@ import { LocalBackend } from '../../src/backends/local-backend.js';
 import { ServiceJobs } from '../../src/training/service-jobs.js';
 import { TrainableModel } from '../../src/training/trainable-model.js';
 import type { Backend, JobModel, JobReporter } from '../../src/training/backend.js';
-import type { PruneResult, SFTOptions, SFTSource, TrainResult } from 'policyloop/training';
+import type { JobOptions, PruneResult, SFTParams, SFTSource, TrainResult } from 'policyloop/training';
 import type { RetentionOptions } from '../../src/training/checkpoint-retention.js';
 
 class RecordingJobs extends ServiceJobs {
@@ -21,11 +21,12 @@ class RecordingJobs extends ServiceJobs {
   override trainSFT(
     model: JobModel,
     source: SFTSource | undefined,
-    options: SFTOptions,
+    params: SFTParams,
+    options: JobOptions,
     reporter: JobReporter,
   ): Promise<TrainResult> {
     this.calls.push('trainSFT');
-    return super.trainSFT(model, source, options, reporter);
+    return super.trainSFT(model, source, params, options, reporter);
   }
 
   override discardPendingRL(model: JobModel): Promise<boolean> {

@@ -207,13 +207,13 @@ describe('HostedBackend', () => {
       baseModel: 'OpenPipe/Qwen3-14B-Instruct',
     }).register(backend);
     const nested = { trajectories: [{ reward: 1, metadata: { source: { name: 'x' } } as never }] };
-    await expect(model.log([nested], { split: 'val' })).rejects.toThrow(
+    await expect(model.log({ groups: [nested], split: 'val' })).rejects.toThrow(
       /trajectories\[0\]\.metadata\.source: Expected a string, number, boolean or null .*JSON\.stringify/,
     );
     expect(service.requests.some((request) => request.path.endsWith('/log'))).toBe(false);
 
     const naive = { trajectories: [{ reward: 1, start_time: '2025-06-01T12:00:00.5', metadata: { task: 't-1' } }] };
-    await model.log([naive], { split: 'val' });
+    await model.log({ groups: [naive], split: 'val' });
     await model.flushLogs();
     const sent = service.requests.find((request) => request.path.endsWith('/log'))?.body as {
       trajectory_groups: Array<{ trajectories: Array<{ start_time: string; metadata: unknown }> }>;

@@ -31,7 +31,7 @@ async function temporaryDirectory(): Promise<string> {
 
 /** A val row of reward `reward` at the model's current step, history only. */
 async function logVal(model: TrainableModel, reward: number): Promise<void> {
-  await model.log([{ trajectories: [{ reward }, { reward }] }], { split: 'val', send: false });
+  await model.log({ groups: [{ trajectories: [{ reward }, { reward }] }], split: 'val', send: false });
 }
 
 afterEach(() => killChildren());
@@ -207,10 +207,10 @@ describe('history follows the model', () => {
         [1, 0],
         [0.5, 0.5],
       ];
-      await model.log(
-        rewards.map((pair) => ({ trajectories: pair.map((reward) => ({ reward })) })),
-        { split: 'val' },
-      );
+      await model.log({
+        groups: rewards.map((pair) => ({ trajectories: pair.map((reward) => ({ reward })) })),
+        split: 'val',
+      });
       await model.flushLogs();
       const [row] = await model.history();
       // The mean over all 10 trajectories and all 5 groups, as the client computed it: not the last request's.

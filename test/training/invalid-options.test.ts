@@ -221,9 +221,8 @@ describe('model options, against the local service', () => {
     ['register', 'backend', (m) => m.register({} as never)],
     ['register', 'signal', (m) => m.register(backend, { signal: 'stop' as never })],
     ['getStep', 'signal', (m) => m.getStep({ signal: 1 as never })],
-    ['log', 'split', (m) => m.log([group()], { split: 'a/b' })],
-    ['log', 'step', (m) => m.log([group()], { step: -1 })],
-    ['log', 'send', (m) => m.log([group()], { send: 'no' as never })],
+    ['log', 'step', (m) => m.log({ groups: [group()], step: -1 })],
+    ['log', 'send', (m) => m.log({ groups: [group()], send: 'no' as never })],
     ['log', 'params', (m) => m.log(null as never)],
     ['log', 'split', (m) => m.log({ groups: [group()], split: 'a/b' })],
     ['log', 'groups', (m) => m.log({ groups: 'g' as never })],
@@ -231,14 +230,14 @@ describe('model options, against the local service', () => {
     ['log', 'options.split', (m) => m.log({ groups: [group()] }, { split: 'train' } as never)],
     ['flushLogs', 'options.timeout', (m) => m.flushLogs({ timeout: 0 })],
     ['close', 'options.timeout', (m) => m.close({ timeout: -1 })],
-    ['train', 'timeout', (m) => m.train([group()], { timeout: 0 })],
-    ['train', 'pollInterval', (m) => m.train([group()], { pollInterval: -1 })],
-    ['train', 'onProgress', (m) => m.train([group()], { onProgress: 'log' as never })],
+    ['train', 'timeout', (m) => m.train([group()], {}, { timeout: 0 })],
+    ['train', 'pollInterval', (m) => m.train([group()], {}, { pollInterval: -1 })],
+    ['train', 'onProgress', (m) => m.train([group()], {}, { onProgress: 'log' as never })],
     ['train', 'learningRate', (m) => m.train([group()], { learningRate: 0 })],
     ['train', 'lossFn', (m) => m.train([group()], { lossFn: 'grpo' as never })],
-    ['train', 'maxStaleness', (m) => m.train([group()], { maxStaleness: -1 })],
+    ['train', 'maxStepsOffPolicy', (m) => m.train([group()], { maxStepsOffPolicy: -1 })],
     ['train', 'log', (m) => m.train([group()], { log: 1 as never })],
-    ['train', 'signal', (m) => m.train([group()], { signal: {} as never })],
+    ['train', 'signal', (m) => m.train([group()], {}, { signal: {} as never })],
     ['trainSFT', 'batchSize', (m) => m.trainSFT('data.jsonl', { batchSize: 0 })],
     ['trainSFT', 'learningRate[1]', (m) => m.trainSFT('data.jsonl', { learningRate: [1e-4, -1] })],
     ['trainSFT', 'assistantTurns', (m) => m.trainSFT('data.jsonl', { assistantTurns: 'first' as never })],
@@ -250,9 +249,8 @@ describe('model options, against the local service', () => {
     ['train', 'learningRate', (m) => m.train([group()], { learningRate: -1 }, { timeout: 1_000 })],
     ['trainSFT', 'pollInterval', (m) => m.trainSFT('data.jsonl', {}, { pollInterval: 0 })],
     ['trainSFT', 'onProgress', (m) => m.trainSFT('data.jsonl', { batchSize: 1 }, { onProgress: 1 as never })],
-    ['trainSFT', 'signal', (m) => m.trainSFT('data.jsonl', { signal: 'x' as never })],
+    ['trainSFT', 'signal', (m) => m.trainSFT('data.jsonl', {}, { signal: 'x' as never })],
     ['replaySpool', 'signal', (m) => m.replaySpool({ signal: 'x' as never })],
-    ['pruneCheckpoints', 'signal', (m) => m.pruneCheckpoints({ signal: 'x' as never })],
     ['pruneCheckpoints', 'signal', (m) => m.pruneCheckpoints({ keepBestBy: null }, { signal: 'x' as never })],
     ['delete', 'signal', (m) => m.delete({ signal: 'x' as never })],
     ['inferenceName', 'step', (m) => m.inferenceName(1.5)],
@@ -265,22 +263,17 @@ describe('model options, against the local service', () => {
     expect(await model.history()).toEqual([]);
   });
 
-  it('pruneCheckpoints takes which to keep first and { signal } second, the old form still honouring its signal', async () => {
+  it('pruneCheckpoints takes which to keep first and { signal } second', async () => {
     const controller = new AbortController();
     controller.abort(new Error('stop'));
     const before = state.calls;
-    for (const call of [
-      () => model.pruneCheckpoints({ keepBestBy: null }, { signal: controller.signal }),
-      () => model.pruneCheckpoints({ keepBestBy: null, signal: controller.signal }),
-    ]) {
-      const error = await failure(call);
-      expect(error).toBeInstanceOf(APIUserAbortError);
-      expect((error as APIUserAbortError).cause).toEqual(new Error('stop'));
-    }
+    const error = await failure(() => model.pruneCheckpoints({ keepBestBy: null }, { signal: controller.signal }));
+    expect(error).toBeInstanceOf(APIUserAbortError);
+    expect((error as APIUserAbortError).cause).toEqual(new Error('stop'));
     expect(state.calls).toBe(before);
   });
 
-  it('log takes what is logged first and request options second, recording what the deprecated form records', async () => {
+  it('log takes what is logged first and request options second', async () => {
     const other = await new TrainableModel({
       project: 'options',
       name: 'log-forms',
@@ -288,15 +281,12 @@ describe('model options, against the local service', () => {
     }).register(backend);
     const { signal } = new AbortController();
     const row = await other.log({ groups: [group()], split: 'val', step: 3, send: false }, { signal });
-    const old = await other.log([group()], { split: 'val', step: 4, send: false, signal });
     expect(row).toMatchObject({ training_step: 3, 'val/reward': 1 });
-    const { recorded_at: _at, training_step: _step, ...metrics } = row;
-    expect(old).toMatchObject({ ...metrics, training_step: 4 });
-    expect((await other.history()).map((entry) => entry.training_step)).toEqual([3, 4]);
+    expect((await other.history()).map((entry) => entry.training_step)).toEqual([3]);
     await other.close();
   });
 
-  it('train and trainSFT take request options third, and the deprecated place (the parameters) still works', async () => {
+  it('train and trainSFT take request options third', async () => {
     const controller = new AbortController();
     controller.abort(new Error('stop'));
     const { signal } = controller;
@@ -312,10 +302,7 @@ describe('model options, against the local service', () => {
     for (const call of [
       () => model.train([group()], { learningRate: 1e-4 }, { signal }),
       () => model.train([group()], undefined, { signal, timeout: 60_000 }),
-      () => model.train([group()], { learningRate: 1e-4, signal }),
-      () => model.train([group()], { signal }, { timeout: 60_000 }),
       () => model.trainSFT(rows, { batchSize: 1 }, { signal }),
-      () => model.trainSFT(rows, { batchSize: 1, signal }),
     ]) {
       const error = await failure(call);
       expect(error).toBeInstanceOf(APIUserAbortError);
@@ -325,14 +312,9 @@ describe('model options, against the local service', () => {
     expect(await model.history()).toEqual([]);
   });
 
-  it.each([
-    ['signal', { signal: new AbortController().signal }, 'an AbortSignal'],
-    ['timeout', { timeout: 1_000 }, '1000'],
-    ['pollInterval', { pollInterval: 100 }, '100'],
-    ['onProgress', { onProgress: () => undefined }, 'a function'],
-  ] as const)(
-    'a request option in both places (`%s`) is refused, naming both, and nothing is sent',
-    async (name, given, got) => {
+  it.each(['signal', 'timeout', 'pollInterval', 'onProgress'] as const)(
+    'a request option among the parameters (`%s`) is refused, naming the third argument, and nothing is sent',
+    async (name) => {
       const before = state.calls;
       const rows = [
         {
@@ -342,14 +324,12 @@ describe('model options, against the local service', () => {
           ],
         },
       ];
-      for (const call of [
-        () => model.train([group()], { learningRate: 1e-4, ...given }, given),
-        () => model.trainSFT(rows, { ...given }, given),
-      ]) {
+      const given = { [name]: name === 'onProgress' ? () => undefined : 1_000 } as never;
+      for (const call of [() => model.train([group()], given), () => model.trainSFT(rows, given)]) {
         const error = await failure(call);
         expectInvalid(error, `params.${name}`);
         expect((error as Error).message).toBe(
-          `Expected \`params.${name}\` to be left out when \`options.${name}\` is given (request options go in the third argument only), got ${got}`,
+          `Unknown option \`params.${name}\`: \`${name}\` is a request option, the third argument (\`{ ${name} }\`)`,
         );
       }
       expect(state.calls).toBe(before);

@@ -142,8 +142,9 @@ describe('RLTrainer', () => {
       maxSteps: 3,
       maxStepsOffPolicy: 0,
       progress: false,
-      // A training parameter and a request option in the one `train` object: each reaches its place.
-      train: { lossFn: 'ppo', onProgress: () => (progressCalls += 1) },
+      // A training parameter and a request option, each in its own object, each reaching its place.
+      train: { lossFn: 'ppo' },
+      job: { onProgress: () => (progressCalls += 1) },
     });
     await trainer.run();
     const bodies = jobBodies.slice(firstJob);

@@ -138,14 +138,14 @@ describe('RL and SFT round trips', () => {
     expect(
       groups.every((group) => group.trajectories.every((trajectory) => trajectory.initial_policy_version === 0)),
     ).toBe(true);
-    const val = await model.log(groups, { split: 'val' });
+    const val = await model.log({ groups, split: 'val' });
     expect(val).toMatchObject({ training_step: 0, 'val/data/step_num_trajectories': 8 });
     expect(typeof val['val/reward']).toBe('number');
 
     const progress: JobProgress[] = [];
     const ended: number[] = [];
     model.on('job:end', (event) => ended.push(event.step));
-    const result = await model.train(groups, { onProgress: (p) => progress.push(p) });
+    const result = await model.train(groups, {}, { onProgress: (p) => progress.push(p) });
     expect(result.step).toBe(1);
     expect(ended).toEqual([1]);
     expect(await model.getStep()).toBe(1);
@@ -236,25 +236,17 @@ describe('RL and SFT round trips', () => {
 });
 
 describe('aborts and timeouts while following a job', () => {
-  it.each([
-    ['in the request options (third argument)', 'new'],
-    ['in the parameters (the deprecated form)', 'old'],
-  ] as const)(
-    'an abort while train follows its job, signal %s, rejects with APIUserAbortError whose cause is the reason',
-    async (_where, form) => {
-      const model = await freshModel();
-      const groups = await sampleGroups(model);
-      const controller = new AbortController();
-      const reason = new Error('enough training');
-      const request = { signal: controller.signal, onProgress: () => controller.abort(reason) };
-      const error = await (form === 'new' ? model.train(groups, {}, request) : model.train(groups, request)).catch(
-        (caught: unknown) => caught,
-      );
-      expect(error).toBeInstanceOf(APIUserAbortError);
-      expect((error as APIUserAbortError).cause).toBe(reason);
-      expect(error).not.toBeInstanceOf(TrainingTimeoutError);
-    },
-  );
+  it('an abort while train follows its job rejects with APIUserAbortError whose cause is the reason', async () => {
+    const model = await freshModel();
+    const groups = await sampleGroups(model);
+    const controller = new AbortController();
+    const reason = new Error('enough training');
+    const request = { signal: controller.signal, onProgress: () => controller.abort(reason) };
+    const error = await model.train(groups, {}, request).catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(APIUserAbortError);
+    expect((error as APIUserAbortError).cause).toBe(reason);
+    expect(error).not.toBeInstanceOf(TrainingTimeoutError);
+  });
 
   it('a timeout while train follows its job rejects with TrainingTimeoutError, not the abort error', async () => {
     const model = await freshModel();
@@ -285,7 +277,7 @@ describe('checks before upload', () => {
     expect(await model.history()).toEqual([]);
   });
 
-  it('drops groups sampled more than maxStaleness steps ago, and refuses when none is left', async () => {
+  it('drops groups sampled more than maxStepsOffPolicy steps ago, and refuses when none is left', async () => {
     const model = await freshModel();
     await model.trainSFT([
       {
@@ -306,15 +298,15 @@ describe('checks before upload', () => {
     expect(await model.getStep()).toBe(2);
     const dropped: GroupsDroppedEvent[] = [];
     model.on('groups:dropped', (event) => dropped.push(event));
-    await expect(model.train([handGroup({ logprobs: true, policyVersion: 0 })], { maxStaleness: 1 })).rejects.toThrow(
-      /all 1 were more than 1 steps stale/,
-    );
+    await expect(
+      model.train([handGroup({ logprobs: true, policyVersion: 0 })], { maxStepsOffPolicy: 1 }),
+    ).rejects.toThrow(/all 1 were more than 1 steps stale/);
     const result = await model.train(
       [handGroup({ logprobs: true, policyVersion: 0 }), handGroup({ logprobs: true, policyVersion: 1 })],
-      { maxStaleness: 1 },
+      { maxStepsOffPolicy: 1 },
     );
     expect(result).toMatchObject({ step: 3, droppedGroups: 1 });
-    expect(dropped.map((event) => [event.count, event.currentStep])).toEqual([
+    expect(dropped.map((event) => [event.count, event.step])).toEqual([
       [1, 2],
       [1, 2],
     ]);
@@ -345,8 +337,6 @@ describe('checks before upload', () => {
         step: 2,
         groupIndexes: [0],
         maxStepsOffPolicy: 1,
-        currentStep: 2,
-        maxStaleness: 1,
       },
     ]);
     await model.close();
@@ -427,12 +417,12 @@ describe('bad training input is refused before anything happens', () => {
     model.on('job:submitted', (event) => sizes.push(event.size));
     const result = await model.train([equal, choiceGroup]);
     expect(result).toMatchObject({ step: 1, droppedGroups: 1 });
-    expect(dropped).toEqual([{ reason: 'zero_variance', count: 1, step: 0, currentStep: 0, groupIndexes: [0] }]);
+    expect(dropped).toEqual([{ reason: 'zero_variance', count: 1, step: 0, groupIndexes: [0] }]);
     expect(sizes).toEqual([1]);
     expect(result.metrics['train/frac_reward_zero_std']).toBe(0.5);
     const [trainRow] = await model.history();
     expect(trainRow).toMatchObject({ 'train/frac_reward_zero_std': 0.5, 'train/data/step_num_groups_submitted': 2 });
-    expect((await model.log([equal, choiceGroup], { send: false }))['val/frac_reward_zero_std']).toBe(0.5);
+    expect((await model.log({ groups: [equal, choiceGroup], send: false }))['val/frac_reward_zero_std']).toBe(0.5);
     await model.close();
   });
 });
@@ -449,7 +439,12 @@ describe('checkpoint retention', () => {
     const valRewards = [0.1, 0.9, 0.4, 0.6];
     for (const [index, reward] of valRewards.entries()) {
       await model.trainSFT([row]);
-      await model.log([{ trajectories: [{ reward }, { reward }] }], { split: 'val', step: index + 1, send: false });
+      await model.log({
+        groups: [{ trajectories: [{ reward }, { reward }] }],
+        split: 'val',
+        step: index + 1,
+        send: false,
+      });
     }
     expect(await model.getStep()).toBe(4);
     await expect(model.pruneCheckpoints({ keepBestBy: 'val/typo' })).rejects.toThrow(/nothing was deleted/);
@@ -489,10 +484,10 @@ describe('log delivery under injected failures', () => {
       const spooled: number[] = [];
       model.on('batch:spooled', (event) => spooled.push(event.groupCount));
       const ids = ['g0', 'g1', 'g2', 'g3', 'g4', 'g5'];
-      await model.log(
-        ids.map((id, index) => ({ trajectories: [{ reward: index % 2 }, { reward: 1 }], metadata: { id } })),
-        { split: 'val' },
-      );
+      await model.log({
+        groups: ids.map((id, index) => ({ trajectories: [{ reward: index % 2 }, { reward: 1 }], metadata: { id } })),
+        split: 'val',
+      });
       const stats = await model.flushLogs();
       // Batch 1 failed twice (spooled), batch 2 failed once then went through, batch 3 went through.
       expect(spooled).toEqual([2]);

@@ -4,7 +4,7 @@
  */
 import type { TrainingClient } from '../../client/index.js';
 import { NotFoundError } from '../../client/errors.js';
-import { historyRowsFromService, readHistory } from '../../training/history.js';
+import { historyRowsFromService, readHistory, splitOf } from '../../training/history.js';
 import type { HistoryRow, ServiceStepMetrics } from '../../training/history.js';
 import { modelFiles } from '../../training/model-files.js';
 import { type CommonOptions, formatNumber, lookUpModel, out, outJson, table, UsageError } from '../context.js';
@@ -68,7 +68,7 @@ export function selectMetrics(rows: readonly HistoryRow[], options: HistoryOptio
       };
       for (const [name, value] of Object.entries(row)) {
         if (name === 'training_step' || name === 'recorded_at') continue;
-        if (options.split !== undefined && !name.startsWith(`${options.split}/`)) continue;
+        if (options.split !== undefined && splitOf(name) !== options.split) continue;
         if (wanted !== undefined && !wanted.some((metric) => name === metric || name.endsWith(`/${metric}`))) continue;
         kept[name] = value;
       }
