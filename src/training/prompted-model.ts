@@ -10,23 +10,14 @@ import OpenAI from 'openai';
 import { DEFAULT_DATA_DIR, ENV, readEnv } from '../internal/env.js';
 import { InvalidArgumentError, PolicyloopError } from '../internal/errors.js';
 import { formatIssues } from '../internal/format-issues.js';
-import {
-  booleanOption,
-  integerOption,
-  invalidOption,
-  maxRetriesOption,
-  optional,
-  optionsObject,
-  signalOption,
-  stringOption,
-  timeoutOption,
-} from '../internal/options.js';
+import { invalidOption, option, optionsSchema, parseOptions, parseValue } from '../internal/option-schema.js';
 import { captureCompletions } from '../rollout/capture-completions.js';
 import { captureFetch, translatingFetch } from '../rollout/capture-fetch.js';
 import type { ChatCompletionsClient } from '../schema/chat-client.js';
 import { computeStepMetrics, prefixMetrics, TrajectoryGroup } from '../schema/index.js';
 import type { TrajectoryGroupInput } from '../schema/index.js';
 import type { WaitOptions } from './backend.js';
+import { checkWaitOptions } from './job-options.js';
 import { appendHistoryRow, readHistory } from './history.js';
 import type { HistoryRow } from './history.js';
 import { assertPathSegment, modelFiles } from './model-files.js';
@@ -110,6 +101,32 @@ export interface ModelFetchOptions {
   defaults?: Readonly<Record<string, unknown>> | undefined;
 }
 
+/** The name and project every model handle has. */
+export const ModelNameShape = { name: option.nonEmptyString(), project: option.nonEmptyString() };
+
+const PromptedModelSchema = optionsSchema<PromptedModelOptions>()({
+  ...ModelNameShape,
+  model: option.nonEmptyString(),
+  baseURL: option.nonEmptyString(),
+  apiKey: option.string().optional(),
+  dataDir: option.nonEmptyString().optional(),
+  timeout: option.timeout().optional(),
+  maxRetries: option.retryCount().optional(),
+  fetch: option.function<typeof globalThis.fetch>().optional(),
+});
+
+const stepShape = { step: option.integer({ min: 0 }).optional() };
+const defaultsShape = { defaults: option.options<Readonly<Record<string, unknown>>>().optional() };
+
+const OpenAIClientSchema = optionsSchema<OpenAIClientOptions>()({
+  ...stepShape,
+  ...defaultsShape,
+  timeout: option.timeout().optional(),
+  maxRetries: option.retryCount().optional(),
+});
+
+const ModelFetchSchema = optionsSchema<ModelFetchOptions>()({ ...stepShape, ...defaultsShape });
+
 /** What {@link PromptedModel.log} records (and so `TrainableModel.log`): the groups, and where. */
 export interface LogParams {
   /** The trajectory groups whose metrics are recorded. */
@@ -132,6 +149,18 @@ export interface LogParams {
    */
   send?: boolean | undefined;
 }
+
+const LogParamsSchema = optionsSchema<LogParams>()({
+  groups: option.like<readonly TrajectoryGroupInput[]>(
+    (value) => Array.isArray(value),
+    'an array of trajectory groups',
+  ),
+  split: option
+    .like<string>((value) => typeof value === 'string' && value !== '' && !value.includes('/'), "a name without '/'")
+    .default('val'),
+  ...stepShape,
+  send: option.boolean().optional(),
+});
 
 /** Where a model answers chat completions. */
 export interface InferenceEndpoint {
@@ -197,15 +226,8 @@ export class PromptedModel<Events extends EventEmitter.ValidEventTypes = {}> ext
   constructor(options: { name: string; project: string }, endpoint: typeof ENDPOINT_AT_REGISTRATION);
   constructor(options: PromptedModelOptions, endpoint?: typeof ENDPOINT_AT_REGISTRATION) {
     super();
-    optionsObject('options', options);
-    const keys = endpoint === ENDPOINT_AT_REGISTRATION ? [] : (['model', 'baseURL'] as const);
-    for (const key of ['name', 'project', ...keys] as const) stringOption(key, options[key], true);
-    if (endpoint !== ENDPOINT_AT_REGISTRATION) {
-      optional(options.apiKey, (key) => stringOption('apiKey', key));
-      optional(options.dataDir, (dir) => stringOption('dataDir', dir, true));
-      optional(options.timeout, (timeout) => timeoutOption('timeout', timeout));
-      optional(options.maxRetries, (count) => maxRetriesOption('maxRetries', count));
-    }
+    // A subclass whose endpoint comes at registration checked its own options.
+    if (endpoint !== ENDPOINT_AT_REGISTRATION) parseOptions(PromptedModelSchema, options);
     assertPathSegment('project', options.project);
     assertPathSegment('name', options.name);
     this.name = options.name;
@@ -293,6 +315,7 @@ export class PromptedModel<Events extends EventEmitter.ValidEventTypes = {}> ext
    * const response = await client.responses.create({ model: model.inferenceName(), input: 'Hi' });
    */
   openai(options: OpenAIClientOptions = {}): OpenAI {
+    parseOptions(OpenAIClientSchema, options);
     // The endpoint first: before registration it throws the error that says so.
     const inner =
       this.endpoint().fetch ?? ((...args: Parameters<typeof globalThis.fetch>) => globalThis.fetch(...args));
@@ -317,9 +340,7 @@ export class PromptedModel<Events extends EventEmitter.ValidEventTypes = {}> ext
    * const { text } = await generateText({ model: provider(model.inferenceName()), prompt: 'hi' });
    */
   fetch(options: ModelFetchOptions = {}): typeof globalThis.fetch {
-    optionsObject('options', options);
-    optional(options.step, (step) => integerOption('step', step, { min: 0 }));
-    optional(options.defaults, (defaults) => optionsObject('defaults', defaults as Record<string, unknown>));
+    parseOptions(ModelFetchSchema, options);
     const defaults = this.requestDefaults(options);
     const inner = this.endpoint().fetch;
     return captureFetch({ fetch: this.pinnableFetch(inner ?? ((...args) => globalThis.fetch(...args))), defaults });
@@ -335,12 +356,7 @@ export class PromptedModel<Events extends EventEmitter.ValidEventTypes = {}> ext
   async log(params: LogParams, options: WaitOptions = {}): Promise<HistoryRow> {
     const request = logRequest(params, options);
     checkWaitOptions(request);
-    const split = params.split ?? 'val';
-    if (typeof split !== 'string' || split === '' || split.includes('/')) {
-      throw invalidOption('split', split, "a name without '/'");
-    }
-    optional(params.step, (step) => integerOption('step', step, { min: 0 }));
-    optional(params.send, (send) => booleanOption('send', send));
+    const { split } = parseOptions(LogParamsSchema, params, { name: 'params' });
     const parsed = parseGroups(params.groups);
     const step = params.step ?? (await this.defaultLogStep(request));
     return this.recordLog(parsed, { split, step, send: params.send ?? true }, request);
@@ -428,9 +444,8 @@ export interface RecordedLog {
  * `send` in the options is refused (it would be ignored), naming where it goes.
  */
 function logRequest(params: LogParams, options: WaitOptions): WaitOptions {
-  optionsObject('options', options);
-  optionsObject('params', params);
-  const given = options as Record<string, unknown>;
+  parseValue('params', option.options<LogParams>(), params);
+  const given = (options ?? {}) as Record<string, unknown>;
   for (const name of ['split', 'step', 'send'] as const) {
     if (given[name] !== undefined) {
       const where = `in the first argument, log({ groups, ${name} }, { signal }), not in the options`;
@@ -454,12 +469,6 @@ export function parseGroups(groups: readonly TrajectoryGroupInput[]): Trajectory
     }
     return result.data;
   });
-}
-
-/** Checks `options.signal` of a call that only waits; a bad one throws before any request. */
-export function checkWaitOptions(options: WaitOptions): void {
-  optionsObject('options', options);
-  optional(options.signal, (signal) => signalOption('signal', signal));
 }
 
 /**

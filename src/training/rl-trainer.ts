@@ -5,19 +5,9 @@
  */
 import { EventEmitter } from 'eventemitter3';
 import { PolicyloopError, userAbortError } from '../internal/errors.js';
-import {
-  booleanOption,
-  enumOption,
-  functionOption,
-  integerOption,
-  invalidOption,
-  numberOption,
-  optional,
-  optionsObject,
-  signalOption,
-  stringOption,
-} from '../internal/options.js';
+import { invalidOption, option, optionsSchema, parseOptions } from '../internal/option-schema.js';
 import type { ProgressStream } from '../rollout/progress-bar.js';
+import { JobRequestShape, TrainParamsShape } from './job-options.js';
 import { PromptedModel } from './prompted-model.js';
 import { RLRun } from './rl-run.js';
 import type {
@@ -50,111 +40,120 @@ export type {
   ValidationEndEvent,
 } from './rl-types.js';
 
-/** The options, checked, with defaults; the checks run in the order the options are documented. */
+const positiveInteger = () => option.integer({ min: 1 });
+
+/** `validation`: held-out scenarios (not empty), how often, and prompted baselines. */
+const ValidationSchema = optionsSchema<RLValidationOptions<unknown>>()({
+  scenarios: option.like<readonly unknown[]>(
+    (value) => Array.isArray(value) && value.length > 0,
+    'a non-empty array of scenarios',
+  ),
+  every: positiveInteger().default(10),
+  groupSize: positiveInteger().default(1),
+  baselines: option
+    .like<readonly PromptedModel[]>(
+      (value) =>
+        Array.isArray(value) &&
+        value.every((item) => item instanceof PromptedModel && !(item instanceof TrainableModel)),
+      'an array of PromptedModel (models that are not trained)',
+    )
+    .default([]),
+});
+
+/** `keep`: which checkpoints a run keeps. */
+const KeepSchema = optionsSchema<RLKeepOptions>()({
+  best: option.boolean().default(true),
+  latest: option.boolean().default(true),
+  metric: option.nonEmptyString().default('val/reward'),
+  direction: option.oneOf(['max', 'min']).optional(),
+});
+
+/** `budget`: limits of one run. */
+const BudgetSchema = optionsSchema<RLBudget>()({
+  steps: positiveInteger().optional(),
+  seconds: option.number({ min: 0, exclusiveMin: true, unit: 's' }).optional(),
+  tokens: positiveInteger().optional(),
+});
+
+/** `new RLTrainer(options)`: each option declared once, checked in the order documented. */
+const TrainerSchema = optionsSchema<RLTrainerOptions<unknown>>()({
+  model: option.like<TrainableModel>((value) => value instanceof TrainableModel, 'a registered TrainableModel'),
+  scenarios: option.like<RLTrainerOptions<unknown>['scenarios']>(
+    (value) =>
+      value !== null &&
+      typeof value === 'object' &&
+      (Symbol.iterator in value || Symbol.asyncIterator in value) &&
+      !(Array.isArray(value) && value.length === 0),
+    'a non-empty array, an iterable or an async iterable of scenarios',
+  ),
+  rollout: option.function<RLTrainerOptions<unknown>['rollout']>(),
+  reward: option
+    .like<NonNullable<RLTrainerOptions<unknown>['reward']>>(
+      (value) => typeof value === 'function' || (typeof value === 'object' && value !== null),
+      'a reward function, or an object of weighted rewards',
+    )
+    .optional(),
+  scoreGroup: option.function<NonNullable<RLTrainerOptions<unknown>['scoreGroup']>>().optional(),
+  groupSize: positiveInteger().default(8),
+  groupsPerStep: positiveInteger().default(16),
+  maxSteps: option.integer({ min: 0 }),
+  maxStepsOffPolicy: option.integer({ min: 0 }).default(1),
+  collapseAfter: positiveInteger().optional(),
+  validation: ValidationSchema.optional(),
+  keep: KeepSchema.optional(),
+  budget: BudgetSchema.optional(),
+  gather: option.options<NonNullable<RLTrainerOptions<unknown>['gather']>>().optional(),
+  minGroupSize: positiveInteger().optional(),
+  learningRate: option
+    .like<number | LearningRateSchedule>(
+      (value) => typeof value === 'function' || (typeof value === 'number' && value > 0 && Number.isFinite(value)),
+      'a positive number or a schedule (a function of the step)',
+    )
+    .optional(),
+  train: optionsSchema<NonNullable<RLTrainerOptions<unknown>['train']>>()(trainerTrainShape()).optional(),
+  job: optionsSchema<NonNullable<RLTrainerOptions<unknown>['job']>>()(trainerJobShape()).optional(),
+  progress: option
+    .like<boolean | ProgressStream>(
+      (value) => typeof value === 'boolean' || typeof (value as { write?: unknown } | null)?.write === 'function',
+      'a boolean or a stream with `write`',
+    )
+    .optional(),
+});
+
+/** The training parameters a trainer passes to each step (the staleness bound is its own). */
+function trainerTrainShape() {
+  const { maxStepsOffPolicy: _bound, log: _log, ...shape } = TrainParamsShape;
+  return shape;
+}
+
+/** The request options a trainer passes to each step's job (its run's `signal` is its own). */
+function trainerJobShape() {
+  const { signal: _signal, ...shape } = JobRequestShape;
+  return shape;
+}
+
+/** `run(options)`. */
+const RunOptionsSchema = optionsSchema<RLRunOptions>()({ signal: option.signal().optional() });
+
+/** The options, checked, with defaults (rules across options after the schema). */
 function checkOptions<S>(options: RLTrainerOptions<S>): TrainerConfig<S> {
-  optionsObject('options', options);
-  if (!(options.model instanceof TrainableModel)) {
-    throw invalidOption('model', options.model, 'a registered TrainableModel');
-  }
-  checkScenarios(options.scenarios);
-  functionOption('rollout', options.rollout);
-  optional(options.reward, (reward) => {
-    if (typeof reward !== 'object' || reward === null) functionOption('reward', reward);
-  });
-  optional(options.scoreGroup, (scorer) => functionOption('scoreGroup', scorer));
-  const groupSize = integerOption('groupSize', options.groupSize ?? 8, { min: 1 });
-  const groupsPerStep = integerOption('groupsPerStep', options.groupsPerStep ?? 16, { min: 1 });
-  const maxSteps = integerOption('maxSteps', options.maxSteps, { min: 0 });
-  const maxStepsOffPolicy = integerOption('maxStepsOffPolicy', options.maxStepsOffPolicy ?? 1, { min: 0 });
-  const collapseAfter = integerOption('collapseAfter', options.collapseAfter ?? 4 * groupsPerStep, { min: 1 });
-  const minGroupSize = integerOption('minGroupSize', options.minGroupSize ?? Math.min(2, groupSize), {
-    min: 1,
-    max: groupSize,
-  });
-  const learningRate = optional(options.learningRate, (rate) =>
-    typeof rate === 'function'
-      ? (rate as LearningRateSchedule)
-      : numberOption('learningRate', rate, { min: 0, exclusiveMin: true }),
-  );
-  const validation = optional(options.validation, (value) => checkValidation(value as RLValidationOptions<S>));
-  const keep = optional(options.keep, (value) => checkKeep(value as RLKeepOptions));
-  const budget = optional(options.budget, (value) => checkBudget(value as RLBudget));
-  optional(options.gather, (gather) => optionsObject('gather', gather as object));
-  optional(options.train, (train) => optionsObject('train', train as object));
-  optional(options.job, (job) => optionsObject('job', job as object));
-  const progress = options.progress;
-  if (progress !== undefined && typeof progress !== 'boolean') {
-    if (typeof (progress as { write?: unknown } | null)?.write !== 'function') {
-      throw invalidOption('progress', progress, 'a boolean or a stream with `write`');
-    }
+  const given = parseOptions(TrainerSchema, options);
+  const { groupSize, groupsPerStep } = given;
+  const minGroupSize = given.minGroupSize ?? Math.min(2, groupSize);
+  if (minGroupSize > groupSize) {
+    throw invalidOption('minGroupSize', minGroupSize, `an integer from 1 to ${groupSize} (the groupSize)`);
   }
   return {
     groupSize,
     groupsPerStep,
-    maxSteps,
-    maxStepsOffPolicy,
-    collapseAfter,
+    maxSteps: given.maxSteps,
+    maxStepsOffPolicy: given.maxStepsOffPolicy,
+    collapseAfter: given.collapseAfter ?? 4 * groupsPerStep,
     minGroupSize,
-    learningRate,
-    validation,
-    keep,
-    budget,
-  };
-}
-
-/** `scenarios`: an array (not empty), an iterable or an async iterable. */
-function checkScenarios(scenarios: unknown): void {
-  const iterable =
-    scenarios !== null &&
-    typeof scenarios === 'object' &&
-    (Symbol.iterator in scenarios || Symbol.asyncIterator in scenarios);
-  if (!iterable) throw invalidOption('scenarios', scenarios, 'an array, an iterable or an async iterable of scenarios');
-  if (Array.isArray(scenarios) && scenarios.length === 0) {
-    throw invalidOption('scenarios', scenarios, 'a non-empty array of scenarios');
-  }
-}
-
-/** `validation`, checked, with defaults; a baseline must be a prompted model, not a trained one. */
-function checkValidation<S>(value: RLValidationOptions<S>): NonNullable<TrainerConfig<S>['validation']> {
-  const given = optionsObject('validation', value);
-  if (!Array.isArray(given.scenarios) || given.scenarios.length === 0) {
-    throw invalidOption('validation.scenarios', given.scenarios, 'a non-empty array of scenarios');
-  }
-  const baselines = given.baselines ?? [];
-  if (!Array.isArray(baselines)) throw invalidOption('validation.baselines', baselines, 'an array of PromptedModel');
-  baselines.forEach((baseline: unknown, index) => {
-    if (!(baseline instanceof PromptedModel) || baseline instanceof TrainableModel) {
-      throw invalidOption(`validation.baselines[${index}]`, baseline, 'a PromptedModel');
-    }
-  });
-  return {
-    scenarios: given.scenarios as readonly S[],
-    every: integerOption('validation.every', given.every ?? 10, { min: 1 }),
-    groupSize: integerOption('validation.groupSize', given.groupSize ?? 1, { min: 1 }),
-    baselines: baselines as readonly PromptedModel[],
-  };
-}
-
-/** `keep`, checked, with defaults. */
-function checkKeep(value: RLKeepOptions): NonNullable<TrainerConfig<unknown>['keep']> {
-  const given = optionsObject('keep', value);
-  return {
-    best: optional(given.best, (best) => booleanOption('keep.best', best)) ?? true,
-    latest: optional(given.latest, (latest) => booleanOption('keep.latest', latest)) ?? true,
-    metric: optional(given.metric, (metric) => stringOption('keep.metric', metric, true)) ?? 'val/reward',
-    direction: optional(given.direction, (direction) => enumOption('keep.direction', direction, ['max', 'min'])),
-  };
-}
-
-/** `budget`, checked. */
-function checkBudget(value: RLBudget): NonNullable<TrainerConfig<unknown>['budget']> {
-  const given = optionsObject('budget', value);
-  return {
-    steps: optional(given.steps, (steps) => integerOption('budget.steps', steps, { min: 1 })),
-    seconds: optional(given.seconds, (seconds) =>
-      numberOption('budget.seconds', seconds, { min: 0, exclusiveMin: true, unit: 's' }),
-    ),
-    tokens: optional(given.tokens, (tokens) => integerOption('budget.tokens', tokens, { min: 1 })),
+    learningRate: given.learningRate,
+    validation: given.validation as TrainerConfig<S>['validation'],
+    keep: given.keep,
+    budget: given.budget,
   };
 }
 
@@ -209,8 +208,7 @@ export class RLTrainer<S> extends EventEmitter<RLTrainerEvents> {
    * const { step, bestStep, stopReason } = await trainer.run();
    */
   async run(runOptions: RLRunOptions = {}): Promise<RLTrainerSummary> {
-    optionsObject('options', runOptions);
-    const signal = optional(runOptions.signal, (value) => signalOption('signal', value));
+    const { signal } = parseOptions(RunOptionsSchema, runOptions);
     if (this.running) throw new PolicyloopError('This RLTrainer is already running; await its run() first.');
     if (signal?.aborted) throw userAbortError(signal, 'The run');
     this.running = true;

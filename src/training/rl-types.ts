@@ -302,14 +302,14 @@ export interface TrainerConfig<S> {
         readonly best: boolean;
         readonly latest: boolean;
         readonly metric: string;
-        readonly direction: 'max' | 'min' | undefined;
+        readonly direction?: 'max' | 'min' | undefined;
       }
     | undefined;
   readonly budget:
     | {
-        readonly steps: number | undefined;
-        readonly seconds: number | undefined;
-        readonly tokens: number | undefined;
+        readonly steps?: number | undefined;
+        readonly seconds?: number | undefined;
+        readonly tokens?: number | undefined;
       }
     | undefined;
 }

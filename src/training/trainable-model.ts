@@ -5,15 +5,7 @@
  * retention); this class checks arguments and data, and keeps the model's history and logs.
  */
 import { PolicyloopError } from '../internal/errors.js';
-import {
-  booleanOption,
-  enumOption,
-  invalidOption,
-  numberOption,
-  optional,
-  optionsObject,
-  stringOption,
-} from '../internal/options.js';
+import { invalidOption, option, optionsSchema, parseOptions } from '../internal/option-schema.js';
 import { computeStepMetrics, prefixMetrics } from '../schema/index.js';
 import type { ModelResponse, TrajectoryGroup, TrajectoryGroupInput } from '../schema/index.js';
 import type {
@@ -29,7 +21,7 @@ import type {
   TrainResult,
   WaitOptions,
 } from './backend.js';
-import { checkFollowJobOptions } from './follow-job.js';
+import { checkJobOptions, checkSFTParams, checkTrainParams, checkWaitOptions } from './job-options.js';
 import { metricByStep } from './history.js';
 import type { HistoryRow } from './history.js';
 import { modelInferenceName } from './inference-name.js';
@@ -39,7 +31,7 @@ import { ModelHistory } from './model-history.js';
 import type { TrainableModelEvents } from './model-events.js';
 import { modelFiles } from './model-files.js';
 import type { ModelFiles } from './model-files.js';
-import { checkWaitOptions, ENDPOINT_AT_REGISTRATION, PromptedModel } from './prompted-model.js';
+import { ENDPOINT_AT_REGISTRATION, ModelNameShape, PromptedModel } from './prompted-model.js';
 import type { InferenceEndpoint, RecordedLog } from './prompted-model.js';
 import { jobsOf, latestStep } from './service-jobs.js';
 import { pinnableClient, pinnableFetch } from './step-pin.js';
@@ -72,6 +64,29 @@ export interface TrainableModelOptions {
    */
   entity?: string | undefined;
 }
+
+const TrainableModelSchema = optionsSchema<TrainableModelOptions>()({
+  ...ModelNameShape,
+  baseModel: option.nonEmptyString(),
+  entity: option.nonEmptyString().optional(),
+});
+
+const PruneParamsSchema = optionsSchema<PruneParams>()({
+  keepBestBy: option
+    .like<string | null>(
+      (value) => value === null || (typeof value === 'string' && value.trim() !== ''),
+      'a metric name or null',
+    )
+    .optional(),
+  direction: option.oneOf(['max', 'min']).optional(),
+  keepLatest: option.boolean().optional(),
+  keepSteps: option
+    .like<readonly number[]>(
+      (value) => Array.isArray(value) && value.every((step) => Number.isInteger(step) && step >= 0),
+      'an array of steps (integers >= 0)',
+    )
+    .optional(),
+});
 
 /** What registration established. */
 interface Registration {
@@ -112,10 +127,7 @@ export class TrainableModel extends PromptedModel<TrainableModelEvents> {
 
   /** @throws {InvalidArgumentError} for a missing or bad name, project, base model or entity. */
   constructor(options: TrainableModelOptions) {
-    optionsObject('options', options);
-    super(options, ENDPOINT_AT_REGISTRATION);
-    stringOption('baseModel', options.baseModel, true);
-    optional(options.entity, (entity) => stringOption('entity', entity, true));
+    super(parseOptions(TrainableModelSchema, options), ENDPOINT_AT_REGISTRATION);
     this.baseModel = options.baseModel;
     this.requestedEntity = options.entity;
   }
@@ -273,7 +285,7 @@ export class TrainableModel extends PromptedModel<TrainableModelEvents> {
     options: JobOptions = {},
   ): Promise<TrainResult> {
     checkTrainParams(params);
-    checkFollowJobOptions(options);
+    checkJobOptions(options);
     this.registered();
     const startedAt = Date.now();
     await this.finishPendingJob(options);
@@ -332,7 +344,7 @@ export class TrainableModel extends PromptedModel<TrainableModelEvents> {
    * const finished = await model.finishPendingJob(); // before reading model.getStep() after a crash
    */
   async finishPendingJob(options: JobOptions = {}): Promise<TrainResult | null> {
-    checkFollowJobOptions(options);
+    checkJobOptions(options);
     const { backend, model, files } = this.registered();
     return jobsOf(backend).finishPendingRL({ id: model.id, files }, options, this.jobReporter());
   }
@@ -366,7 +378,7 @@ export class TrainableModel extends PromptedModel<TrainableModelEvents> {
     options: JobOptions = {},
   ): Promise<TrainResult> {
     checkSFTParams(params);
-    checkFollowJobOptions(options);
+    checkJobOptions(options);
     const { backend, model, files } = this.registered();
     return jobsOf(backend).trainSFT({ id: model.id, files }, source, params, options, this.jobReporter());
   }
@@ -378,7 +390,7 @@ export class TrainableModel extends PromptedModel<TrainableModelEvents> {
    * const { kept, deleted } = await model.pruneCheckpoints({ keepBestBy: 'val/reward', keepLatest: true }, { signal });
    */
   async pruneCheckpoints(params: PruneParams = {}, options: WaitOptions = {}): Promise<PruneResult> {
-    optionsObject('params', params);
+    parseOptions(PruneParamsSchema, params, { name: 'params' });
     checkWaitOptions(options);
     const { backend, model, files } = this.registered();
     const metric = params.keepBestBy === undefined ? 'val/reward' : params.keepBestBy;
@@ -487,44 +499,4 @@ export class TrainableModel extends PromptedModel<TrainableModelEvents> {
       ended: (event) => this.emit('job:end', event),
     };
   }
-}
-
-const POSITIVE = { min: 0, exclusiveMin: true } as const;
-
-/** Checks the parameters of `train` before anything is logged or sent. */
-function checkTrainParams(options: TrainParams): void {
-  optionsObject('params', options);
-  optional(options.learningRate, (rate) => numberOption('learningRate', rate, POSITIVE));
-  optional(options.lossFn, (lossFn) => enumOption('lossFn', lossFn, ['cispo', 'ppo']));
-  optional(options.allowTrainingWithoutLogprobs, (allow) => booleanOption('allowTrainingWithoutLogprobs', allow));
-  optional(options.maxStepsOffPolicy, (steps) =>
-    numberOption('maxStepsOffPolicy', steps, { min: 0, allowInfinity: true, unit: 'steps' }),
-  );
-  optional(options.log, (log) => booleanOption('log', log));
-  optional(options.config, (config) => {
-    if (typeof config !== 'object' || config === null || Array.isArray(config)) {
-      throw invalidOption('config', config, 'an object of `experimental_config` keys');
-    }
-  });
-}
-
-/** Checks the parameters of `trainSFT` before anything is written or sent. */
-function checkSFTParams(options: SFTParams): void {
-  optionsObject('params', options);
-  optional(options.learningRate, (rate) => {
-    if (Array.isArray(rate)) rate.forEach((item, index) => numberOption(`learningRate[${index}]`, item, POSITIVE));
-    else numberOption('learningRate', rate, POSITIVE);
-  });
-  optional(options.batchSize, (size) => {
-    if (size !== 'auto' && !(Number.isInteger(size) && (size as number) >= 1)) {
-      throw invalidOption('batchSize', size, "an integer >= 1 or 'auto'");
-    }
-  });
-  optional(options.assistantTurns, (turns) => enumOption('assistantTurns', turns, ['all', 'last']));
-  optional(options.trainingDataUrl, (url) => stringOption('trainingDataUrl', url, true));
-  optional(options.config, (config) => {
-    if (typeof config !== 'object' || config === null || Array.isArray(config)) {
-      throw invalidOption('config', config, 'an object of SFT `config` keys');
-    }
-  });
 }

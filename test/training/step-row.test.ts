@@ -106,7 +106,11 @@ describe('one row per step, everywhere', () => {
     const connection = await backend.connect();
     const items = (await connection.client.local.metrics.list(model.id, { split: 'train' })).data;
     const atStep1 = items.find((item) => item.step === 1);
-    expect(atStep1?.metrics).toMatchObject({ 'rollouts/failed': 1, 'rollouts/retried': 1, loss: second.metrics['train/loss'] });
+    expect(atStep1?.metrics).toMatchObject({
+      'rollouts/failed': 1,
+      'rollouts/retried': 1,
+      loss: second.metrics['train/loss'],
+    });
     expect(atStep1?.metrics['time/step']).toBe(second.metrics['time/step']);
 
     // `policyloop history --json`: one JSON line per step, with the same row.

@@ -1,0 +1,98 @@
+/**
+ * The options of a training call, declared once: the training parameters of `train` and
+ * `trainSFT` (their second argument) and the request options of a call that follows its job
+ * (their third). The TypeScript types are the interfaces in `backend.ts`; these shapes are their
+ * checks, held to them by the compiler, and `RLTrainer`'s `train` and `job` options reuse them.
+ */
+import { InvalidArgumentError } from '../internal/errors.js';
+import { option, optionsSchema, parseOptions } from '../internal/option-schema.js';
+import type { ExperimentalTrainingConfig, SFTTrainingConfigInput } from '../schema/index.js';
+import type { JobOptions, SFTParams, TrainParams, WaitOptions } from './backend.js';
+import type { JobProgress } from './follow-job.js';
+
+const positive = () => option.number({ min: 0, exclusiveMin: true });
+
+/** A call that only waits: `{ signal }`. */
+export const WaitShape = { signal: option.signal().optional() };
+
+/** The request options of a call that follows a job (`train`'s and `trainSFT`'s third argument). */
+export const JobRequestShape = {
+  ...WaitShape,
+  timeout: option.timeout({ allowInfinity: true }).optional(),
+  pollInterval: option.timeout().optional(),
+  onProgress: option.function<(progress: JobProgress) => void>().optional(),
+};
+
+/** `train`'s training parameters. */
+export const TrainParamsShape = {
+  learningRate: positive().optional(),
+  lossFn: option.oneOf(['cispo', 'ppo']).optional(),
+  config: option.options<Partial<ExperimentalTrainingConfig>>().optional(),
+  allowTrainingWithoutLogprobs: option.boolean().optional(),
+  maxStepsOffPolicy: option.number({ min: 0, allowInfinity: true, unit: 'steps' }).optional(),
+  log: option.boolean().optional(),
+};
+
+/** `trainSFT`'s training parameters. */
+const SFTParamsShape = {
+  learningRate: option
+    .like<number | number[]>(
+      (value) =>
+        (typeof value === 'number' && value > 0 && Number.isFinite(value)) ||
+        (Array.isArray(value) && value.length > 0 && value.every((item) => typeof item === 'number' && item > 0)),
+      'a positive number, or an array of them (one per batch)',
+    )
+    .optional(),
+  batchSize: option
+    .like<number | 'auto'>(
+      (value) => value === 'auto' || (Number.isInteger(value) && (value as number) >= 1),
+      "an integer >= 1 or 'auto'",
+    )
+    .optional(),
+  assistantTurns: option.oneOf(['all', 'last']).optional(),
+  trainingDataUrl: option.nonEmptyString().optional(),
+  config: option.options<Partial<SFTTrainingConfigInput>>().optional(),
+};
+
+const WaitSchema = optionsSchema<WaitOptions>()(WaitShape);
+const JobRequestSchema = optionsSchema<JobOptions>()(JobRequestShape);
+const TrainParamsSchema = optionsSchema<TrainParams>()(TrainParamsShape);
+const SFTParamsSchema = optionsSchema<SFTParams>()(SFTParamsShape);
+
+/** Checks `{ signal }` of a call that only waits; a bad one throws before any request. */
+export function checkWaitOptions(options: WaitOptions | undefined): WaitOptions {
+  return parseOptions(WaitSchema, options);
+}
+
+/** Checks the request options of a call that follows a job. */
+export function checkJobOptions(options: JobOptions | undefined): JobOptions {
+  return parseOptions(JobRequestSchema, options);
+}
+
+/**
+ * Checks `train`'s parameters; a request option among them is refused naming its place, the
+ * third argument.
+ */
+export function checkTrainParams(params: TrainParams | undefined): TrainParams {
+  refuseRequestOptions(params);
+  return parseOptions(TrainParamsSchema, params, { name: 'params' });
+}
+
+/** Checks `trainSFT`'s parameters, as {@link checkTrainParams} does `train`'s. */
+export function checkSFTParams(params: SFTParams | undefined): SFTParams {
+  refuseRequestOptions(params);
+  return parseOptions(SFTParamsSchema, params, { name: 'params' });
+}
+
+/** "Unknown option `params.timeout`: `timeout` is a request option, the third argument (`{ timeout }`)". */
+function refuseRequestOptions(params: object | undefined): void {
+  if (params === null || typeof params !== 'object') return;
+  for (const name of Object.keys(JobRequestShape)) {
+    if (Object.hasOwn(params, name)) {
+      throw new InvalidArgumentError(
+        `params.${name}`,
+        `Unknown option \`params.${name}\`: \`${name}\` is a request option, the third argument (\`{ ${name} }\`)`,
+      );
+    }
+  }
+}
