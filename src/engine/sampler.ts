@@ -327,102 +327,14 @@ export async function generateRows(
     keptTokens: 0,
   }));
   const promptLength = maxOf(rows.map((row) => row.prompt.length));
-  let cache: KeyValueCache;
-  let logitsData: Float32Array;
-  {
-    // Rows with the same prompt (the n choices of a request, a group's rollouts) share one prefill;
-    // the unique prompts run in chunks whose attention scores stay within PREFILL_SCORE_BUDGET.
-    const uniqueIndex = new Map<string, number>();
-    const unique: number[][] = [];
-    const rowToUnique = rows.map((row) => {
-      const key = row.prompt.join(',');
-      let index = uniqueIndex.get(key);
-      if (index === undefined) {
-        index = unique.length;
-        uniqueIndex.set(key, index);
-        unique.push([...row.prompt]);
-      }
-      return index;
-    });
-    const window = model.attentionWindow;
-    const perRow =
-      window !== undefined && window < promptLength
-        ? model.headCount * Math.ceil(promptLength / window) * window * 2 * window
-        : model.headCount * promptLength * promptLength;
-    const chunkRows = Math.max(1, Math.floor(PREFILL_SCORE_BUDGET / perRow));
-    const parts: { cache: KeyValueCache; logits: Float32Array }[] = [];
-    try {
-      for (let start = 0; start < unique.length; start += chunkRows) {
-        const chunk = unique.slice(start, start + chunkRows);
-        const result = tf.tidy(() => {
-          const output = model.prefill(chunk, promptLength);
-          return { logits: output.logits, keys: output.cache.keys, values: output.cache.values };
-        });
-        parts.push({
-          cache: { keys: result.keys, values: result.values },
-          logits: (await result.logits.data()) as Float32Array,
-        });
-        result.logits.dispose();
-        await yieldToEventLoop();
-      }
-    } catch (error) {
-      for (const part of parts) disposeCache(part.cache);
-      throw error;
-    }
-    const joinLayers = (pick: (part: KeyValueCache) => Tensor3D[][]): Tensor3D[][] =>
-      pick((parts[0] as { cache: KeyValueCache }).cache).map((_, layer) => [
-        tf.keep(
-          tf.concat(
-            parts.map((part) => (pick(part.cache)[layer] as Tensor3D[])[0] as Tensor3D),
-            0,
-          ),
-        ),
-      ]);
-    const joined: KeyValueCache =
-      parts.length === 1
-        ? (parts[0] as { cache: KeyValueCache }).cache
-        : { keys: joinLayers((part) => part.keys), values: joinLayers((part) => part.values) };
-    if (parts.length > 1) for (const part of parts) disposeCache(part.cache);
-    const uniqueLogits = new Float32Array(unique.length * vocabulary);
-    let offset = 0;
-    for (const part of parts) {
-      uniqueLogits.set(part.logits, offset);
-      offset += part.logits.length;
-    }
-    const identity = rowToUnique.every((uniqueRow, row) => uniqueRow === row);
-    if (identity) {
-      cache = joined;
-      logitsData = uniqueLogits;
-    } else {
-      cache = model.selectCacheRows(joined, rowToUnique);
-      disposeCache(joined);
-      logitsData = new Float32Array(rows.length * vocabulary);
-      rowToUnique.forEach((uniqueRow, row) =>
-        logitsData.set(uniqueLogits.subarray(uniqueRow * vocabulary, (uniqueRow + 1) * vocabulary), row * vocabulary),
-      );
-    }
-  }
+  let { cache, logits: logitsData } = await prefillRows(tf, model, rows, promptLength);
   // Rows of the cache, in order. Finished rows ride along (their outputs are ignored) until half
   // of them are done: compacting the cache is a gather over all of it, too slow for every finish.
   let cacheRows = states.map((_, index) => index);
   let step = 0;
   try {
     for (;;) {
-      cacheRows.forEach((stateIndex, position) => {
-        const state = states[stateIndex] as RowState;
-        if (state.finishReason !== null) return;
-        const sampled = sampleToken(
-          logitsData.subarray(position * vocabulary, (position + 1) * vocabulary),
-          state.row.sampling,
-        );
-        state.tokens.push(sampled.id);
-        state.logprobs.push(sampled.logprob);
-        state.alternatives.push(sampled.alternatives);
-        finishOnStop(state, model);
-        if (state.finishReason === null && state.row.prompt.length + state.tokens.length >= model.contextLength)
-          state.finishReason = 'length';
-        if (state.row.isCancelled?.()) state.finishReason = 'length';
-      });
+      sampleNextTokens(model, states, cacheRows, logitsData, vocabulary);
       const remaining = cacheRows.filter((stateIndex) => (states[stateIndex] as RowState).finishReason === null);
       if (remaining.length === 0) break;
       if (remaining.length <= cacheRows.length / 2) {
@@ -436,28 +348,10 @@ export async function generateRows(
       }
       step += 1;
       const keyLength = promptLength + step;
-      const window = model.attentionWindow;
       const tokens: number[] = [];
       const positions = new Int32Array(cacheRows.length);
       const keyMask = new Float32Array(cacheRows.length * keyLength);
-      cacheRows.forEach((stateIndex, position) => {
-        const state = states[stateIndex] as RowState;
-        // A finished row keeps decoding at a valid position; its output is never read.
-        const at = Math.min(state.row.prompt.length + state.tokens.length - 1, model.contextLength - 1);
-        positions[position] = at;
-        tokens.push(state.tokens[state.tokens.length - 1] as number);
-        for (let key = state.row.prompt.length; key < promptLength; key += 1)
-          keyMask[position * keyLength + key] = -1e9;
-        if (window !== undefined && at >= window) {
-          // Sliding window: keys at positions <= at - window are out of sight (as in training).
-          const oldest = at - window;
-          for (let key = 0; key < Math.min(promptLength, state.row.prompt.length, oldest + 1); key += 1)
-            keyMask[position * keyLength + key] = -1e9;
-          for (let key = promptLength; key < keyLength; key += 1)
-            if (state.row.prompt.length + key - promptLength <= oldest) keyMask[position * keyLength + key] = -1e9;
-            else break;
-        }
-      });
+      fillDecodeInputs(model, states, cacheRows, promptLength, keyLength, tokens, positions, keyMask);
       const previous = cache;
       const result = tf.tidy(() => {
         const output = model.decodeStep(previous, tokens, positions, keyMask);
@@ -480,4 +374,169 @@ export async function generateRows(
     finishReason: state.finishReason ?? 'length',
     sampledCount: state.tokens.length,
   }));
+}
+
+/**
+ * The prefill of every row: the filled cache (one batch row per row) and the logits of each row's
+ * last prompt token (`[rows, vocabulary]`, row-major). Rows with the same prompt (the n choices of
+ * a request, a group's rollouts) share one prefill; the unique prompts run in chunks whose
+ * attention scores stay within PREFILL_SCORE_BUDGET.
+ */
+async function prefillRows(
+  tf: TensorFlow,
+  model: BatchDecoder,
+  rows: readonly GenerationRow[],
+  promptLength: number,
+): Promise<{ cache: KeyValueCache; logits: Float32Array }> {
+  const vocabulary = model.vocabularySize;
+  const uniqueIndex = new Map<string, number>();
+  const unique: number[][] = [];
+  const rowToUnique = rows.map((row) => {
+    const key = row.prompt.join(',');
+    let index = uniqueIndex.get(key);
+    if (index === undefined) {
+      index = unique.length;
+      uniqueIndex.set(key, index);
+      unique.push([...row.prompt]);
+    }
+    return index;
+  });
+  const parts = await prefillChunks(tf, model, unique, promptLength);
+  const joined = joinCaches(
+    tf,
+    parts.map((part) => part.cache),
+  );
+  const uniqueLogits = new Float32Array(unique.length * vocabulary);
+  let offset = 0;
+  for (const part of parts) {
+    uniqueLogits.set(part.logits, offset);
+    offset += part.logits.length;
+  }
+  const identity = rowToUnique.every((uniqueRow, row) => uniqueRow === row);
+  if (identity) return { cache: joined, logits: uniqueLogits };
+  const cache = model.selectCacheRows(joined, rowToUnique);
+  disposeCache(joined);
+  const logits = new Float32Array(rows.length * vocabulary);
+  rowToUnique.forEach((uniqueRow, row) =>
+    logits.set(uniqueLogits.subarray(uniqueRow * vocabulary, (uniqueRow + 1) * vocabulary), row * vocabulary),
+  );
+  return { cache, logits };
+}
+
+/** Prefills `prompts` in chunks of at most PREFILL_SCORE_BUDGET attention scores; each chunk's cache and logits. */
+async function prefillChunks(
+  tf: TensorFlow,
+  model: BatchDecoder,
+  prompts: readonly (readonly number[])[],
+  promptLength: number,
+): Promise<{ cache: KeyValueCache; logits: Float32Array }[]> {
+  const window = model.attentionWindow;
+  const perRow =
+    window !== undefined && window < promptLength
+      ? model.headCount * Math.ceil(promptLength / window) * window * 2 * window
+      : model.headCount * promptLength * promptLength;
+  const chunkRows = Math.max(1, Math.floor(PREFILL_SCORE_BUDGET / perRow));
+  const parts: { cache: KeyValueCache; logits: Float32Array }[] = [];
+  try {
+    for (let start = 0; start < prompts.length; start += chunkRows) {
+      const chunk = prompts.slice(start, start + chunkRows);
+      const result = tf.tidy(() => {
+        const output = model.prefill(chunk, promptLength);
+        return { logits: output.logits, keys: output.cache.keys, values: output.cache.values };
+      });
+      parts.push({
+        cache: { keys: result.keys, values: result.values },
+        logits: (await result.logits.data()) as Float32Array,
+      });
+      result.logits.dispose();
+      await yieldToEventLoop();
+    }
+  } catch (error) {
+    for (const part of parts) disposeCache(part.cache);
+    throw error;
+  }
+  return parts;
+}
+
+/** The caches of consecutive batch chunks as one cache (the chunks' tensors are disposed; one chunk is returned as it is). */
+function joinCaches(tf: TensorFlow, caches: readonly KeyValueCache[]): KeyValueCache {
+  if (caches.length === 1) return caches[0] as KeyValueCache;
+  const joinLayers = (pick: (cache: KeyValueCache) => Tensor3D[][]): Tensor3D[][] =>
+    pick(caches[0] as KeyValueCache).map((_, layer) => [
+      tf.keep(
+        tf.concat(
+          caches.map((cache) => (pick(cache)[layer] as Tensor3D[])[0] as Tensor3D),
+          0,
+        ),
+      ),
+    ]);
+  const joined: KeyValueCache = {
+    keys: joinLayers((cache) => cache.keys),
+    values: joinLayers((cache) => cache.values),
+  };
+  for (const cache of caches) disposeCache(cache);
+  return joined;
+}
+
+/**
+ * Samples the next token of every unfinished row from its logits (`logitsData` row `position` for
+ * the row at `cacheRows[position]`) and marks the rows that end: a stop, the context, a cancel.
+ */
+function sampleNextTokens(
+  model: BatchDecoder,
+  states: readonly RowState[],
+  cacheRows: readonly number[],
+  logitsData: Float32Array,
+  vocabulary: number,
+): void {
+  cacheRows.forEach((stateIndex, position) => {
+    const state = states[stateIndex] as RowState;
+    if (state.finishReason !== null) return;
+    const sampled = sampleToken(
+      logitsData.subarray(position * vocabulary, (position + 1) * vocabulary),
+      state.row.sampling,
+    );
+    state.tokens.push(sampled.id);
+    state.logprobs.push(sampled.logprob);
+    state.alternatives.push(sampled.alternatives);
+    finishOnStop(state, model);
+    if (state.finishReason === null && state.row.prompt.length + state.tokens.length >= model.contextLength)
+      state.finishReason = 'length';
+    if (state.row.isCancelled?.()) state.finishReason = 'length';
+  });
+}
+
+/**
+ * Fills the inputs of the next decoding step for the cache's rows: each row's last token, its
+ * position, and its key mask (`[rows, keyLength]`, zero-filled by the caller): -1e9 over the
+ * padding after a shorter prompt, and over the keys a sliding window has left behind.
+ */
+function fillDecodeInputs(
+  model: BatchDecoder,
+  states: readonly RowState[],
+  cacheRows: readonly number[],
+  promptLength: number,
+  keyLength: number,
+  tokens: number[],
+  positions: Int32Array,
+  keyMask: Float32Array,
+): void {
+  const window = model.attentionWindow;
+  cacheRows.forEach((stateIndex, position) => {
+    const state = states[stateIndex] as RowState;
+    // A finished row keeps decoding at a valid position; its output is never read.
+    const at = Math.min(state.row.prompt.length + state.tokens.length - 1, model.contextLength - 1);
+    positions[position] = at;
+    tokens.push(state.tokens[state.tokens.length - 1] as number);
+    for (let key = state.row.prompt.length; key < promptLength; key += 1) keyMask[position * keyLength + key] = -1e9;
+    if (window !== undefined && at >= window) {
+      // Sliding window: keys at positions <= at - window are out of sight (as in training).
+      const oldest = at - window;
+      for (let key = 0; key < Math.min(promptLength, state.row.prompt.length, oldest + 1); key += 1)
+        keyMask[position * keyLength + key] = -1e9;
+      for (let key = promptLength; key < keyLength; key += 1)
+        if (state.row.prompt.length + key - promptLength <= oldest) keyMask[position * keyLength + key] = -1e9;
+        else break;
+    }
+  });
 }

@@ -197,121 +197,191 @@ export function computeStep(
     (sum, sequence) => sum + sequence.mask.slice(1).reduce((a, b) => a + b, 0),
     0,
   );
-  let loss = 0;
-  let entropySum = 0;
-  let ratioSum = 0;
-  let clipped = 0;
-  let klSum = 0;
   if (trainableTokens === 0)
     return { loss: 0, entropy: 0, gradients, trainableTokens, meanRatio: 1, clippedFraction: 0, approximateKl: 0 };
+  const totals: StepTotals = { loss: 0, entropy: 0, ratio: 0, clipped: 0, kl: 0 };
+  const step: StepContext = { tf, config, names, settings, trainableTokens, totals, gradients };
   for (const pass of trainingPasses(config, sequences)) {
-    const length = Math.min(config.contextLength + 1, maxOf(pass.map((sequence) => sequence.tokens.length)));
-    const steps = length - 1;
-    const batch = pass.length;
-    const offsets = pass.map((sequence) => sequence.offset ?? 0);
-    const inputs = new Int32Array(batch * steps);
-    const targets = new Int32Array(batch * steps);
-    const mask = new Float32Array(batch * steps);
-    const advantages = new Float32Array(batch * steps);
-    const old = new Float32Array(batch * steps).fill(Number.NaN);
-    pass.forEach((sequence, row) => {
-      for (let t = 0; t < steps; t += 1) {
-        const index = row * steps + t;
-        if (t + 1 < sequence.tokens.length) {
-          inputs[index] = sequence.tokens[t] as number;
-          targets[index] = sequence.tokens[t + 1] as number;
-          mask[index] = sequence.mask[t + 1] as number;
-          advantages[index] = sequence.weights[t + 1] as number;
-          old[index] = sequence.oldLogprobs[t + 1] as number;
-        } else if (t < sequence.tokens.length) {
-          inputs[index] = sequence.tokens[t] as number;
-        }
-      }
-    });
-    // Only the learned positions are projected to the vocabulary (on long prompts most are context).
-    const selected: number[] = [];
-    for (let index = 0; index < mask.length; index += 1) if ((mask[index] as number) > 0) selected.push(index);
-    if (selected.length === 0) continue;
-    const positions = Int32Array.from(selected);
-    const pick = <T extends Float32Array | Int32Array>(values: T): T =>
-      values.constructor === Int32Array
-        ? (Int32Array.from(selected, (index) => values[index] as number) as T)
-        : (Float32Array.from(selected, (index) => values[index] as number) as T);
-    const pickedTargets = pick(targets);
-    const pickedMask = pick(mask);
-    const pickedAdvantages = pick(advantages);
-    const pickedOld = pick(old);
-    const parameterTensors = names.map((name) => {
-      const tensor = weights.get(name) as { shape: readonly number[]; data: Float32Array };
-      return tf.tensor(tensor.data, [...tensor.shape]);
-    });
-    let entropyTensor: Tensor | null = null;
-    const { value, grads } = tf.valueAndGrads((...parameters: Tensor[]) => {
-      const byName = Object.fromEntries(names.map((name, index) => [name, parameters[index] as Tensor]));
-      const maskTensor = tf.tensor1d(pickedMask);
-      const scores = config.tokenLogprobs
-        ? config.tokenLogprobs(byName, inputs, batch, steps, positions, offsets, pickedTargets)
-        : targetScores(
-            tf,
-            tf.logSoftmax(config.forward(byName, inputs, batch, steps, positions, offsets)) as Tensor2D,
-            pickedTargets,
-            config.vocabularySize,
-          );
-      const tokenLogprobs = scores.logprobs;
-      entropyTensor = tf.keep(tf.sum(tf.mul(scores.entropy, maskTensor)));
-      scores.entropy.dispose();
-      if (settings.kind === 'sft') return tf.div(tf.neg(tf.sum(tf.mul(tokenLogprobs, maskTensor))), trainableTokens);
-      const current = tokenLogprobs.dataSync();
-      const oldValues = new Float32Array(pickedOld.length);
-      const ratios = new Float32Array(pickedOld.length);
-      for (let index = 0; index < pickedOld.length; index += 1) {
-        const previous = Number.isNaN(pickedOld[index] as number)
-          ? (current[index] as number)
-          : (pickedOld[index] as number);
-        oldValues[index] = previous;
-        ratios[index] = Math.exp((current[index] as number) - previous);
-        if ((pickedMask[index] as number) > 0) {
-          ratioSum += ratios[index] as number;
-          klSum += previous - (current[index] as number);
-          if ((ratios[index] as number) < settings.low || (ratios[index] as number) > settings.high) clipped += 1;
-        }
-      }
-      const weighted = tf.mul(tf.tensor1d(pickedAdvantages), maskTensor);
-      if (settings.lossFunction === 'cispo') {
-        // CISPO: the clipped importance weight is a constant (no gradient through it).
-        const clippedRatios = ratios.map((ratio) => Math.min(Math.max(ratio, settings.low), settings.high));
-        return tf.div(
-          tf.neg(tf.sum(tf.mul(tf.mul(tokenLogprobs, tf.tensor1d(clippedRatios)), weighted))),
-          trainableTokens,
-        );
-      }
-      const ratio = tf.exp(tf.sub(tokenLogprobs, tf.tensor1d(oldValues)));
-      const unclipped = tf.mul(ratio, weighted);
-      const clippedObjective = tf.mul(tf.clipByValue(ratio, settings.low, settings.high), weighted);
-      return tf.div(tf.neg(tf.sum(tf.minimum(unclipped, clippedObjective))), trainableTokens);
-    })(parameterTensors);
-    loss += value.dataSync()[0] as number;
-    entropySum += entropyTensor ? ((entropyTensor as Tensor).dataSync()[0] as number) : 0;
-    names.forEach((name, index) => {
-      const gradient = grads[index] as Tensor;
-      const values = gradient.dataSync();
-      const sum = gradients.get(name) as Float32Array;
-      for (let position = 0; position < sum.length; position += 1)
-        sum[position] = (sum[position] as number) + (values[position] as number);
-    });
-    value.dispose();
-    (entropyTensor as Tensor | null)?.dispose();
-    for (const tensor of [...grads, ...parameterTensors]) tensor.dispose();
+    const inputs = passInputs(config.contextLength, pass);
+    if (inputs !== null) accumulatePass(step, inputs);
   }
   return {
-    loss,
-    entropy: entropySum / trainableTokens,
+    loss: totals.loss,
+    entropy: totals.entropy / trainableTokens,
     gradients,
     trainableTokens,
-    meanRatio: ratioSum / trainableTokens || 1,
-    clippedFraction: clipped / trainableTokens,
-    approximateKl: klSum / trainableTokens,
+    meanRatio: totals.ratio / trainableTokens || 1,
+    clippedFraction: totals.clipped / trainableTokens,
+    approximateKl: totals.kl / trainableTokens,
   };
+}
+
+/** Sums over the passes of one step: loss, entropy, and the RL ratios' sum, clipped count and KL. */
+interface StepTotals {
+  loss: number;
+  entropy: number;
+  ratio: number;
+  clipped: number;
+  kl: number;
+}
+
+/** What every pass of one step shares. */
+interface StepContext {
+  readonly tf: TensorFlow;
+  readonly config: TrainableModel;
+  /** The weights' names, in the order of the parameter tensors. */
+  readonly names: readonly string[];
+  readonly settings: LossSettings;
+  /** The step's trainable tokens: the loss is a mean over them. */
+  readonly trainableTokens: number;
+  readonly totals: StepTotals;
+  /** The step's gradients by weight name, summed over its passes. */
+  readonly gradients: Map<string, Float32Array>;
+}
+
+/**
+ * The model inputs of one pass: right-padded tokens `[batch, steps]` and each row's offset, and at
+ * the learned positions (flat `positions`) the targets, mask, advantages and old logprobs (NaN
+ * where the trajectory has none).
+ */
+interface PassInputs {
+  readonly batch: number;
+  readonly steps: number;
+  readonly offsets: number[];
+  readonly inputs: Int32Array;
+  readonly positions: Int32Array;
+  readonly targets: Int32Array;
+  readonly mask: Float32Array;
+  readonly advantages: Float32Array;
+  readonly oldLogprobs: Float32Array;
+}
+
+/** The inputs of a pass over `pass`, or null when it has no learned position. */
+function passInputs(contextLength: number, pass: readonly TrainingSequence[]): PassInputs | null {
+  const length = Math.min(contextLength + 1, maxOf(pass.map((sequence) => sequence.tokens.length)));
+  const steps = length - 1;
+  const batch = pass.length;
+  const offsets = pass.map((sequence) => sequence.offset ?? 0);
+  const inputs = new Int32Array(batch * steps);
+  const targets = new Int32Array(batch * steps);
+  const mask = new Float32Array(batch * steps);
+  const advantages = new Float32Array(batch * steps);
+  const old = new Float32Array(batch * steps).fill(Number.NaN);
+  pass.forEach((sequence, row) => {
+    for (let t = 0; t < steps; t += 1) {
+      const index = row * steps + t;
+      if (t + 1 < sequence.tokens.length) {
+        inputs[index] = sequence.tokens[t] as number;
+        targets[index] = sequence.tokens[t + 1] as number;
+        mask[index] = sequence.mask[t + 1] as number;
+        advantages[index] = sequence.weights[t + 1] as number;
+        old[index] = sequence.oldLogprobs[t + 1] as number;
+      } else if (t < sequence.tokens.length) {
+        inputs[index] = sequence.tokens[t] as number;
+      }
+    }
+  });
+  // Only the learned positions are projected to the vocabulary (on long prompts most are context).
+  const selected: number[] = [];
+  for (let index = 0; index < mask.length; index += 1) if ((mask[index] as number) > 0) selected.push(index);
+  if (selected.length === 0) return null;
+  const pick = <T extends Float32Array | Int32Array>(values: T): T =>
+    values.constructor === Int32Array
+      ? (Int32Array.from(selected, (index) => values[index] as number) as T)
+      : (Float32Array.from(selected, (index) => values[index] as number) as T);
+  return {
+    batch,
+    steps,
+    offsets,
+    inputs,
+    positions: Int32Array.from(selected),
+    targets: pick(targets),
+    mask: pick(mask),
+    advantages: pick(advantages),
+    oldLogprobs: pick(old),
+  };
+}
+
+/** Runs one forward and backward pass and adds its loss, entropy and gradients to the step's. */
+function accumulatePass(step: StepContext, pass: PassInputs): void {
+  const { tf, config, names, settings, trainableTokens, totals } = step;
+  const { batch, steps, offsets, inputs, positions } = pass;
+  const parameterTensors = names.map((name) => {
+    const tensor = config.weights.get(name) as { shape: readonly number[]; data: Float32Array };
+    return tf.tensor(tensor.data, [...tensor.shape]);
+  });
+  let entropyTensor: Tensor | null = null;
+  const { value, grads } = tf.valueAndGrads((...parameters: Tensor[]) => {
+    const byName = Object.fromEntries(names.map((name, index) => [name, parameters[index] as Tensor]));
+    const maskTensor = tf.tensor1d(pass.mask);
+    const scores = config.tokenLogprobs
+      ? config.tokenLogprobs(byName, inputs, batch, steps, positions, offsets, pass.targets)
+      : targetScores(
+          tf,
+          tf.logSoftmax(config.forward(byName, inputs, batch, steps, positions, offsets)) as Tensor2D,
+          pass.targets,
+          config.vocabularySize,
+        );
+    const tokenLogprobs = scores.logprobs;
+    entropyTensor = tf.keep(tf.sum(tf.mul(scores.entropy, maskTensor)));
+    scores.entropy.dispose();
+    if (settings.kind === 'sft') return tf.div(tf.neg(tf.sum(tf.mul(tokenLogprobs, maskTensor))), trainableTokens);
+    return policyLoss(step, pass, tokenLogprobs, maskTensor);
+  })(parameterTensors);
+  totals.loss += value.dataSync()[0] as number;
+  totals.entropy += entropyTensor ? ((entropyTensor as Tensor).dataSync()[0] as number) : 0;
+  names.forEach((name, index) => {
+    const gradient = grads[index] as Tensor;
+    const values = gradient.dataSync();
+    const sum = step.gradients.get(name) as Float32Array;
+    for (let position = 0; position < sum.length; position += 1)
+      sum[position] = (sum[position] as number) + (values[position] as number);
+  });
+  value.dispose();
+  (entropyTensor as Tensor | null)?.dispose();
+  for (const tensor of [...grads, ...parameterTensors]) tensor.dispose();
+}
+
+/**
+ * The RL loss of a pass (CISPO or clipped PPO) from the learned tokens' logprobs, inside the
+ * gradient tape; adds the importance ratios' sum, clipped count and KL estimate to the step's.
+ */
+function policyLoss(step: StepContext, pass: PassInputs, tokenLogprobs: Tensor, maskTensor: Tensor): Tensor {
+  const { tf, settings, trainableTokens, totals } = step;
+  const pickedOld = pass.oldLogprobs;
+  const pickedMask = pass.mask;
+  const current = tokenLogprobs.dataSync();
+  const oldValues = new Float32Array(pickedOld.length);
+  const ratios = new Float32Array(pickedOld.length);
+  // Summed in locals, in the order the step's totals would be: the same floating-point result.
+  let ratioSum = totals.ratio;
+  let klSum = totals.kl;
+  let clipped = totals.clipped;
+  for (let index = 0; index < pickedOld.length; index += 1) {
+    const previous = Number.isNaN(pickedOld[index] as number)
+      ? (current[index] as number)
+      : (pickedOld[index] as number);
+    oldValues[index] = previous;
+    ratios[index] = Math.exp((current[index] as number) - previous);
+    if ((pickedMask[index] as number) > 0) {
+      ratioSum += ratios[index] as number;
+      klSum += previous - (current[index] as number);
+      if ((ratios[index] as number) < settings.low || (ratios[index] as number) > settings.high) clipped += 1;
+    }
+  }
+  totals.ratio = ratioSum;
+  totals.kl = klSum;
+  totals.clipped = clipped;
+  const weighted = tf.mul(tf.tensor1d(pass.advantages), maskTensor);
+  if (settings.lossFunction === 'cispo') {
+    // CISPO: the clipped importance weight is a constant (no gradient through it).
+    const clippedRatios = ratios.map((ratio) => Math.min(Math.max(ratio, settings.low), settings.high));
+    return tf.div(tf.neg(tf.sum(tf.mul(tf.mul(tokenLogprobs, tf.tensor1d(clippedRatios)), weighted))), trainableTokens);
+  }
+  const ratio = tf.exp(tf.sub(tokenLogprobs, tf.tensor1d(oldValues)));
+  const unclipped = tf.mul(ratio, weighted);
+  const clippedObjective = tf.mul(tf.clipByValue(ratio, settings.low, settings.high), weighted);
+  return tf.div(tf.neg(tf.sum(tf.minimum(unclipped, clippedObjective))), trainableTokens);
 }
 
 /** Cuts sequences longer than the context (plus one target token); counts the cut ones. */

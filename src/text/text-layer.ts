@@ -243,91 +243,72 @@ function idsOf(value: unknown): number[] {
   return [];
 }
 
-/**
- * Loads the text layer of a Hugging Face model folder: `tokenizer.json` and
- * `tokenizer_config.json` (required), `chat_template.jinja` (preferred over the config's
- * `chat_template`, as transformers does) and `generation_config.json` (optional).
- * Needs the optional dependencies `@huggingface/tokenizers` and `@huggingface/jinja`.
- *
- * @example
- * const text = await loadTextLayer('/models/Qwen3-0.6B');
- * const ids = text.encodeChat([{ role: 'user', content: 'Hi' }], { addGenerationPrompt: true });
- * const { content, tool_calls, reasoning } = text.parseAssistant(text.decode(sampledIds));
- */
-export async function loadTextLayer(dir: string, options: TextLayerOptions = {}): Promise<TextLayer> {
-  let tokenizers: typeof import('@huggingface/tokenizers');
-  let jinja: JinjaModule;
+/** The tokenizers library's module (an optional dependency). */
+type TokenizersModule = typeof import('@huggingface/tokenizers');
+/** A tokenizer of the tokenizers library. */
+type HfTokenizer = InstanceType<TokenizersModule['Tokenizer']>;
+
+/** The chat templates of a folder, compiled: the default one, and the one for requests with tools. */
+interface ChatTemplates {
+  readonly main: ChatTemplate;
+  readonly toolUse: ChatTemplate | null;
+}
+
+/** Imports the optional dependencies real models need, or says how to install them. */
+async function importTextLibraries(): Promise<{ tokenizers: TokenizersModule; jinja: JinjaModule }> {
   try {
-    [tokenizers, jinja] = await Promise.all([import('@huggingface/tokenizers'), import('@huggingface/jinja')]);
+    const [tokenizers, jinja] = await Promise.all([import('@huggingface/tokenizers'), import('@huggingface/jinja')]);
+    return { tokenizers, jinja };
   } catch (error) {
     throw new Error(
       `Real models need the optional dependencies @huggingface/tokenizers and @huggingface/jinja (npm install @huggingface/tokenizers @huggingface/jinja); importing them failed: ${error instanceof Error ? error.message : String(error)}`,
     );
   }
-  const tokenizerJson = (await readJson(path.join(dir, 'tokenizer.json'), true)) as Json;
-  const config = (await readJson(path.join(dir, 'tokenizer_config.json'), true)) as Json;
-  const generation = (await readJson(path.join(dir, 'generation_config.json'), false)) ?? {};
-  const modelConfig = (await readJson(path.join(dir, 'config.json'), false)) ?? {};
-  const templateSource = await chatTemplateText(dir, config);
-  let tokenizer: InstanceType<typeof tokenizers.Tokenizer>;
+}
+
+/** The folder's tokenizer, or an error naming the folder when the library cannot load its tokenizer.json. */
+function createTokenizer(tokenizers: TokenizersModule, tokenizerJson: Json, config: Json, dir: string): HfTokenizer {
   try {
-    tokenizer = new tokenizers.Tokenizer(tokenizerJson, config);
+    return new tokenizers.Tokenizer(tokenizerJson, config);
   } catch (error) {
     throw new Error(
       `Expected a tokenizer.json that @huggingface/tokenizers can load in ${dir}, got an error: ${error instanceof Error ? error.message : String(error)}`,
     );
   }
+}
 
-  const vocabulary = tokenizer.get_vocab(true);
-  let vocabularySize = 0;
-  for (const id of vocabulary.values()) vocabularySize = Math.max(vocabularySize, id + 1);
-  const configRows = modelConfig['vocab_size'];
-  const modelVocabularySize =
-    typeof configRows === 'number' && Number.isInteger(configRows) && configRows > vocabularySize
-      ? configRows
-      : vocabularySize;
-  const addedTokens = tokenizer.get_added_tokens_decoder();
-
+/** The special tokens of tokenizer_config.json by key (`bos_token`, `eos_token`, ...), as the template reads them. */
+function specialTokensOf(config: Json): Json {
   const specialTokens: Json = {};
   for (const key of SPECIAL_TOKEN_KEYS) {
     const content = tokenContent(config[key]);
     if (content !== null) specialTokens[key] = content;
   }
-  const idOf = (content: unknown): number | null => {
-    if (typeof content !== 'string') return null;
-    return tokenizer.token_to_id(content) ?? null;
+  return specialTokens;
+}
+
+/** The folder's chat templates compiled, or null when it has none. */
+function compileTemplates(
+  jinja: JinjaModule,
+  templateSource: Awaited<ReturnType<typeof chatTemplateText>>,
+): ChatTemplates | null {
+  if (!templateSource) return null;
+  const toolUseText = templateSource.named.get('tool_use');
+  return {
+    main: compileChatTemplate(jinja, templateSource.text, templateSource.source),
+    toolUse:
+      toolUseText === undefined ? null : compileChatTemplate(jinja, toolUseText, `${templateSource.source} (tool_use)`),
   };
-  const bosTokenId = idOf(specialTokens['bos_token']);
-  const stopTokenIds = [...new Set([...idsOf(generation['eos_token_id']), ...idsOf(idOf(specialTokens['eos_token']))])];
-  if (stopTokenIds.length === 0)
-    throw new Error(
-      `Expected an end-of-turn token in ${dir} (generation_config.json's eos_token_id or tokenizer_config.json's eos_token), got neither.`,
-    );
+}
 
-  let templates: { main: ChatTemplate; toolUse: ChatTemplate | null } | null = null;
-  if (templateSource) {
-    const toolUseText = templateSource.named.get('tool_use');
-    templates = {
-      main: compileChatTemplate(jinja, templateSource.text, templateSource.source),
-      toolUse:
-        toolUseText === undefined
-          ? null
-          : compileChatTemplate(jinja, toolUseText, `${templateSource.source} (tool_use)`),
-    };
-  }
-  const templateText = templateSource ? [templateSource.text, ...templateSource.named.values()].join('\n') : '';
-  const toolCallFormat: ToolCallFormat =
-    !templateText.includes('<tool_call>') && templateText.includes('<|start_header_id|>') ? 'llama3-json' : 'hermes';
-
-  const byteLevel = usesByteLevel(tokenizerJson['decoder']) || usesByteLevel(tokenizerJson['pre_tokenizer']);
-  const byteOf = byteLevel ? byteLevelDecoder() : null;
-  const utf8 = new TextEncoder();
-  const strictUtf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
-  const now = options.now ?? (() => new Date());
-
-  const encode = (text: string): number[] => tokenizer.encode(text, { add_special_tokens: false }).ids;
-
-  const renderChat = (messages: readonly ChatMessage[], renderOptions: ChatRenderOptions): string => {
+/** {@link TextLayer.renderChat} over the folder's templates (an input error when it has none). */
+function chatRenderer(
+  dir: string,
+  templates: ChatTemplates | null,
+  specialTokens: Json,
+  now: () => Date,
+): (messages: readonly ChatMessage[], renderOptions: ChatRenderOptions) => string {
+  return (messages, renderOptions) => {
     if (!templates)
       throw new EngineInputError(
         `The model folder ${dir} has no chat template (neither chat_template.jinja nor a chat_template in tokenizer_config.json); chat requests need an instruct model.`,
@@ -350,8 +331,19 @@ export async function loadTextLayer(dir: string, options: TextLayerOptions = {})
       strftime_now: (format: unknown) => strftime(now(), String(format)),
     });
   };
+}
 
-  const tokenBytes = (id: number): number[] => {
+/**
+ * {@link TextLayer.tokenBytes} of a tokenizer: an added token's UTF-8, a byte-level piece through
+ * `byteOf` (GPT-2's table), else a SentencePiece piece (byte fallback, ▁ for spaces).
+ */
+function tokenBytesReader(
+  tokenizer: HfTokenizer,
+  addedTokens: ReturnType<HfTokenizer['get_added_tokens_decoder']>,
+  byteOf: Map<string, number> | null,
+  utf8: TextEncoder,
+): (id: number) => number[] {
+  return (id) => {
     const added = addedTokens.get(id);
     if (added) return [...utf8.encode(added.content)];
     const piece = tokenizer.id_to_token(id);
@@ -362,6 +354,62 @@ export async function loadTextLayer(dir: string, options: TextLayerOptions = {})
     if (byteFallback) return [Number.parseInt(byteFallback[1] as string, 16)];
     return [...utf8.encode(piece.replaceAll('\u2581', ' '))];
   };
+}
+
+/**
+ * Loads the text layer of a Hugging Face model folder: `tokenizer.json` and
+ * `tokenizer_config.json` (required), `chat_template.jinja` (preferred over the config's
+ * `chat_template`, as transformers does) and `generation_config.json` (optional).
+ * Needs the optional dependencies `@huggingface/tokenizers` and `@huggingface/jinja`.
+ *
+ * @example
+ * const text = await loadTextLayer('/models/Qwen3-0.6B');
+ * const ids = text.encodeChat([{ role: 'user', content: 'Hi' }], { addGenerationPrompt: true });
+ * const { content, tool_calls, reasoning } = text.parseAssistant(text.decode(sampledIds));
+ */
+export async function loadTextLayer(dir: string, options: TextLayerOptions = {}): Promise<TextLayer> {
+  const { tokenizers, jinja } = await importTextLibraries();
+  const tokenizerJson = (await readJson(path.join(dir, 'tokenizer.json'), true)) as Json;
+  const config = (await readJson(path.join(dir, 'tokenizer_config.json'), true)) as Json;
+  const generation = (await readJson(path.join(dir, 'generation_config.json'), false)) ?? {};
+  const modelConfig = (await readJson(path.join(dir, 'config.json'), false)) ?? {};
+  const templateSource = await chatTemplateText(dir, config);
+  const tokenizer = createTokenizer(tokenizers, tokenizerJson, config, dir);
+
+  const vocabulary = tokenizer.get_vocab(true);
+  let vocabularySize = 0;
+  for (const id of vocabulary.values()) vocabularySize = Math.max(vocabularySize, id + 1);
+  const configRows = modelConfig['vocab_size'];
+  const modelVocabularySize =
+    typeof configRows === 'number' && Number.isInteger(configRows) && configRows > vocabularySize
+      ? configRows
+      : vocabularySize;
+  const addedTokens = tokenizer.get_added_tokens_decoder();
+
+  const specialTokens = specialTokensOf(config);
+  const idOf = (content: unknown): number | null => {
+    if (typeof content !== 'string') return null;
+    return tokenizer.token_to_id(content) ?? null;
+  };
+  const bosTokenId = idOf(specialTokens['bos_token']);
+  const stopTokenIds = [...new Set([...idsOf(generation['eos_token_id']), ...idsOf(idOf(specialTokens['eos_token']))])];
+  if (stopTokenIds.length === 0)
+    throw new Error(
+      `Expected an end-of-turn token in ${dir} (generation_config.json's eos_token_id or tokenizer_config.json's eos_token), got neither.`,
+    );
+
+  const templates = compileTemplates(jinja, templateSource);
+  const templateText = templateSource ? [templateSource.text, ...templateSource.named.values()].join('\n') : '';
+  const toolCallFormat: ToolCallFormat =
+    !templateText.includes('<tool_call>') && templateText.includes('<|start_header_id|>') ? 'llama3-json' : 'hermes';
+
+  const byteLevel = usesByteLevel(tokenizerJson['decoder']) || usesByteLevel(tokenizerJson['pre_tokenizer']);
+  const utf8 = new TextEncoder();
+  const strictUtf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+  const encode = (text: string): number[] => tokenizer.encode(text, { add_special_tokens: false }).ids;
+  const renderChat = chatRenderer(dir, templates, specialTokens, options.now ?? (() => new Date()));
+  const tokenBytes = tokenBytesReader(tokenizer, addedTokens, byteLevel ? byteLevelDecoder() : null, utf8);
   let idOfBytes: Map<string, number> | null = null;
   const stopTexts = stopTokenIds.map((id) => addedTokens.get(id)?.content ?? '').filter((ending) => ending.length > 0);
 

@@ -11,7 +11,7 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { DEFAULT_DATA_DIR } from '../../internal/env.js';
 
-/** Options of `export` (parsed by commander in `main.ts`). */
+/** Options of `export` (declared in `export-command.ts`, parsed by commander). */
 export interface ExportOptions {
   /** Folder to write. */
   out: string;

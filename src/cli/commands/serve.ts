@@ -10,7 +10,7 @@ import { escapeControl } from '../../internal/control-characters.js';
 import { ENV, readEnv } from '../../internal/env.js';
 import { InvalidArgumentError } from '../../internal/errors.js';
 
-/** The options of `policyloop serve`, as commander parsed them (`src/cli/main.ts` declares them). */
+/** The options of `policyloop serve`, as commander parsed them (`serve-command.ts` declares them). */
 export interface ServeOptions {
   /** `--host`: the interface to listen on. */
   host: string;
