@@ -92,10 +92,11 @@ export function lossSettings(kind: 'rl' | 'sft', config: ExperimentalTrainingCon
 }
 
 /**
- * What {@link computeStep} needs of a model: its trainable weights (updated by the optimizer), a
- * differentiable forward pass over them, and the numbers that size its passes.
+ * What the engine's trainer ({@link computeStep}) needs of a model: its trainable weights (updated
+ * by the optimizer), a differentiable forward pass over them, and the numbers that size its
+ * passes. (Not the library's `TrainableModel`, the handle a script trains.)
  */
-export interface TrainableModel {
+export interface DifferentiableModel {
   readonly vocabularySize: number;
   readonly contextLength: number;
   /** Attention scores of one row of `length` tokens. */
@@ -116,7 +117,7 @@ export interface TrainableModel {
 }
 
 /**
- * What a forward pass of a {@link TrainableModel} takes: the trained parameters by name, the
+ * What a forward pass of a {@link DifferentiableModel} takes: the trained parameters by name, the
  * right-padded `tokens` `[batch, length]`, the flat `positions` whose next token counts, and each
  * row's offset.
  */
@@ -129,8 +130,8 @@ export type PassArguments = [
   offsets: readonly number[],
 ];
 
-/** The built-in models as {@link TrainableModel}s: every weight is trained. */
-function builtInTrainable(tf: TensorFlow, config: ModelConfig, weights: HostWeights): TrainableModel {
+/** The built-in models as {@link DifferentiableModel}s: every weight is trained. */
+function builtInDifferentiable(tf: TensorFlow, config: ModelConfig, weights: HostWeights): DifferentiableModel {
   return {
     vocabularySize: config.vocabularySize,
     contextLength: config.contextLength,
@@ -147,7 +148,7 @@ function builtInTrainable(tf: TensorFlow, config: ModelConfig, weights: HostWeig
  * pass of its own).
  */
 export function trainingPasses(
-  config: Pick<TrainableModel, 'vocabularySize' | 'scoresPerRow' | 'tokensPerPass' | 'tokenLogprobs'>,
+  config: Pick<DifferentiableModel, 'vocabularySize' | 'scoresPerRow' | 'tokensPerPass' | 'tokenLogprobs'>,
   sequences: readonly TrainingSequence[],
 ): TrainingSequence[][] {
   const learnedOf = (sequence: TrainingSequence): number => sequence.mask.slice(1).reduce((a, b) => a + b, 0);
@@ -184,7 +185,7 @@ export function trainingPasses(
  */
 export function computeStep(
   tf: TensorFlow,
-  config: TrainableModel,
+  config: DifferentiableModel,
   sequences: readonly TrainingSequence[],
   settings: LossSettings,
 ): StepResult {
@@ -228,7 +229,7 @@ interface StepTotals {
 /** What every pass of one step shares. */
 interface StepContext {
   readonly tf: TensorFlow;
-  readonly config: TrainableModel;
+  readonly config: DifferentiableModel;
   /** The weights' names, in the order of the parameter tensors. */
   readonly names: readonly string[];
   readonly settings: LossSettings;
@@ -493,7 +494,7 @@ export async function runSteps(
   tf: TensorFlow,
   job: EngineTrainingJob,
   hooks: TrainingHooks,
-  trainable: TrainableModel,
+  trainable: DifferentiableModel,
   optimizer: AdamW,
   build: SequenceBuilder,
 ): Promise<Record<string, number>> {
@@ -593,7 +594,7 @@ export async function runTrainingJob(job: EngineTrainingJob, hooks: TrainingHook
     weights,
     job.policy.checkpointPath ? await readOptimizerState(config, job.policy.checkpointPath) : null,
   );
-  const metrics = await runSteps(tf, job, hooks, builtInTrainable(tf, config, weights), optimizer, {
+  const metrics = await runSteps(tf, job, hooks, builtInDifferentiable(tf, config, weights), optimizer, {
     contextLength: config.contextLength,
     rl: (groups, trainingConfig) => {
       const data = buildRlData(groups, trainingConfig, tokenizerOf(config));

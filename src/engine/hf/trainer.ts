@@ -6,7 +6,7 @@ import type { Tensor, Tensor2D } from '@tensorflow/tfjs-core';
 import type { TensorFlow } from '../tensorflow.js';
 import { AdamW } from '../optimizer.js';
 import { checkCancelled, runSteps, truncate } from '../trainer.js';
-import type { TrainableModel, TrainingHooks } from '../trainer.js';
+import type { DifferentiableModel, TrainingHooks } from '../trainer.js';
 import type { HfModelConfig } from './config.js';
 import type { EngineTrainingJob, EngineTrainingResult } from '../types.js';
 import type { HostWeights } from '../weights.js';
@@ -109,7 +109,7 @@ export function assertTrainable(directory: string, config: HfModelConfig, placem
 }
 
 /**
- * The adapter of a policy as a {@link TrainableModel} over the base model. `options.logitsPerChunk`
+ * The adapter of a policy as a {@link DifferentiableModel} over the base model. `options.logitsPerChunk`
  * bounds the logits the loss holds at once (default `LOGITS_PER_CHUNK`; tests make it small).
  */
 export function trainableAdapter(
@@ -118,7 +118,7 @@ export function trainableAdapter(
   settings: LoraSettings,
   weights: HostWeights,
   options: { readonly logitsPerChunk?: number | undefined } = {},
-): TrainableModel {
+): DifferentiableModel {
   const c = model.config;
   const placement: WeightPlacement = model.base.layers.some((layer) => isHostLayer(layer)) ? 'host' : 'heap';
   assertTrainable(model.directory, c, placement);
