@@ -5,7 +5,7 @@
  * checks, held to them by the compiler, and `RLTrainer`'s `train` and `job` options reuse them.
  */
 import { InvalidArgumentError } from '../internal/errors.js';
-import { option, optionsSchema, parseOptions } from '../internal/option-schema.js';
+import { option, optionsSchema, parseOptions, parseValue } from '../internal/option-schema.js';
 import type { ExperimentalTrainingConfig, SFTTrainingConfigInput } from '../schema/index.js';
 import type { JobOptions, SFTParams, TrainParams, WaitOptions } from './backend.js';
 import type { JobProgress } from './follow-job.js';
@@ -35,11 +35,10 @@ export const TrainParamsShape = {
 
 /** `trainSFT`'s training parameters. */
 const SFTParamsShape = {
+  // Each rate of an array is checked by its index in `checkSFTParams`.
   learningRate: option
     .like<number | number[]>(
-      (value) =>
-        (typeof value === 'number' && value > 0 && Number.isFinite(value)) ||
-        (Array.isArray(value) && value.length > 0 && value.every((item) => typeof item === 'number' && item > 0)),
+      (value) => (typeof value === 'number' && value > 0 && Number.isFinite(value)) || Array.isArray(value),
       'a positive number, or an array of them (one per batch)',
     )
     .optional(),
@@ -81,7 +80,10 @@ export function checkTrainParams(params: TrainParams | undefined): TrainParams {
 /** Checks `trainSFT`'s parameters, as {@link checkTrainParams} does `train`'s. */
 export function checkSFTParams(params: SFTParams | undefined): SFTParams {
   refuseRequestOptions(params);
-  return parseOptions(SFTParamsSchema, params, { name: 'params' });
+  const checked = parseOptions(SFTParamsSchema, params, { name: 'params' });
+  const rates = checked.learningRate;
+  if (Array.isArray(rates)) rates.forEach((rate, index) => parseValue(`learningRate[${index}]`, positive(), rate));
+  return checked;
 }
 
 /** "Unknown option `params.timeout`: `timeout` is a request option, the third argument (`{ timeout }`)". */

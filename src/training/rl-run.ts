@@ -33,7 +33,7 @@ import type { TrainableModel } from './trainable-model.js';
 /** A batch of groups sampled for one step. */
 interface SampledBatch {
   readonly groups: TrajectoryGroup[];
-  readonly version: number;
+  readonly sampledStep: number;
   readonly seconds: number;
   /** Rollouts that failed for good, and failed attempts retried. */
   readonly failed: number;
@@ -42,7 +42,7 @@ interface SampledBatch {
 
 /** A batch being sampled. */
 interface PendingBatch {
-  readonly version: number;
+  readonly sampledStep: number;
   readonly promise: Promise<SampledBatch>;
 }
 
@@ -219,9 +219,8 @@ export class RLRun<S> {
     }
     events.emit('step:start', {
       step,
-      sampledStep: batch.version,
+      sampledStep: batch.sampledStep,
       groups: checked.groups.length,
-      oldestPolicyVersion: batch.version,
     });
     const trainStart = performance.now();
     const learningRate =
@@ -244,7 +243,7 @@ export class RLRun<S> {
     this.lastStepEnd = Date.now();
     this.latest = result.step;
     this.totals.steps += 1;
-    events.emit('step:end', { step, sampledStep: batch.version, metrics: result.metrics });
+    events.emit('step:end', { step, sampledStep: batch.sampledStep, metrics: result.metrics });
     this.host.stream?.write(`${formatStepLine(step, config.maxSteps, result.metrics)}\n`);
     return true;
   }
@@ -331,27 +330,27 @@ export class RLRun<S> {
   }
 
   /** Starts the rollouts of one batch at `version`. */
-  private sampleBatch(scenarios: readonly S[], version: number): PendingBatch {
+  private sampleBatch(scenarios: readonly S[], sampledStep: number): PendingBatch {
     const startedAt = performance.now();
     const counts = { failed: 0, retried: 0 };
     const events = new GatherEmitter<S>();
     events.on('rollout:error', ({ groupIndex, index, attempt, error, willRetry }) => {
       if (willRetry) counts.retried += 1;
       else counts.failed += 1;
-      this.host.events.emit('rollout:failed', { sampledStep: version, groupIndex, index, attempt, error, willRetry });
+      this.host.events.emit('rollout:failed', { sampledStep, groupIndex, index, attempt, error, willRetry });
     });
     const { groupSize } = this.host.config;
     const promise = this.gather(
       scenarios,
       groupSize,
-      version,
-      { step: version },
+      sampledStep,
+      { step: sampledStep },
       this.model,
       this.sampling.signal,
       events,
-    ).then((groups) => ({ groups, version, seconds: seconds(startedAt), ...counts }));
+    ).then((groups) => ({ groups, sampledStep, seconds: seconds(startedAt), ...counts }));
     promise.catch(() => undefined);
-    return { version, promise };
+    return { sampledStep, promise };
   }
 
   /**
@@ -361,7 +360,7 @@ export class RLRun<S> {
   private gather(
     scenarios: readonly S[],
     size: number,
-    version: number,
+    sampledStep: number,
     route: StepRoute,
     target: EndpointModel,
     gatherSignal: AbortSignal,
@@ -381,7 +380,7 @@ export class RLRun<S> {
         groupSize: size,
         reward: options.reward,
         scoreGroup: options.scoreGroup,
-        policyVersion: () => version,
+        policyVersion: () => sampledStep,
         signal: gatherSignal,
         model: target,
       }),
@@ -440,7 +439,7 @@ export class RLRun<S> {
       const values = metricByStep(await this.model.history(), keepBestBy);
       if (![...values.keys()].some((step) => step >= 1 && step <= this.latest)) return;
     }
-    const sampledFrom = final ? [] : [...this.queue.map((batch) => batch.version), ...this.validating];
+    const sampledFrom = final ? [] : [...this.queue.map((batch) => batch.sampledStep), ...this.validating];
     await this.model.pruneCheckpoints({
       keepBestBy,
       direction: keep.direction,

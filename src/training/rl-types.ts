@@ -217,8 +217,6 @@ export interface StepStartEvent {
   readonly sampledStep: number;
   /** Groups in the batch. */
   readonly groups: number;
-  /** The oldest policy version in the batch. */
-  readonly oldestPolicyVersion: number;
 }
 
 /** A step trained (see {@link StepStartEvent} for the two step numbers). */

@@ -289,7 +289,7 @@ export class TrainableModel extends PromptedModel<TrainableModelEvents> {
     this.registered();
     const startedAt = Date.now();
     await this.finishPendingJob(options);
-    const step = await this.getStep(options);
+    const step = await this.getStep({ signal: options.signal });
     const batch = prepareBatch(groups, {
       step,
       maxStepsOffPolicy: params.maxStepsOffPolicy,
@@ -320,7 +320,7 @@ export class TrainableModel extends PromptedModel<TrainableModelEvents> {
     const groups = [...batch.groups];
     const groupMetrics = log ? prefixMetrics(computeStepMetrics(groups), 'train') : {};
     // The step's history row is written once the job is known to be done (see TrainingJobs).
-    if (log) await this.logBatcher().add({ split: 'train', groups }, options);
+    if (log) await this.logBatcher().add({ split: 'train', groups }, { signal: options.signal });
     // The service stamps logged groups with its current step: deliver them before the step moves.
     await this.flushBatcher(options.signal);
     const request = {

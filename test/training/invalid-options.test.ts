@@ -327,7 +327,8 @@ describe('model options, against the local service', () => {
       const given = { [name]: name === 'onProgress' ? () => undefined : 1_000 } as never;
       for (const call of [() => model.train([group()], given), () => model.trainSFT(rows, given)]) {
         const error = await failure(call);
-        expectInvalid(error, `params.${name}`);
+        expect(error).toBeInstanceOf(InvalidArgumentError);
+        expect((error as InvalidArgumentError).argument).toBe(`params.${name}`);
         expect((error as Error).message).toBe(
           `Unknown option \`params.${name}\`: \`${name}\` is a request option, the third argument (\`{ ${name} }\`)`,
         );
