@@ -20,7 +20,7 @@ import { registerLocalRoutes } from './routes/local-routes.js';
 import { registerModelRoutes } from './routes/model-routes.js';
 import { registerSystemRoutes } from './routes/system-routes.js';
 import type { ServiceContext } from './service-context.js';
-import { Store } from './store.js';
+import { Store } from './store/index.js';
 import { unservedRouteMessage } from './unserved-routes.js';
 
 /** A running service instance (not yet listening: see `serve`). */
@@ -74,7 +74,7 @@ export async function createApp(options: ServerOptions = {}): Promise<App> {
   try {
     store = Store.openIn(dataDir);
     // Deletes the keys that expired while no service ran.
-    idempotency = new IdempotencyKeys(store, settings.idempotencyKeyRetentionMs);
+    idempotency = new IdempotencyKeys(store.idempotencyKeys, settings.idempotencyKeyRetentionMs);
     engine = options.engine ?? (await loadDefaultEngine(options.models ?? []));
     runner = new JobRunner({
       store,

@@ -127,7 +127,7 @@ export function registerInferenceRoutes(routes: RouteTable, service: ServiceCont
     const data: InferenceModel[] = service.engine
       .baseModels()
       .map((id) => ({ id, object: 'model', created: BASE_MODEL_CREATED, owned_by: 'policyloop', root: id }));
-    for (const model of service.store.listModels()) {
+    for (const model of service.store.models.all()) {
       const created = Math.floor(Date.parse(model.created_at) / 1000);
       data.push({ id: inferenceName(model), object: 'model', created, owned_by: model.entity, root: model.base_model });
       data.push({
@@ -137,7 +137,7 @@ export function registerInferenceRoutes(routes: RouteTable, service: ServiceCont
         owned_by: model.entity,
         root: model.base_model,
       });
-      for (const checkpoint of service.store.allCheckpoints(model.id)) {
+      for (const checkpoint of service.store.checkpoints.all(model.id)) {
         data.push({
           id: inferenceName(model, checkpoint.step),
           object: 'model',

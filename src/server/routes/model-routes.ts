@@ -29,7 +29,7 @@ import {
   requireModel,
   type ServiceContext,
 } from '../service-context.js';
-import type { CheckpointRecord, ModelRecord } from '../store.js';
+import type { CheckpointRecord, ModelRecord } from '../store/index.js';
 import { toPage } from './pages.js';
 
 /** The check of `split` that the log body's fast path skips (the same as `LogBody`'s). */
@@ -44,7 +44,7 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
     // Names, and a base model the engine serves: the same schema the OpenAPI document shows.
     const body = parseBody(registerModelBody(contractContextOf(service)), request.body);
     const entity = body.entity ?? options.entity;
-    const existing = store.findModel(entity, body.project, body.name);
+    const existing = store.models.find(entity, body.project, body.name);
     if (existing !== undefined) {
       const name = `${entity}/${body.project}/${body.name}`;
       if (!body.return_existing)
@@ -59,7 +59,7 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
       return context.json(request.commit(() => existing, toModelResponse).answer);
     }
     const { answer } = request.commit(
-      () => store.createModel({ entity, project: body.project, name: body.name, base_model: body.base_model }),
+      () => store.models.create({ entity, project: body.project, name: body.name, base_model: body.base_model }),
       toModelResponse,
     );
     return context.json(answer);
@@ -68,7 +68,7 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
 
   routes.add(operation('deleteModel'), async (context) => {
     const modelId = readIdParam(context, 'model_id');
-    const deleted = store.deleteModel(modelId);
+    const deleted = store.models.delete(modelId);
     if (deleted === undefined) throw new HttpError(404, `Model ${modelId} not found`);
     await service.runner.stopModel(modelId);
     await rm(resolve(options.dataDir, 'weights', modelId), { recursive: true, force: true });
@@ -85,7 +85,7 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
     const query = readQuery(context, CheckpointListQuery);
     requireModel(service, modelId);
     // An empty `after` (`?after=`) means no cursor: the first page.
-    const page = store.listCheckpoints(modelId, { ...query, after: query.after === '' ? undefined : query.after });
+    const page = store.checkpoints.list(modelId, { ...query, after: query.after === '' ? undefined : query.after });
     if (page === undefined)
       throw validationFailure(
         ['query', 'after'],
@@ -98,7 +98,7 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
     const modelId = readIdParam(context, 'model_id');
     const body = await readBody(service, context, DeleteCheckpointsRequest);
     requireModel(service, modelId);
-    const { deleted, notFound } = store.deleteCheckpoints(modelId, body.steps);
+    const { deleted, notFound } = store.checkpoints.delete(modelId, body.steps);
     await Promise.all(
       deleted.map(async (checkpoint) => {
         const directory = resolve(options.dataDir, checkpoint.path);
@@ -134,7 +134,7 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
         : (sampledStep(body.trajectory_groups, model.latest_step) ?? model.latest_step);
     const { answer } = request.commit(
       () =>
-        store.insertLog({
+        store.logs.insert({
           modelId,
           split: body.split,
           step: sampledAt,
