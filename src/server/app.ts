@@ -4,6 +4,7 @@ import { setMaxListeners } from 'node:events';
 import { mkdirSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Hono } from 'hono';
+import { methodNotAllowed } from 'hono/method-not-allowed';
 import type { Engine } from '../engine/types.js';
 import { InvalidArgumentError } from '../internal/errors.js';
 import { ApiKeyChecker, type AuthVariables, requireApiKey } from './auth.js';
@@ -115,11 +116,23 @@ export async function createApp(options: ServerOptions = {}): Promise<App> {
 
   hono.use('*', async (context, next) => {
     // Every answer carries an id that a client can quote and that the logger's notes carry too.
+    // Not `hono/request-id`: it takes a client's own `X-Request-Id` as the id (ours are always
+    // `req_<32 hex>` the service minted), and it sets the header before the handler, so a
+    // Response a handler builds itself (the dashboard's files, a streamed completion) has none.
     const requestId = `req_${randomUUID().replaceAll('-', '')}`;
     context.set('requestId', requestId);
     await next();
     context.res.headers.set('x-request-id', requestId);
   });
+  // A known path with another method: 405 with `Allow` (its registered methods, HEAD with GET),
+  // in the service's error shape, before any key is asked for (the key is a route's own middleware).
+  hono.use(
+    methodNotAllowed({
+      app: hono,
+      onMethodNotAllowed: (context, methods) =>
+        context.json(errorBody(405, 'Method Not Allowed'), 405, { allow: methods.join(', ') }),
+    }),
+  );
   hono.use('*', async (context, next) => {
     if (closed && !ALWAYS_ON.has(context.req.path)) throw new HttpError(503, 'The service is stopped');
     await next();
@@ -132,9 +145,6 @@ export async function createApp(options: ServerOptions = {}): Promise<App> {
   registerDashboardRoutes(routes);
 
   hono.notFound((context) => {
-    const allowed = routes.allowedMethods(context.req.path);
-    if (allowed.length > 0)
-      return context.json(errorBody(405, 'Method Not Allowed'), 405, { allow: allowed.join(', ') });
     const unserved = unservedRouteMessage(context.req.method, context.req.path);
     return context.json(errorBody(404, unserved ?? 'Not Found'), 404);
   });
