@@ -99,14 +99,7 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
     const body = await readBody(service, context, DeleteCheckpointsRequest);
     requireModel(service, modelId);
     const { deleted, notFound } = store.checkpoints.delete(modelId, body.steps);
-    await Promise.all(
-      deleted.map(async (checkpoint) => {
-        const directory = resolve(options.dataDir, checkpoint.path);
-        // A remote engine frees its copy first (best effort: the local rows are gone either way).
-        await service.engine.deleteCheckpoint?.(directory).catch(() => undefined);
-        await rm(directory, { recursive: true, force: true });
-      }),
-    );
+    await removeCheckpointFiles(service, deleted);
     const response: DeleteCheckpointsResponse = { deleted_count: deleted.length, not_found_steps: notFound };
     return context.json(response);
   });
@@ -123,15 +116,7 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
     const groupTexts = fast === undefined ? undefined : groupTextsOf(request.text, body.trajectory_groups.length);
     const model = requireModel(service, modelId);
     const statistics = computeStepStatistics(body.trajectory_groups);
-    // One step number everywhere: `train` groups are stored under the step they train (the
-    // model's step when they are logged, before the job; they may have been sampled a step or two
-    // earlier, which each trajectory's `initial_policy_version` keeps). Other splits under the
-    // step they were sampled at when their trajectories all say so (a validation run in the
-    // background may arrive after the step moved on), else the model's step.
-    const sampledAt =
-      body.split === 'train'
-        ? model.latest_step
-        : (sampledStep(body.trajectory_groups, model.latest_step) ?? model.latest_step);
+    const sampledAt = logStep(body.split, body.trajectory_groups, model.latest_step);
     const { answer } = request.commit(
       () =>
         store.logs.insert({
@@ -156,6 +141,33 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
     operation('logTrajectories'),
     idempotentWrite(service, log, (context) => readIdParam(context, 'model_id')),
   );
+}
+
+/** Deletes the weight files of deleted checkpoints, and a remote engine's copies of them. */
+async function removeCheckpointFiles(service: ServiceContext, deleted: readonly CheckpointRecord[]): Promise<void> {
+  await Promise.all(
+    deleted.map(async (checkpoint) => {
+      const directory = resolve(service.options.dataDir, checkpoint.path);
+      // A remote engine frees its copy first (best effort: the local rows are gone either way).
+      await service.engine.deleteCheckpoint?.(directory).catch(() => undefined);
+      await rm(directory, { recursive: true, force: true });
+    }),
+  );
+}
+
+/**
+ * The step a log's groups are stored under. One step number everywhere: `train` groups are stored
+ * under the step they train (the model's step when they are logged, before the job; they may have
+ * been sampled a step or two earlier, which each trajectory's `initial_policy_version` keeps).
+ * Other splits under the step they were sampled at when their trajectories all say so (a
+ * validation run in the background may arrive after the step moved on), else the model's step.
+ */
+function logStep(
+  split: string,
+  groups: readonly { trajectories: readonly { initial_policy_version?: number | null | undefined }[] }[],
+  latestStep: number,
+): number {
+  return split === 'train' ? latestStep : (sampledStep(groups, latestStep) ?? latestStep);
 }
 
 /**
