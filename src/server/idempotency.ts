@@ -7,7 +7,7 @@
  */
 import { createHash } from 'node:crypto';
 import { HttpError } from './http-error.js';
-import type { IdempotencyRecord, Store } from './store.js';
+import type { IdempotencyKeyStore, IdempotencyRecord } from './store/index.js';
 
 /** The request header that carries the key (case-insensitive on the wire). */
 export const IDEMPOTENCY_KEY_HEADER = 'Idempotency-Key';
@@ -23,14 +23,14 @@ const PRUNE_INTERVAL_MS = 60_000;
 
 /** The keys of one service instance: the stored answers, and the keys of requests in flight. */
 export class IdempotencyKeys {
-  private readonly store: Store;
+  private readonly answers: IdempotencyKeyStore;
   private readonly retentionMs: number;
   private readonly inFlight = new Set<string>();
   private lastPrune = Number.NEGATIVE_INFINITY;
 
   /** Deletes the keys that expired while the service was not running. */
-  constructor(store: Store, retentionMs: number) {
-    this.store = store;
+  constructor(answers: IdempotencyKeyStore, retentionMs: number) {
+    this.answers = answers;
     this.retentionMs = retentionMs;
     this.prune();
   }
@@ -38,7 +38,7 @@ export class IdempotencyKeys {
   /** Deletes the answers older than the retention; returns how many went. */
   prune(): number {
     this.lastPrune = Date.now();
-    return this.store.pruneIdempotencyRecords(this.cutoff());
+    return this.answers.prune(this.cutoff());
   }
 
   /**
@@ -60,13 +60,13 @@ export class IdempotencyKeys {
 
   /** The unexpired answer stored for the key, if any. */
   find(principal: string, key: string): IdempotencyRecord | undefined {
-    return this.store.findIdempotencyRecord(principal, key, this.cutoff());
+    return this.answers.find(principal, key, this.cutoff());
   }
 
   /** Stores an answer (call inside the write's transaction); deletes expired ones now and then. */
   save(record: Omit<IdempotencyRecord, 'created_at'>): void {
     const now = Date.now();
-    this.store.saveIdempotencyRecord({ ...record, created_at: new Date(now).toISOString() });
+    this.answers.save({ ...record, created_at: new Date(now).toISOString() });
     if (now - this.lastPrune >= Math.min(PRUNE_INTERVAL_MS, this.retentionMs)) this.prune();
   }
 

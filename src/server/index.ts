@@ -9,6 +9,6 @@ export { createApp, type App } from './app.js';
 export { serve, type ServeHandle } from './listen.js';
 export { DEV_API_KEY, type ServeOptions, type ServerLogger, type ServerOptions } from './options.js';
 export { INTERRUPTED_MESSAGE } from './job-runner.js';
-export { DATABASE_FILE } from './store.js';
+export { DATABASE_FILE } from './store/index.js';
 export { isLoopbackHost } from './host-check.js';
 export { openApiDocument } from './openapi-document.js';

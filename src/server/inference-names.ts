@@ -7,7 +7,7 @@
 import type { PolicyRef } from '../engine/types.js';
 import { HttpError } from './http-error.js';
 import { basePolicyRef, policyRef } from './policy-refs.js';
-import type { ModelRecord, Store } from './store.js';
+import type { ModelRecord, Store } from './store/index.js';
 
 /** Prefix of trained model names. */
 export const ARTIFACT_PREFIX = 'wandb-artifact:///';
@@ -53,13 +53,13 @@ export function resolveInferenceModel(
     );
   }
   if (step === undefined) {
-    const newest = store.newestCheckpoint(model.id);
+    const newest = store.checkpoints.newest(model.id);
     return { policy: policyRef(dataDir, model, newest), model, step: newest?.step ?? 0 };
   }
   if (step === 0) return { policy: policyRef(dataDir, model, undefined), model, step: 0 };
-  const checkpoint = store.getCheckpoint(model.id, step);
+  const checkpoint = store.checkpoints.get(model.id, step);
   if (checkpoint === undefined) {
-    const steps = [0, ...store.allCheckpoints(model.id).map((existing) => existing.step)];
+    const steps = [0, ...store.checkpoints.all(model.id).map((existing) => existing.step)];
     // The step as written (a long one would print as 1e+23).
     throw new HttpError(
       404,
@@ -73,14 +73,14 @@ function findModel(store: Store, name: string, defaultEntity: string): ModelReco
   const path = name.startsWith(ARTIFACT_PREFIX) ? name.slice(ARTIFACT_PREFIX.length) : name;
   const parts = path.split('/');
   if (parts.some((part) => part === '')) return undefined;
-  if (parts.length === 3) return store.findModel(parts[0] as string, parts[1] as string, parts[2] as string);
+  if (parts.length === 3) return store.models.find(parts[0] as string, parts[1] as string, parts[2] as string);
   if (name.startsWith(ARTIFACT_PREFIX)) return undefined;
   if (parts.length === 2) {
-    const inDefault = store.findModel(defaultEntity, parts[0] as string, parts[1] as string);
+    const inDefault = store.models.find(defaultEntity, parts[0] as string, parts[1] as string);
     if (inDefault !== undefined) return inDefault;
-    return only(store.findModelsByProjectAndName(parts[0] as string, parts[1] as string));
+    return only(store.models.findByProjectAndName(parts[0] as string, parts[1] as string));
   }
-  if (parts.length === 1) return only(store.findModelsByName(parts[0] as string));
+  if (parts.length === 1) return only(store.models.findByName(parts[0] as string));
   return undefined;
 }
 

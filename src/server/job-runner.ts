@@ -12,7 +12,7 @@ import { CreateSFTTrainingJob, CreateTrainingJob } from '../schema/index.js';
 import type { Engine, EngineTrainingEvent, EngineTrainingJob } from '../engine/types.js';
 import { raceSignal } from '../internal/delay.js';
 import { policyRef } from './policy-refs.js';
-import type { Store } from './store.js';
+import type { Store } from './store/index.js';
 import { loadTrainingData } from './training-data.js';
 import { resolveTrainingDataAccess, type TrainingDataAccess } from './training-data-access.js';
 import type { ServerLogger } from './options.js';
@@ -76,9 +76,9 @@ export class JobRunner {
    */
   async failInterruptedJobs(): Promise<number> {
     const { store, dataDir } = this.options;
-    const interrupted = store.jobsWithStatus(['PENDING', 'RUNNING']);
+    const interrupted = store.jobs.withStatus(['PENDING', 'RUNNING']);
     for (const job of interrupted) {
-      store.failJob(job.id, INTERRUPTED_MESSAGE);
+      store.jobs.fail(job.id, INTERRUPTED_MESSAGE);
       if (job.output_path !== null) await rm(resolve(dataDir, job.output_path), { recursive: true, force: true });
     }
     return interrupted.length;
@@ -88,7 +88,7 @@ export class JobRunner {
   enqueue(jobId: string, modelId: string): void {
     if (this.closed) {
       // A request that was already past the service's door when it stopped: never leave the job PENDING.
-      if (this.options.store.isOpen) this.options.store.failJob(jobId, STOPPED_BEFORE_START);
+      if (this.options.store.isOpen) this.options.store.jobs.fail(jobId, STOPPED_BEFORE_START);
       return;
     }
     let queue = this.modelQueues.get(modelId);
@@ -141,7 +141,7 @@ export class JobRunner {
     for (const queue of this.modelQueues.values()) queue.clear();
     this.globalQueue.clear();
     const { store } = this.options;
-    for (const job of store.jobsWithStatus(['PENDING'])) store.failJob(job.id, STOPPED_BEFORE_START);
+    for (const job of store.jobs.withStatus(['PENDING'])) store.jobs.fail(job.id, STOPPED_BEFORE_START);
     const running = [...this.running.entries()];
     for (const [, job] of running)
       job.controller.abort(new Error('The service stopped while the job was running. Submit it again.'));
@@ -150,20 +150,20 @@ export class JobRunner {
       timeoutMs,
     );
     for (const [jobId] of running)
-      store.failJob(jobId, 'The service stopped while the job was running. Submit it again.');
+      store.jobs.fail(jobId, 'The service stopped while the job was running. Submit it again.');
   }
 
   private async run(jobId: string): Promise<void> {
     const { store, engine, dataDir, logger } = this.options;
     if (this.closed || !store.isOpen) return;
-    const job = store.getJob(jobId);
+    const job = store.jobs.get(jobId);
     if (job === undefined || job.status !== 'PENDING') return;
-    const model = store.getModel(job.model_id);
+    const model = store.models.get(job.model_id);
     if (model === undefined) return;
     const step = model.latest_step + 1;
     const relativeOutput = join('weights', model.id, `step-${step}`);
     const outputPath = resolve(dataDir, relativeOutput);
-    if (!store.markJobRunning(jobId, relativeOutput)) return;
+    if (!store.jobs.markRunning(jobId, relativeOutput)) return;
 
     const controller = new AbortController();
     const timeoutMs = this.options.jobTimeoutMs ?? 6 * 60 * 60 * 1000;
@@ -185,18 +185,18 @@ export class JobRunner {
       if (finished || !store.isOpen) return;
       if (event.type === 'training_started') {
         const numSequences = event.data.num_sequences;
-        store.recordProgressEvent(jobId, 'training_started', {
+        store.jobs.recordProgress(jobId, 'training_started', {
           num_sequences: Number.isInteger(numSequences) ? numSequences : 0,
         });
       } else if (event.type === 'gradient_step') {
-        store.recordProgressEvent(jobId, 'gradient_step', finiteNumbers(event.data));
+        store.jobs.recordProgress(jobId, 'gradient_step', finiteNumbers(event.data));
       }
     };
     logger.info(`job ${jobId} (${job.kind}) of model ${model.id} started: step ${step}`);
     try {
       await rm(outputPath, { recursive: true, force: true });
       await mkdir(dirname(outputPath), { recursive: true });
-      const policy = policyRef(dataDir, model, store.newestCheckpoint(model.id));
+      const policy = policyRef(dataDir, model, store.checkpoints.newest(model.id));
       const request: unknown = JSON.parse(job.request);
       let engineJob: EngineTrainingJob;
       if (job.kind === 'rl') {
@@ -233,7 +233,7 @@ export class JobRunner {
       finished = true;
       if (
         !store.isOpen ||
-        !store.completeJob(jobId, { step, metrics: finiteNumbers(result.metrics), path: relativeOutput })
+        !store.jobs.complete(jobId, { step, metrics: finiteNumbers(result.metrics), path: relativeOutput })
       ) {
         await rm(outputPath, { recursive: true, force: true });
         return;
@@ -242,7 +242,7 @@ export class JobRunner {
     } catch (error) {
       finished = true;
       const message = controller.signal.aborted ? describe(controller.signal.reason) : describe(error);
-      if (store.isOpen) store.failJob(jobId, message);
+      if (store.isOpen) store.jobs.fail(jobId, message);
       logger.warn(`job ${jobId} failed: ${message}`);
       await rm(outputPath, { recursive: true, force: true }).catch(() => undefined);
     } finally {

@@ -1,7 +1,7 @@
 /** Builds the engine's {@link PolicyRef} for a model at a step (base weights at step 0). */
 import { resolve } from 'node:path';
 import type { PolicyRef } from '../engine/types.js';
-import type { CheckpointRecord, ModelRecord } from './store.js';
+import type { CheckpointRecord, ModelRecord } from './store/index.js';
 
 /**
  * The weights of `model` at `checkpoint`, or its base weights when there is no checkpoint.

@@ -1,9 +1,9 @@
 /**
  * The service's routes, registered on Hono from their entries in the operations table
- * (`operations.ts`, which the OpenAPI document is written from) and remembered, so that a known
- * path with the wrong method can be answered 405 (with `Allow`) instead of 404. Every route is
- * protected by the API key middleware unless its operation is marked `public`: a new route needs a
- * key unless its entry says otherwise.
+ * (`operations.ts`, which the OpenAPI document is written from). Every route is protected by the
+ * API key middleware unless its operation is marked `public`: a new route needs a key unless its
+ * entry says otherwise. A known path with the wrong method is answered 405 with `Allow` by Hono's
+ * `methodNotAllowed` middleware (see `app.ts`), which reads the routes registered here.
  */
 import type { Context, Hono, MiddlewareHandler } from 'hono';
 import type { Operation, OperationMethod } from './operations.js';
@@ -14,20 +14,13 @@ export type RouteHandler = (context: Context) => Promise<Response>;
 /** HTTP methods the service routes. */
 export type RouteMethod = OperationMethod;
 
-interface RouteEntry {
-  readonly method: RouteMethod;
-  readonly pattern: RegExp;
-}
-
-/** Registers routes on a Hono app and answers "which methods does this path allow?". */
+/** Registers routes on a Hono app, each behind the API key unless its operation is public. */
 export class RouteTable {
   // Any Hono app: the routes do not depend on the app's context variables.
   // biome-ignore lint/suspicious/noExplicitAny: any Hono app, whatever its context variables
   private readonly app: Hono<any>;
   // biome-ignore lint/suspicious/noExplicitAny: as above
   private readonly authenticate: MiddlewareHandler<any>;
-  private readonly entries: RouteEntry[] = [];
-  private readonly operations: Operation[] = [];
 
   /**
    * @param app The Hono app to register on.
@@ -50,31 +43,5 @@ export class RouteTable {
     const path = operation.path.replace(/\{([^}]+)\}/g, ':$1');
     if (operation.public === true) this.app.on(operation.method, path, handler);
     else this.app.on(operation.method, path, this.authenticate, handler);
-    this.remember(operation.method, path);
-    this.operations.push(operation);
-  }
-
-  /** The operations registered, in order. */
-  registered(): readonly Operation[] {
-    return this.operations;
-  }
-
-  /** Methods registered for a path (empty when the path is unknown). HEAD comes with GET. */
-  allowedMethods(pathname: string): string[] {
-    const methods = new Set<string>();
-    for (const entry of this.entries) {
-      if (!entry.pattern.test(pathname)) continue;
-      methods.add(entry.method);
-      if (entry.method === 'GET') methods.add('HEAD');
-    }
-    return [...methods];
-  }
-
-  private remember(method: RouteMethod, path: string): void {
-    const source = path
-      .split('/')
-      .map((segment) => (segment.startsWith(':') ? '[^/]+' : segment.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
-      .join('/');
-    this.entries.push({ method, pattern: new RegExp(`^${source}$`) });
   }
 }

@@ -9,7 +9,7 @@ import type { IdempotencyKeys } from './idempotency.js';
 import type { JobRunner } from './job-runner.js';
 import type { ResolvedServerOptions } from './options.js';
 import { NO_BODY, parseJsonBodyText, readBodyText } from './request-body.js';
-import type { ModelRecord, Store } from './store.js';
+import type { ModelRecord, Store } from './store/index.js';
 import { parseOrThrow } from './validation.js';
 
 /** The parts of one service instance, shared by its routes. */
@@ -78,7 +78,7 @@ export function readIdParam(context: Context, name: string): string {
 
 /** The model with this id (any letter case), or a 404. */
 export function requireModel(service: ServiceContext, modelId: string): ModelRecord {
-  const model = service.store.getModel(modelId.toLowerCase());
+  const model = service.store.models.get(modelId.toLowerCase());
   if (model === undefined) throw new HttpError(404, `Model ${modelId} not found`);
   return model;
 }

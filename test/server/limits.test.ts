@@ -13,7 +13,7 @@ import { pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createApp, DEV_API_KEY } from 'policyloop/server';
 import { JobRunner } from '../../src/server/job-runner.js';
-import { Store } from '../../src/server/store.js';
+import { Store } from '../../src/server/store/index.js';
 import { closedAfterEach, temporaryDirectory, type TestApp } from './support/harness.js';
 import { createGate } from './support/gate.js';
 import { followEvents, registerModel, sftJsonl, waitForJobEnd } from './support/jobs.js';
@@ -317,28 +317,30 @@ describe('an engine that ignores the abort', () => {
       engineStopGraceMs: 100,
     });
     try {
-      const model = store.createModel({
+      const model = store.models.create({
         entity: 'local',
         project: 'p',
         name: 'deaf',
         base_model: 'policyloop/tiny-chat',
       });
       const request = { model_id: model.id, trajectory_groups: [{ trajectories: [{ reward: 0 }, { reward: 1 }] }] };
-      const stuck = store.createJob({ modelId: model.id, kind: 'rl', request });
-      const next = store.createJob({ modelId: model.id, kind: 'rl', request });
+      const stuck = store.jobs.create({ modelId: model.id, kind: 'rl', request });
+      const next = store.jobs.create({ modelId: model.id, kind: 'rl', request });
       runner.enqueue(stuck.id, model.id);
       runner.enqueue(next.id, model.id);
-      const ended = (id: string) => ['COMPLETED', 'FAILED'].includes(store.getJob(id)?.status ?? '');
+      const ended = (id: string) => ['COMPLETED', 'FAILED'].includes(store.jobs.get(id)?.status ?? '');
       for (const id of [stuck.id, next.id]) {
         const deadline = Date.now() + 10_000;
         while (!ended(id) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
       }
-      expect(store.getJob(stuck.id)).toMatchObject({
+      expect(store.jobs.get(stuck.id)).toMatchObject({
         status: 'FAILED',
         error_message: expect.stringContaining('jobTimeoutMs'),
       });
-      expect(store.listEvents(stuck.id, { limit: 10 })?.items.map((event) => event.type)).toEqual(['training_failed']);
-      expect(store.getJob(next.id)?.status).toBe('COMPLETED');
+      expect(store.jobEvents.list(stuck.id, { limit: 10 })?.items.map((event) => event.type)).toEqual([
+        'training_failed',
+      ]);
+      expect(store.jobs.get(next.id)?.status).toBe('COMPLETED');
     } finally {
       await runner.close();
       store.close();

@@ -421,6 +421,35 @@ describe('404 and 405', () => {
   });
 });
 
+describe('x-request-id', () => {
+  it('mints a fresh req_<32 hex> for every answer: a client id is not reused; the dashboard page and a stream carry one', async () => {
+    const pattern = /^req_[0-9a-f]{32}$/;
+    const given = `req_${'0'.repeat(32)}`;
+    const health = await server.request('/v1/health', { headers: { 'x-request-id': given } });
+    expect(health.headers.get('x-request-id')).toMatch(pattern);
+    expect(health.headers.get('x-request-id')).not.toBe(given);
+    const again = await server.request('/v1/health');
+    expect(again.headers.get('x-request-id')).not.toBe(health.headers.get('x-request-id'));
+    const page = await server.request('/');
+    expect(page.status).toBe(200);
+    expect(page.headers.get('x-request-id')).toMatch(pattern);
+    await page.text();
+    const stream = await server.request('/v1/chat/completions', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${server.apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        model: 'policyloop/tiny-chat',
+        messages: [{ role: 'user', content: 'hi' }],
+        max_tokens: 2,
+        stream: true,
+      }),
+    });
+    expect(stream.headers.get('content-type')).toContain('text/event-stream');
+    expect(stream.headers.get('x-request-id')).toMatch(pattern);
+    await stream.text();
+  });
+});
+
 describe('413', () => {
   it('refuses a declared Content-Length over the limit and a streamed body as it passes the limit', async () => {
     // On a port: the streamed body must be answered while the client is still sending it.

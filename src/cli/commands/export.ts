@@ -31,26 +31,26 @@ export async function exportCommand(reference: string, options: ExportOptions): 
   const name = match[1] as string;
   const step = match[2] === undefined ? undefined : Number(match[2]);
   const dataDir = options.dataDir ?? DEFAULT_DATA_DIR;
-  const { DATABASE_FILE } = await import('../../server/store.js');
+  const { DATABASE_FILE } = await import('../../server/store/index.js');
   if (!existsSync(path.join(dataDir, DATABASE_FILE))) {
     process.stderr.write(`policyloop export: no local service data in ${path.resolve(dataDir)} (give --data-dir)\n`);
     return 1;
   }
-  const { Store } = await import('../../server/store.js');
+  const { Store } = await import('../../server/store/index.js');
   const store = Store.openIn(dataDir);
   try {
     const parts = name.split('/');
     const model =
       parts.length === 1
-        ? store.getModel(name)
+        ? store.models.get(name)
         : parts.length === 3
-          ? store.findModel(parts[0] as string, parts[1] as string, parts[2] as string)
-          : store.findModelsByProjectAndName(parts[0] as string, parts[1] as string)[0];
+          ? store.models.find(parts[0] as string, parts[1] as string, parts[2] as string)
+          : store.models.findByProjectAndName(parts[0] as string, parts[1] as string)[0];
     if (!model) {
       process.stderr.write(`policyloop export: no model ${JSON.stringify(name)} in ${path.resolve(dataDir)}\n`);
       return 1;
     }
-    const checkpoints = store.listCheckpoints(model.id, { limit: 1_000_000, order: 'desc' })?.items ?? [];
+    const checkpoints = store.checkpoints.list(model.id, { limit: 1_000_000, order: 'desc' })?.items ?? [];
     const checkpoint = step === undefined ? checkpoints[0] : checkpoints.find((candidate) => candidate.step === step);
     if (step !== undefined && step !== 0 && !checkpoint) {
       process.stderr.write(

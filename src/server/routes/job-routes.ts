@@ -14,7 +14,7 @@ import {
   requireModel,
   type ServiceContext,
 } from '../service-context.js';
-import type { JobRecord } from '../store.js';
+import type { JobRecord } from '../store/index.js';
 import { checkTrainingDataUrl } from '../training-data.js';
 import { toPage } from './pages.js';
 
@@ -28,7 +28,7 @@ export function registerJobRoutes(routes: RouteTable, service: ServiceContext): 
     const body = parseBody(CreateTrainingJob, request.body);
     const model = requireModel(service, body.model_id);
     const { result: job, answer } = request.commit(
-      () => store.createJob({ modelId: model.id, kind: 'rl', request: body }),
+      () => store.jobs.create({ modelId: model.id, kind: 'rl', request: body }),
       toJobResponse,
     );
     runner.enqueue(job.id, job.model_id);
@@ -41,7 +41,7 @@ export function registerJobRoutes(routes: RouteTable, service: ServiceContext): 
     checkTrainingDataUrl(body.training_data_url, service.options.trainingData);
     const model = requireModel(service, body.model_id);
     const { result: job, answer } = request.commit(
-      () => store.createJob({ modelId: model.id, kind: 'sft', request: body }),
+      () => store.jobs.create({ modelId: model.id, kind: 'sft', request: body }),
       toJobResponse,
     );
     runner.enqueue(job.id, job.model_id);
@@ -60,7 +60,7 @@ export function registerJobRoutes(routes: RouteTable, service: ServiceContext): 
     const job = requireJob(service, jobId);
     // An empty `after` (`?after=`) means no cursor: the first page.
     const pageQuery = { limit: query.limit, after: query.after === '' ? undefined : query.after };
-    let page = store.listEvents(jobId, pageQuery);
+    let page = store.jobEvents.list(jobId, pageQuery);
     if (page === undefined)
       throw validationFailure(['query', 'after'], `No event with id ${JSON.stringify(query.after)} in this job's list`);
     // Long poll: nothing new yet, and the job may still add events: wait for one (or the time).
@@ -68,7 +68,7 @@ export function registerJobRoutes(routes: RouteTable, service: ServiceContext): 
       await nextJobEvent(service, jobId, query.wait_ms, context.req.raw.signal);
       if (!store.isOpen) return context.json(toPage([], false));
       requireJob(service, jobId);
-      page = store.listEvents(jobId, pageQuery) ?? page;
+      page = store.jobEvents.list(jobId, pageQuery) ?? page;
     }
     return context.json(toPage(page.items, page.hasMore));
   });
@@ -86,7 +86,7 @@ function nextJobEvent(service: ServiceContext, jobId: string, waitMs: number, cl
       resolve();
     };
     const timer = setTimeout(done, waitMs);
-    stop = service.store.onJobEvent(jobId, done);
+    stop = service.store.jobEvents.onEvent(jobId, done);
     for (const signal of signals) {
       if (signal.aborted) done();
       else signal.addEventListener('abort', done, { once: true });
@@ -95,7 +95,7 @@ function nextJobEvent(service: ServiceContext, jobId: string, waitMs: number, cl
 }
 
 function requireJob(service: ServiceContext, jobId: string): JobRecord {
-  const job = service.store.getJob(jobId);
+  const job = service.store.jobs.get(jobId);
   if (job === undefined) throw new HttpError(404, `Training job ${jobId} not found`);
   return job;
 }

@@ -19,7 +19,7 @@ import { idempotentWrite, type WriteRequest } from '../idempotent-write.js';
 import { operation } from '../operations.js';
 import type { RouteTable } from '../route-table.js';
 import { parseBody, readIdParam, readQuery, requireModel, type ServiceContext } from '../service-context.js';
-import type { JobRecord, ModelRecord, StepMetricsRecord } from '../store.js';
+import type { JobRecord, ModelRecord, StepMetricsRecord } from '../store/index.js';
 import { toJobResponse } from './job-routes.js';
 import { toModelResponse } from './model-routes.js';
 import { toPage } from './pages.js';
@@ -30,7 +30,7 @@ export function registerLocalRoutes(routes: RouteTable, service: ServiceContext)
 
   routes.add(operation('listLocalModels'), async (context) => {
     const query = readQuery(context, LocalModelListQuery);
-    const page = store.listModelsPage({ ...query, after: cursorOf(query.after) });
+    const page = store.models.list({ ...query, after: cursorOf(query.after) });
     if (page === undefined) throw unknownCursor('model', query.after);
     return context.json(toPage(page.items.map(toLocalModelResponse), page.hasMore));
   });
@@ -49,7 +49,7 @@ export function registerLocalRoutes(routes: RouteTable, service: ServiceContext)
     const page =
       after !== undefined && parsed === undefined
         ? undefined
-        : store.listMergedStepMetrics(modelId, {
+        : store.stepMetrics.listMerged(modelId, {
             split: query.split,
             after: parsed,
             limit: query.limit,
@@ -65,7 +65,7 @@ export function registerLocalRoutes(routes: RouteTable, service: ServiceContext)
     const body = parseBody(CreateStepMetricsRequest, request.body);
     requireModel(service, modelId);
     const { answer } = request.commit(
-      () => store.insertStepMetrics(modelId, body.step, body.split, body.metrics),
+      () => store.stepMetrics.append(modelId, body.step, body.split, body.metrics),
       toStepMetricsResponse,
     );
     return context.json(answer);
@@ -79,7 +79,7 @@ export function registerLocalRoutes(routes: RouteTable, service: ServiceContext)
     const modelId = readIdParam(context, 'model_id');
     const query = readQuery(context, PageQuery);
     requireModel(service, modelId);
-    const page = store.listJobsPage(modelId, { ...query, after: cursorOf(query.after) });
+    const page = store.jobs.list(modelId, { ...query, after: cursorOf(query.after) });
     if (page === undefined) throw unknownCursor('job', query.after, "this model's list");
     return context.json(toPage(page.items.map(toLocalJobResponse), page.hasMore));
   });
@@ -88,7 +88,7 @@ export function registerLocalRoutes(routes: RouteTable, service: ServiceContext)
     const modelId = readIdParam(context, 'model_id');
     const query = readQuery(context, LoggedTrajectoryGroupListQuery);
     requireModel(service, modelId);
-    const page = store.listTrajectoryGroups(modelId, {
+    const page = store.logs.listGroups(modelId, {
       ...query,
       after: cursorOf(query.after),
       maxBytes: service.options.maxPageBytes,

@@ -29,7 +29,7 @@ import {
   requireModel,
   type ServiceContext,
 } from '../service-context.js';
-import type { CheckpointRecord, ModelRecord } from '../store.js';
+import type { CheckpointRecord, ModelRecord } from '../store/index.js';
 import { toPage } from './pages.js';
 
 /** The check of `split` that the log body's fast path skips (the same as `LogBody`'s). */
@@ -44,7 +44,7 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
     // Names, and a base model the engine serves: the same schema the OpenAPI document shows.
     const body = parseBody(registerModelBody(contractContextOf(service)), request.body);
     const entity = body.entity ?? options.entity;
-    const existing = store.findModel(entity, body.project, body.name);
+    const existing = store.models.find(entity, body.project, body.name);
     if (existing !== undefined) {
       const name = `${entity}/${body.project}/${body.name}`;
       if (!body.return_existing)
@@ -59,7 +59,7 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
       return context.json(request.commit(() => existing, toModelResponse).answer);
     }
     const { answer } = request.commit(
-      () => store.createModel({ entity, project: body.project, name: body.name, base_model: body.base_model }),
+      () => store.models.create({ entity, project: body.project, name: body.name, base_model: body.base_model }),
       toModelResponse,
     );
     return context.json(answer);
@@ -68,7 +68,7 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
 
   routes.add(operation('deleteModel'), async (context) => {
     const modelId = readIdParam(context, 'model_id');
-    const deleted = store.deleteModel(modelId);
+    const deleted = store.models.delete(modelId);
     if (deleted === undefined) throw new HttpError(404, `Model ${modelId} not found`);
     await service.runner.stopModel(modelId);
     await rm(resolve(options.dataDir, 'weights', modelId), { recursive: true, force: true });
@@ -85,7 +85,7 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
     const query = readQuery(context, CheckpointListQuery);
     requireModel(service, modelId);
     // An empty `after` (`?after=`) means no cursor: the first page.
-    const page = store.listCheckpoints(modelId, { ...query, after: query.after === '' ? undefined : query.after });
+    const page = store.checkpoints.list(modelId, { ...query, after: query.after === '' ? undefined : query.after });
     if (page === undefined)
       throw validationFailure(
         ['query', 'after'],
@@ -98,15 +98,8 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
     const modelId = readIdParam(context, 'model_id');
     const body = await readBody(service, context, DeleteCheckpointsRequest);
     requireModel(service, modelId);
-    const { deleted, notFound } = store.deleteCheckpoints(modelId, body.steps);
-    await Promise.all(
-      deleted.map(async (checkpoint) => {
-        const directory = resolve(options.dataDir, checkpoint.path);
-        // A remote engine frees its copy first (best effort: the local rows are gone either way).
-        await service.engine.deleteCheckpoint?.(directory).catch(() => undefined);
-        await rm(directory, { recursive: true, force: true });
-      }),
-    );
+    const { deleted, notFound } = store.checkpoints.delete(modelId, body.steps);
+    await removeCheckpointFiles(service, deleted);
     const response: DeleteCheckpointsResponse = { deleted_count: deleted.length, not_found_steps: notFound };
     return context.json(response);
   });
@@ -123,18 +116,10 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
     const groupTexts = fast === undefined ? undefined : groupTextsOf(request.text, body.trajectory_groups.length);
     const model = requireModel(service, modelId);
     const statistics = computeStepStatistics(body.trajectory_groups);
-    // One step number everywhere: `train` groups are stored under the step they train (the
-    // model's step when they are logged, before the job; they may have been sampled a step or two
-    // earlier, which each trajectory's `initial_policy_version` keeps). Other splits under the
-    // step they were sampled at when their trajectories all say so (a validation run in the
-    // background may arrive after the step moved on), else the model's step.
-    const sampledAt =
-      body.split === 'train'
-        ? model.latest_step
-        : (sampledStep(body.trajectory_groups, model.latest_step) ?? model.latest_step);
+    const sampledAt = logStep(body.split, body.trajectory_groups, model.latest_step);
     const { answer } = request.commit(
       () =>
-        store.insertLog({
+        store.logs.insert({
           modelId,
           split: body.split,
           step: sampledAt,
@@ -156,6 +141,33 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
     operation('logTrajectories'),
     idempotentWrite(service, log, (context) => readIdParam(context, 'model_id')),
   );
+}
+
+/** Deletes the weight files of deleted checkpoints, and a remote engine's copies of them. */
+async function removeCheckpointFiles(service: ServiceContext, deleted: readonly CheckpointRecord[]): Promise<void> {
+  await Promise.all(
+    deleted.map(async (checkpoint) => {
+      const directory = resolve(service.options.dataDir, checkpoint.path);
+      // A remote engine frees its copy first (best effort: the local rows are gone either way).
+      await service.engine.deleteCheckpoint?.(directory).catch(() => undefined);
+      await rm(directory, { recursive: true, force: true });
+    }),
+  );
+}
+
+/**
+ * The step a log's groups are stored under. One step number everywhere: `train` groups are stored
+ * under the step they train (the model's step when they are logged, before the job; they may have
+ * been sampled a step or two earlier, which each trajectory's `initial_policy_version` keeps).
+ * Other splits under the step they were sampled at when their trajectories all say so (a
+ * validation run in the background may arrive after the step moved on), else the model's step.
+ */
+function logStep(
+  split: string,
+  groups: readonly { trajectories: readonly { initial_policy_version?: number | null | undefined }[] }[],
+  latestStep: number,
+): number {
+  return split === 'train' ? latestStep : (sampledStep(groups, latestStep) ?? latestStep);
 }
 
 /**
