@@ -16,15 +16,15 @@ export const PROTO = 'application/x-protobuf';
 /** A request body: JSON, or protobuf bytes. */
 export type Body = { readonly json: unknown } | { readonly protobuf: Uint8Array };
 
-/** How the transport reaches the server. */
+/** How the transport reaches the server (the part of `TinkerClientOptions` it uses). */
 export interface HttpSettings {
-  /** The server, with or without `/api/v1`. */
+  /** The server, without `/api/v1` (e.g. `http://127.0.0.1:8000`). */
   readonly baseURL: string;
   /** The key, sent as `X-API-Key`. */
   readonly apiKey: string;
-  /** @default globalThis.fetch */
+  /** `fetch` to use. @default globalThis.fetch */
   readonly fetch?: typeof globalThis.fetch | undefined;
-  /** Time allowed for one attempt, in milliseconds. @default 60_000 */
+  /** Time allowed for one HTTP request that is not a long poll, in milliseconds. @default 60_000 */
   readonly timeout?: number | undefined;
   /** Retries of a request that got no answer, a 5xx or a 429. @default 4 */
   readonly maxRetries?: number | undefined;

@@ -12,6 +12,7 @@
  * `TinkerFuture` (`future.ts`).
  */
 import { TinkerHttp, stringOrUndefined } from './http.js';
+import type { HttpSettings } from './http.js';
 import { TinkerRestClient } from './rest-client.js';
 import { TinkerSamplingClient } from './sampling-client.js';
 import { TinkerSession } from './session.js';
@@ -40,22 +41,10 @@ export type {
   TinkerSequence,
 } from './types.js';
 
-/** Options of {@link TinkerClient}. */
-export interface TinkerClientOptions {
-  /** The server, without `/api/v1` (e.g. `http://127.0.0.1:8000`). */
-  readonly baseURL: string;
-  /** The key, sent as `X-API-Key`. */
-  readonly apiKey: string;
-  /** `fetch` to use. @default globalThis.fetch */
-  readonly fetch?: typeof globalThis.fetch | undefined;
-  /** Time allowed for one HTTP request that is not a long poll, in milliseconds. @default 60_000 */
-  readonly timeout?: number | undefined;
+/** Options of {@link TinkerClient}: the transport's, and the time a future may take. */
+export interface TinkerClientOptions extends HttpSettings {
   /** Time allowed for one future, from submission to result, in milliseconds. @default 900_000 */
   readonly futureTimeout?: number | undefined;
-  /** Retries of a request that got no answer, a 5xx or a 429. @default 4 */
-  readonly maxRetries?: number | undefined;
-  /** First wait before a retry, in milliseconds (doubling after, at most 8 s). @default 500 */
-  readonly retryDelay?: number | undefined;
 }
 
 /**
