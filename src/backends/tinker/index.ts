@@ -6,14 +6,17 @@
  */
 import { TinkerClient } from './tinker-client.js';
 import type { LoraSettings } from './tinker-client.js';
-import { TinkerEngine, readTinkerCheckpoint } from './tinker-engine.js';
+import { TinkerEngine } from './tinker-engine.js';
+import { readTinkerCheckpoint } from './checkpoint-record.js';
 import { extractTarGz } from './archive.js';
 import { APIError } from '../../client/errors.js';
 
 export { TinkerClient, TINKER_SDK_VERSION } from './tinker-client.js';
 export type * from './tinker-client.js';
-export { TinkerEngine, readTinkerCheckpoint, TINKER_CHECKPOINT_FILE } from './tinker-engine.js';
-export type { TinkerCheckpointRecord, TinkerEngineOptions } from './tinker-engine.js';
+export { TinkerEngine } from './tinker-engine.js';
+export type { TinkerEngineOptions } from './tinker-engine.js';
+export { readTinkerCheckpoint, TINKER_CHECKPOINT_FILE } from './checkpoint-record.js';
+export type { TinkerCheckpointRecord } from './checkpoint-record.js';
 export { TinkerFutureTimeoutError, TinkerRequestFailedError } from './errors.js';
 
 /** What {@link openTinkerEngine} needs. */
