@@ -18,7 +18,7 @@ import { hasZeroRewardVariance, prepareBatch } from './batch.js';
 import type { TrainingBatch } from './batch.js';
 import { nothingToTrainError } from './batch.js';
 import { NoLearningSignalError } from './errors.js';
-import { metricByStep } from './history.js';
+import { bestStep, pruneRun } from './run-retention.js';
 import { baselineRoute } from './prompted-model.js';
 import type { EndpointModel } from '../rollout/endpoint/rollout-endpoint.js';
 import type { PromptedModel } from './prompted-model.js';
@@ -430,22 +430,9 @@ export class RLRun<S> {
   }
 
   /** Deletes checkpoints `keep` does not keep, sparing the ones still sampled from. */
-  private async prune(final: boolean): Promise<void> {
-    const keep = this.host.config.keep;
-    if (keep === undefined) return;
-    const keepBestBy = keep.best ? keep.metric : null;
-    if (keepBestBy !== null) {
-      // Nothing is deleted before the metric exists at a checkpoint (step >= 1).
-      const values = metricByStep(await this.model.history(), keepBestBy);
-      if (![...values.keys()].some((step) => step >= 1 && step <= this.latest)) return;
-    }
-    const sampledFrom = final ? [] : [...this.queue.map((batch) => batch.sampledStep), ...this.validating];
-    await this.model.pruneCheckpoints({
-      keepBestBy,
-      direction: keep.direction,
-      keepLatest: final ? keep.latest : true,
-      keepSteps: sampledFrom,
-    });
+  private prune(final: boolean): Promise<void> {
+    const sampledFrom = [...this.queue.map((batch) => batch.sampledStep), ...this.validating];
+    return pruneRun(this.model, this.host.config.keep, this.latest, sampledFrom, final);
   }
 
   /** Stops sampling, waits for validations, prunes for the last time and sums the run up. */
@@ -461,7 +448,7 @@ export class RLRun<S> {
     if (signal?.aborted) throw userAbortError(signal, 'The run');
     if (keep !== undefined) await this.prune(true);
     await model.flushLogs();
-    const best = await this.best();
+    const best = await bestStep(model, keep);
     return {
       step: this.latest,
       startStep,
@@ -513,23 +500,6 @@ export class RLRun<S> {
     if (budget.seconds !== undefined && seconds(this.started) >= budget.seconds) return 'budget_seconds';
     if (budget.tokens !== undefined && this.totals.tokens >= budget.tokens) return 'budget_tokens';
     return undefined;
-  }
-
-  /** The best step by the keep metric in the history (ties go to the later step, as in retention). */
-  private async best(): Promise<{ step: number | null; value: number | null }> {
-    const keep = this.host.config.keep;
-    const metric = keep?.metric ?? 'val/reward';
-    const better = keep?.direction === 'min' ? (a: number, b: number) => a <= b : (a: number, b: number) => a >= b;
-    let step: number | null = null;
-    let value: number | null = null;
-    const values = [...metricByStep(await this.model.history(), metric)].sort(([a], [b]) => a - b);
-    for (const [at, metricValue] of values) {
-      if (value === null || better(metricValue, value)) {
-        step = at;
-        value = metricValue;
-      }
-    }
-    return { step, value };
   }
 }
 

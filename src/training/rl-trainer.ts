@@ -4,6 +4,7 @@
  * resuming from the model's step after a crash.
  */
 import { EventEmitter } from 'eventemitter3';
+import { z } from 'zod';
 import { PolicyloopError, userAbortError } from '../internal/errors.js';
 import { invalidOption, option, optionsSchema, parseOptions } from '../internal/option-schema.js';
 import type { ProgressStream } from '../rollout/progress-bar.js';
@@ -50,13 +51,15 @@ const ValidationSchema = optionsSchema<RLValidationOptions<unknown>>()({
   ),
   every: positiveInteger().default(10),
   groupSize: positiveInteger().default(1),
-  baselines: option
-    .like<readonly PromptedModel[]>(
-      (value) =>
-        Array.isArray(value) &&
-        value.every((item) => item instanceof PromptedModel && !(item instanceof TrainableModel)),
-      'an array of PromptedModel (models that are not trained)',
+  baselines: z
+    .array(
+      option.like<PromptedModel>(
+        (value) => value instanceof PromptedModel && !(value instanceof TrainableModel),
+        'a PromptedModel (a model that is not trained)',
+      ),
+      { error: 'an array of PromptedModel' },
     )
+    .readonly()
     .default([]),
 });
 

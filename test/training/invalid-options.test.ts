@@ -312,6 +312,27 @@ describe('model options, against the local service', () => {
     expect(await model.history()).toEqual([]);
   });
 
+  it.each([
+    [
+      'train',
+      (m: TrainableModel) => m.train([group()], { learningrate: 1e-4 } as never),
+      'learningrate',
+      'learningRate',
+    ],
+    ['train', (m: TrainableModel) => m.train([group()], {}, { timout: 1_000 } as never), 'timout', 'timeout'],
+    ['trainSFT', (m: TrainableModel) => m.trainSFT('data.jsonl', { batchsize: 2 } as never), 'batchsize', 'batchSize'],
+    ['log', (m: TrainableModel) => m.log({ groups: [group()], spilt: 'val' } as never), 'spilt', 'split'],
+  ] as const)(
+    '%s with a misspelt option is refused, naming the nearest, and sends nothing',
+    async (_method, call, key, nearest) => {
+      const before = state.calls;
+      const error = await failure(() => call(model));
+      expect(error).toBeInstanceOf(InvalidArgumentError);
+      expect((error as Error).message).toBe(`Unknown option \`${key}\`; did you mean \`${nearest}\`?`);
+      expect(state.calls).toBe(before);
+    },
+  );
+
   it.each(['signal', 'timeout', 'pollInterval', 'onProgress'] as const)(
     'a request option among the parameters (`%s`) is refused, naming the third argument, and nothing is sent',
     async (name) => {

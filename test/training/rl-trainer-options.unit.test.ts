@@ -58,4 +58,31 @@ describe('new RLTrainer', () => {
     expect((error as InvalidArgumentError).argument).toBe(argument);
     expect((error as Error).message).toMatch(/^Expected `[^`]+` to be .+, got .+$/);
   });
+
+  it.each([
+    [{ maxStep: 3 }, 'maxStep', 'Unknown option `maxStep`; did you mean `maxSteps`?'],
+    [{ groupsize: 4 }, 'groupsize', 'Unknown option `groupsize`; did you mean `groupSize`?'],
+    [
+      { keep: { best: true, metrc: 'val/reward' } },
+      'keep.metrc',
+      'Unknown option `keep.metrc`; did you mean `keep.metric`?',
+    ],
+    [
+      { train: { learningrate: 1e-5 } },
+      'train.learningrate',
+      'Unknown option `train.learningrate`; did you mean `train.learningRate`?',
+    ],
+    [{ job: { timeout: 1_000, signal: AbortSignal.timeout(1) } }, 'job.signal', 'Unknown option `job.signal`'],
+    [{ scenarious: ['a'] }, 'scenarious', 'Unknown option `scenarious`; did you mean `scenarios`?'],
+  ])('a misspelt or misplaced option %o is refused, naming the nearest known one', (bad, argument, message) => {
+    let error: unknown;
+    try {
+      new RLTrainer({ ...good, ...(bad as object) } as RLTrainerOptions<string>);
+    } catch (caught) {
+      error = caught;
+    }
+    expect(error).toBeInstanceOf(InvalidArgumentError);
+    expect((error as InvalidArgumentError).argument).toBe(argument);
+    expect((error as Error).message).toBe(message);
+  });
 });
