@@ -111,7 +111,11 @@ describe.skipIf(executablePath === undefined)('the dashboard in headless Chromiu
     }).register(backend);
     modelId = model.id;
     const client = model.openai();
-    const rollout = async (word: string) => {
+    let trainingStep = 0;
+    const rollout = async (word: string, { index }: { index: number }) => {
+      // At step 1 one rollout throws: it is kept in its group's exceptions, and the step's row
+      // counts it as `rollouts/failed`.
+      if (trainingStep === 1 && word === SCENARIOS[0] && index === 0) throw new Error('the agent gave up');
       await client.chat.completions.create({
         model: model.inferenceName(),
         messages: [{ role: 'user', content: word }],
@@ -120,8 +124,10 @@ describe.skipIf(executablePath === undefined)('the dashboard in headless Chromiu
     };
     const reward = (trajectory: Trajectory) => capitals(finalAssistantText(trajectory));
     for (let step = 0; step < STEPS; step += 1) {
+      trainingStep = step;
       const groups = await gatherTrajectoryGroups(SCENARIOS, rollout, {
         groupSize: 4,
+        maxExceptions: 1,
         reward,
         policyVersion: () => model.getStep(),
       });
@@ -229,6 +235,30 @@ describe.skipIf(executablePath === undefined)('the dashboard in headless Chromiu
     ]);
     expect(await toolCard.locator('details[open] summary', { hasText: 'sub-agent conversation 1' }).count()).toBe(1);
     expect(await toolCard.locator('.message.choice', { hasText: 'owls hunt at night' }).count()).toBe(1);
+
+    // The step's own metrics are in the same row: the failed rollout at step 1, and each step's time.
+    const chartTable = async (): Promise<string[][]> =>
+      page
+        .locator('#chart-table tbody tr')
+        .evaluateAll((rows) => rows.map((row) => [...row.querySelectorAll('td')].map((cell) => cell.textContent ?? '')));
+    await page.selectOption('#metric-select', 'rollouts/failed');
+    await expect.poll(() => page.locator('#chart-heading').textContent()).toBe('rollouts/failed');
+    expect(await chart.getAttribute('data-series')).toBe('train');
+    expect(await chartTable()).toEqual([
+      ['0', '0'],
+      ['1', '1'],
+      ['2', '0'],
+    ]);
+    await page.selectOption('#metric-select', 'time/step');
+    await expect.poll(() => page.locator('#chart-heading').textContent()).toBe('time/step');
+    const times = await chartTable();
+    expect(times.map(([step]) => step)).toEqual(['0', '1', '2']);
+    for (const [, seconds] of times) expect(Number(seconds)).toBeGreaterThan(0);
+    await page.mouse.move(0, 0);
+    await page
+      .locator('section', { has: page.locator('#chart') })
+      .screenshot({ path: path.join(OUTPUT_DIR, 'dashboard-step-metrics.png') });
+    await page.selectOption('#metric-select', 'reward');
 
     await page.setViewportSize({ width: 1280, height: 800 });
     await page.selectOption('#split-select', 'train');
