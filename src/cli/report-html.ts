@@ -55,6 +55,19 @@ export function seriesOf(history: readonly HistoryRow[], suffixes: readonly stri
   }));
 }
 
+/** The series of every metric in `history` of one of the step families (`time/`, `rollouts/`...). */
+export function familySeries(history: readonly HistoryRow[], families: readonly string[]): Series[] {
+  const names = new Set<string>();
+  for (const row of history)
+    for (const name of Object.keys(row)) if (families.some((family) => name.startsWith(`${family}/`))) names.add(name);
+  return [...names].sort().map((name) => ({
+    name,
+    points: history
+      .filter((row) => typeof row[name] === 'number' && Number.isFinite(row[name]))
+      .map((row) => [row.training_step, row[name] as number] as const),
+  }));
+}
+
 /** A short number for an axis label. */
 function label(value: number): string {
   return Number(value.toPrecision(3)).toString();
@@ -229,6 +242,13 @@ function sampleHtml(sample: ReportData['samples'][number]): string {
 export function reportHtml(data: ReportData): string {
   const rewards = lineChart('Reward', seriesOf(data.history, ['reward']));
   const losses = lineChart('Loss', seriesOf(data.history, ['loss']));
+  // Where each step's time went, and what its rollouts and groups lost (the step's own metrics).
+  const timeSeries = familySeries(data.history, ['time', 'idle']);
+  const lossSeries = familySeries(data.history, ['rollouts', 'groups']);
+  const times = timeSeries.length === 0 ? '' : lineChart('Seconds per step', timeSeries);
+  const failures = lossSeries.some((series) => series.points.some(([, value]) => value > 0))
+    ? lineChart('Failed rollouts and dropped groups', lossSeries)
+    : '';
   const samples =
     data.samples.length === 0
       ? `<p class="empty">${escapeHtml(data.samplesNote ?? 'No trajectory groups were logged.')}</p>`
@@ -238,7 +258,11 @@ export function reportHtml(data: ReportData): string {
     latest === undefined
       ? ''
       : `<p>Latest step ${latest.training_step}: ${Object.entries(latest)
-          .filter(([name, value]) => /^[^/]+\/(reward|loss)$/.test(name) && typeof value === 'number')
+          .filter(
+            ([name, value]) =>
+              (/^[^/]+\/(reward|loss)$/.test(name) || name === 'time/step' || name === 'rollouts/failed') &&
+              typeof value === 'number',
+          )
           .map(([name, value]) => `${escapeHtml(name)} <b>${label(value as number)}</b>`)
           .join(', ')}</p>`;
   return `<!doctype html>
@@ -270,7 +294,7 @@ footer { margin-top: 32px; color: #a1a1aa; font-size: 12px; }
 <ul class="facts">${data.facts.map((fact) => `<li>${escapeHtml(fact)}</li>`).join('')}</ul>
 ${summary}
 <h2>Curves</h2>
-<div class="charts">${rewards}${losses}</div>
+<div class="charts">${rewards}${losses}${times}${failures}</div>
 <h2>Sample trajectories</h2>
 ${samples}
 <footer>Made by policyloop report at ${escapeHtml(data.generatedAt)}.</footer>

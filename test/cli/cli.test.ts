@@ -332,6 +332,9 @@ describe('commands', () => {
     expect(html).toContain('<svg');
     expect(html).toContain(`data-series="val/reward" data-values="0:0.125 1:0.875 2:0.5"`);
     expect(html).toMatch(/data-series="sft\/loss" data-values="0:[\d.e-]+ 1:[\d.e-]+"/);
+    // Each step's own metrics (here the SFT steps' times) have their chart too.
+    expect(html).toMatch(/data-series="time\/step" data-values="0:[\d.e-]+ 1:[\d.e-]+"/);
+    expect(html).toContain('Seconds per step');
     // The newest val step's trajectories, best first.
     expect(html).toContain('Paris, step 2');
     expect(html).toContain('What is the capital of France?');
