@@ -116,13 +116,13 @@ export function registerModelRoutes(routes: RouteTable, service: ServiceContext)
     const groupTexts = fast === undefined ? undefined : groupTextsOf(request.text, body.trajectory_groups.length);
     const model = requireModel(service, modelId);
     const statistics = computeStepStatistics(body.trajectory_groups);
-    const sampledAt = logStep(body.split, body.trajectory_groups, model.latest_step);
+    const storedAt = logStep(body.split, body.trajectory_groups, model.latest_step);
     const { answer } = request.commit(
       () =>
         store.logs.insert({
           modelId,
           split: body.split,
-          step: sampledAt,
+          step: storedAt,
           groups: body.trajectory_groups,
           groupTexts,
           statistics,
@@ -167,14 +167,14 @@ function logStep(
   groups: readonly { trajectories: readonly { initial_policy_version?: number | null | undefined }[] }[],
   latestStep: number,
 ): number {
-  return split === 'train' ? latestStep : (sampledStep(groups, latestStep) ?? latestStep);
+  return split === 'train' ? latestStep : (sharedSampledStep(groups, latestStep) ?? latestStep);
 }
 
 /**
  * The `initial_policy_version` every trajectory of `groups` shares, when it is a step the model
  * has reached (0..`latestStep`); null when one lacks it or they differ.
  */
-function sampledStep(
+function sharedSampledStep(
   groups: readonly { trajectories: readonly { initial_policy_version?: number | null | undefined }[] }[],
   latestStep: number,
 ): number | null {
