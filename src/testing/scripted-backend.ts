@@ -100,7 +100,8 @@ const IN_PROCESS_URL = 'http://scripted.policyloop.invalid/v1';
  * `model.openai()`/`model.fetch()` rollouts, `gatherTrajectoryGroups`, `model.train`,
  * `model.trainSFT`, `RLTrainer` (its loops, validation, retention, resume) and `model.history()`
  * run their real code against the real local service, whose engine answers from a script (with
- * logprobs) and trains at once. Each step costs a few milliseconds. What the engine saw is kept:
+ * logprobs) and trains at once. A step costs tens of milliseconds (docs/performance.md, "Scripted
+ * backend"), most of it the job follower's wait between event polls. What the engine saw is kept:
  * {@link trainedJobs} (every job: its step, groups, learning rate) and {@link samples} (every
  * completion: the step it sampled from).
  * @example
