@@ -248,14 +248,17 @@ export class ScriptedBackend implements Backend {
       };
     }
     const app = await server.createApp({ engine: this.engine, dataDir: this.dataDir });
-    // The service's own handler, without a socket; a caller's abort ends the wait as it ends a
-    // fetch. Each request first yields to the event loop, as a socket would: with a synchronous
+    // The service's own handler, without a socket; a caller's abort rejects at once, as a fetch
+    // does. Each request first yields to the event loop, as a socket would: with a synchronous
     // store and an engine that does no I/O, a loop of requests would otherwise run on microtasks
     // alone and starve every timer (timeouts, aborts, a test runner's own limit).
-    const next = async (request: Request): Promise<Response> => {
+    const answer = async (request: Request): Promise<Response> => {
       await new Promise((resolve) => setImmediate(resolve));
-      return raceSignal(app.fetch(request), request.signal);
+      // Aborted while it waited: never sent, as a socket would not have sent it.
+      request.signal.throwIfAborted();
+      return app.fetch(request);
     };
+    const next = (request: Request): Promise<Response> => raceSignal(answer(request), request.signal);
     const direct: typeof globalThis.fetch = (input, init) => {
       const request = new Request(input, init);
       return given === undefined ? next(request) : given(request, next);

@@ -30,10 +30,22 @@ import {
 
 const WORDS = ['cat', 'dog', 'sun', 'map', 'owl', 'bee', 'fig', 'ink'];
 let backend: ScriptedBackend;
+/** Requests to the service not answered yet. */
+let inFlight = 0;
 
 beforeAll(async () => {
-  // The "policy" answers `yes` at step 2 only: validation rewards it (see 'validation and retention').
-  backend = await ScriptedBackend.start({ sample: (request) => (request.step === 2 ? 'yes' : 'no') });
+  backend = await ScriptedBackend.start({
+    // The "policy" answers `yes` at step 2 only: validation rewards it (see 'validation and retention').
+    sample: (request) => (request.step === 2 ? 'yes' : 'no'),
+    intercept: async (request, next) => {
+      inFlight += 1;
+      try {
+        return await next(request);
+      } finally {
+        inFlight -= 1;
+      }
+    },
+  });
 });
 afterAll(async () => {
   await backend?.close();
@@ -343,6 +355,30 @@ describe('learning rates', () => {
     await model.close();
   });
 
+  it("sends train's parameters with each job and gives its request options to the job's follower", async () => {
+    const model = await freshModel(backend);
+    let progressCalls = 0;
+    await run(
+      new RLTrainer({
+        model,
+        scenarios: WORDS,
+        rollout: chatRollout(model),
+        groupSize: 2,
+        groupsPerStep: 2,
+        maxSteps: 2,
+        train: { lossFn: 'ppo', config: { kl_penalty_coef: 0.1 }, onProgress: () => (progressCalls += 1) },
+        progress: false,
+      }),
+    );
+    expect(jobsOf(backend, model).map((job) => [job.config?.['loss_fn'], job.config?.['kl_penalty_coef']])).toEqual([
+      ['ppo', 0.1],
+      ['ppo', 0.1],
+    ]);
+    // Each job's three events (started, one gradient step, ended) reached onProgress.
+    expect(progressCalls).toBe(2 * 3);
+    await model.close();
+  });
+
   it('without a trainer rate, sends train.learningRate, else the backend default (none here)', async () => {
     const model = await freshModel(backend);
     const options = { model, scenarios: WORDS, rollout: chatRollout(model), groupSize: 2, groupsPerStep: 2 };
@@ -506,6 +542,9 @@ describe('resuming', () => {
     });
     const error = await run(first, controller.signal).catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(APIUserAbortError);
+    expect((error as APIUserAbortError).cause).toEqual(new Error('Ctrl-C'));
+    // Nothing is left running: the rollouts launched ahead were stopped and waited for.
+    expect(inFlight).toBe(0);
     // The job under way when the abort came finished, and its step was recorded.
     expect(await model.getStep()).toBe(3);
 
@@ -659,6 +698,7 @@ describe('groups without a learning signal', () => {
     const error = await run(trainer).catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(NoLearningSignalError);
     expect((error as Error).message).toMatch(/the last 3 groups/);
+    expect(inFlight).toBe(0);
     expect(jobsOf(backend, model)).toEqual([]);
     expect(await model.getStep()).toBe(0);
     await model.close();
