@@ -19,7 +19,8 @@ const entries = Object.entries(paths).map(([name, [source]]) => ({
 
 /**
  * Every test (`npm test`). Files named `*.unit.test.ts` are also the fast tier, `npm run test:unit`
- * (vitest.unit.config.ts): no service, no network training, no demo or examples.
+ * (vitest.unit.config.ts): no listening service (an in-process one over a scripted engine is
+ * allowed), no network training, no demo or examples.
  */
 export default defineConfig({
   resolve: { alias: entries },

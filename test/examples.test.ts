@@ -43,6 +43,13 @@ describe('examples', () => {
     expect(output).toMatch(/^history: .*quickstart.*history\.jsonl$/m);
   }, 300_000);
 
+  it('scripted-trainer tests a training script on the scripted backend, its own assertions passing', async () => {
+    const output = await runExample('scripted-trainer');
+    expect(output).toMatch(/^train\/reward by step: 0\.25 0\.25 0\.50 0\.75$/m);
+    expect(output).toMatch(/^kept checkpoints: 4$/m);
+    expect(output).toMatch(/^trained 4 steps on the scripted backend in \d+ ms$/m);
+  }, 300_000);
+
   it('tool-agent gathers tool-calling rollouts and trains on them', async () => {
     const output = await runExample('tool-agent');
     expect(output).toMatch(/^trained to step \d+; history in .*history\.jsonl$/m);
