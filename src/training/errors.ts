@@ -162,9 +162,10 @@ export class LogFlushTimeoutError extends PolicyloopError {
 }
 
 /**
- * An RL run stopped because too many groups in a row had no learning signal (every trajectory of
- * each got the same reward, so no gradient): the policy has collapsed, or the task or the reward
- * gives nothing to learn. ART calls this model collapse.
+ * An RL run stopped because too many groups in a row had no learning signal: every trajectory of
+ * each got the same reward (no gradient), or too few of its rollouts finished to train
+ * (`minGroupSize`). The policy has collapsed, the task or the reward gives nothing to learn, or
+ * the rollouts keep failing. ART calls the first model collapse.
  */
 export class NoLearningSignalError extends PolicyloopError {
   /** How many groups in a row had no signal. */
@@ -172,13 +173,24 @@ export class NoLearningSignalError extends PolicyloopError {
   /** The step the run was at. */
   readonly step: number;
 
-  constructor(groups: number, step: number) {
+  /** How many of those were left out because too few of their rollouts finished (`minGroupSize`). */
+  readonly failedGroups: number;
+
+  constructor(groups: number, step: number, failedGroups = 0) {
+    const why =
+      failedGroups === 0
+        ? 'each had equal rewards for all their trajectories'
+        : failedGroups === groups
+          ? 'each had fewer than `minGroupSize` rollouts finish (the others threw)'
+          : `each had equal rewards for all their trajectories, or (${failedGroups} of them) fewer than \`minGroupSize\` rollouts that finished`;
     super(
-      `No learning signal: the last ${groups} groups (at step ${step}) each had equal rewards for all their ` +
-        'trajectories, so there is nothing to train on. Check the reward (does it vary between rollouts?), raise ' +
-        'the sampling temperature or `groupSize`, or raise `collapseAfter`.',
+      `No learning signal: the last ${groups} groups (at step ${step}) ${why}, so there is nothing to train on. ` +
+        (failedGroups === 0
+          ? 'Check the reward (does it vary between rollouts?), raise the sampling temperature or `groupSize`, or raise `collapseAfter`.'
+          : "Check why the rollouts fail (the trainer's `rollout:failed` events carry each error), lower `minGroupSize`, or raise `collapseAfter`."),
     );
     this.groups = groups;
     this.step = step;
+    this.failedGroups = failedGroups;
   }
 }

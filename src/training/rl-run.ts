@@ -90,7 +90,9 @@ export class RLRun<S> {
   private exhausted = false;
   private stopSampling = false;
   private filling: Promise<void> | undefined;
+  /** Groups in a row with nothing to learn (equal rewards, or too few finished rollouts), and of those the latter. */
   private consecutiveFlat = 0;
+  private consecutiveFailed = 0;
   /** When the previous step ended (`Date.now()`), for the next one's `time/step`. */
   private lastStepEnd = Date.now();
   private lastTrainEnd = this.started;
@@ -270,9 +272,23 @@ export class RLRun<S> {
     this.totals.droppedStale += checked.metrics['groups/dropped_stale'] ?? 0;
     this.totals.droppedFailed += checked.metrics['groups/dropped_failed'] ?? 0;
     this.totals.droppedZeroVariance += checked.metrics['groups/dropped_zero_variance'] ?? 0;
-    for (const group of checked.groups) {
-      if (!hasZeroRewardVariance(group)) this.consecutiveFlat = 0;
-      else if (++this.consecutiveFlat >= collapseAfter) throw new NoLearningSignalError(this.consecutiveFlat, step);
+    // Groups left out for too few finished rollouts teach nothing either: a run whose every group
+    // fails that way stops here instead of sampling forever.
+    const indexes = (reason: string) =>
+      new Set(checked.dropped.filter((event) => event.reason === reason).flatMap((event) => event.groupIndexes));
+    const stale = indexes('stale');
+    const failed = indexes('failed_rollouts');
+    for (const [index, group] of batch.groups.entries()) {
+      if (stale.has(index)) continue;
+      if (!failed.has(index) && !hasZeroRewardVariance(group)) {
+        this.consecutiveFlat = 0;
+        this.consecutiveFailed = 0;
+        continue;
+      }
+      if (failed.has(index)) this.consecutiveFailed += 1;
+      if (++this.consecutiveFlat >= collapseAfter) {
+        throw new NoLearningSignalError(this.consecutiveFlat, step, this.consecutiveFailed);
+      }
     }
     const nothing = checked.nothingToTrain;
     if (nothing === undefined) return checked;

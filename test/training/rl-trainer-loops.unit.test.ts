@@ -704,4 +704,34 @@ describe('groups without a learning signal', () => {
     expect(await model.getStep()).toBe(0);
     await model.close();
   });
+
+  it('stops the same way when every group loses too many rollouts, instead of sampling forever', async () => {
+    const model = await freshModel(backend);
+    const rollout = chatRollout(model);
+    const trainer = new RLTrainer({
+      model,
+      scenarios: WORDS,
+      // The first rollout of every group throws: each group keeps one of two, under minGroupSize 2,
+      // while the batch stays within its exception budget.
+      rollout: async (scenario, context) => {
+        if (context.index === 0) throw new Error(`the agent crashed on ${scenario}`);
+        return rollout(scenario, context);
+      },
+      groupSize: 2,
+      groupsPerStep: 2,
+      maxSteps: 3,
+      collapseAfter: 4,
+      gather: { maxRetries: 0, maxExceptions: 0.5 },
+      progress: false,
+    });
+    const dropped: number[] = [];
+    trainer.on('groups:dropped', (event) => dropped.push(event.count));
+    const error = await run(trainer).catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(NoLearningSignalError);
+    expect(error).toMatchObject({ groups: 4, failedGroups: 4, step: 0 });
+    expect((error as Error).message).toMatch(/fewer than `minGroupSize` rollouts finish/);
+    expect(dropped).toEqual([2, 2]);
+    expect(jobsOf(backend, model)).toEqual([]);
+    await model.close();
+  });
 });
