@@ -131,8 +131,10 @@ export async function followTrainingJob(
       }
       // Short again after an event: the next one (often the terminal event) tends to follow soon.
       if (page.data.length > 0 || held) wait = firstDelay;
-      // An empty page that claims more (a confused service) waits too, rather than spin.
-      if (!held && (!page.has_more || page.data.length === 0)) {
+      // After events, ask again at once: a long-polling service holds the request until the next
+      // event, and one that does not answers an empty page, which waits. An empty page waits (also
+      // one that claims more: a confused service), rather than spin.
+      if (page.data.length === 0 && !held) {
         await delay(wait, signal);
         wait = Math.min(wait * 2, pollInterval);
       }
