@@ -88,12 +88,12 @@ export class InvalidArgumentError extends PolicyloopError {
    * @param argument What was wrong, e.g. `body` or `options.timeout`.
    * @param detail The whole message ("Expected `x` to be ..., got ..."), or the zod issues.
    * @param options With issues, the operation (`context`, e.g. `POST /preview/training-jobs`) for
-   *   the message; the `cause` to keep.
+   *   the message; with a message, the zod `issues` behind it; the `cause` to keep.
    */
   constructor(
     argument: string,
     detail: string | z.core.$ZodIssue[],
-    options: { context?: string | undefined; cause?: unknown } = {},
+    options: { context?: string | undefined; cause?: unknown; issues?: z.core.$ZodIssue[] | undefined } = {},
   ) {
     const { context } = options;
     super(
@@ -103,7 +103,7 @@ export class InvalidArgumentError extends PolicyloopError {
       'cause' in options ? { cause: options.cause } : {},
     );
     this.argument = argument;
-    this.issues = typeof detail === 'string' ? [] : detail;
+    this.issues = typeof detail === 'string' ? (options.issues ?? []) : detail;
   }
 }
 

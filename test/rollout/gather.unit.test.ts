@@ -414,9 +414,12 @@ describe('gatherTrajectoryGroups', () => {
     await expect(gatherTrajectoryGroups([1], rollout, { timeout: Number.NaN })).rejects.toThrow(
       'Expected `timeout` to be a positive number of milliseconds, at most 2147483647 (or Infinity), got NaN',
     );
-    await expect(gatherTrajectoryGroups([1], rollout, { scoreGroup: 'judge' as never })).rejects.toThrow(
-      new InvalidArgumentError('scoreGroup', 'Expected `scoreGroup` to be a function, got "judge"'),
-    );
+    const scorer = gatherTrajectoryGroups([1], rollout, { scoreGroup: 'judge' as never });
+    await expect(scorer).rejects.toBeInstanceOf(InvalidArgumentError);
+    await expect(scorer).rejects.toMatchObject({
+      argument: 'scoreGroup',
+      message: 'Expected `scoreGroup` to be a function, got "judge"',
+    });
     expect(ran).toBe(false);
   });
 
