@@ -386,6 +386,7 @@ const TYPE_EXPECTED: Partial<Record<string, string>> = {
   int: 'an integer',
   boolean: 'true or false',
   object: 'an object',
+  record: 'an object',
   array: 'an array',
   function: 'a function',
   bigint: 'a bigint',
