@@ -24,6 +24,17 @@ export const DEFAULT_MAX_RETRIES = 2;
 const AnyJSON = z.unknown();
 
 /**
+ * The checks of the client's `timeout`, `maxRetries` and `retryDelay`, with their defaults: one
+ * declaration for the client and for the backends that make one (their options pick these three
+ * from {@link ClientOptions}, docs included).
+ */
+export const clientRetryShape = {
+  timeout: option.timeout().default(DEFAULT_TIMEOUT_MS),
+  maxRetries: option.retryCount().default(DEFAULT_MAX_RETRIES),
+  retryDelay: option.retryDelay().default(INITIAL_RETRY_DELAY_MS),
+};
+
+/**
  * The check of {@link ClientOptions}, with the defaults that need no environment (the key and
  * the URLs resolve option > environment variable > default, in the constructor).
  */
@@ -31,9 +42,7 @@ const ClientOptionsSchema = optionsSchema<ClientOptions>()({
   apiKey: option.string().optional(),
   baseURL: option.string().optional(),
   inferenceBaseURL: option.string().optional(),
-  timeout: option.timeout().default(DEFAULT_TIMEOUT_MS),
-  maxRetries: option.retryCount().default(DEFAULT_MAX_RETRIES),
-  retryDelay: option.retryDelay().default(INITIAL_RETRY_DELAY_MS),
+  ...clientRetryShape,
   fetch: option.function<typeof fetch>().optional(),
   defaultHeaders: z.record(z.string(), z.string()).default({}),
 });

@@ -218,7 +218,10 @@ type CheckField<T, K extends keyof T, S> = S extends z.ZodType
   ? [z.output<S>] extends [T[K]]
     ? [T[K]] extends [z.input<S>]
       ? S
-      : ShapeError<K, 'the schema refuses values the interface allows (is it missing .optional() or .default()?)'>
+      : ShapeError<
+          K,
+          'the schema refuses values the interface allows (missing .optional() or .default()? .readonly() for a readonly array?)'
+        >
     : ShapeError<K, 'the schema returns values the interface does not allow'>
   : ShapeError<K, 'not a zod schema'>;
 
