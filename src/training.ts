@@ -93,7 +93,6 @@ export type { ChatCompletionCreateBody, ChatCompletionRequestOptions } from './s
 export type { RecordTrajectoryOptions } from './rollout/rollout-scope.js';
 export {
   ConversationRecorder,
-  HistoryRecorder,
   TrajectoryRecorder,
   type RecordedCompletion,
 } from './rollout/trajectory-recorder.js';

@@ -5,12 +5,14 @@
 import { TrainingClient } from '../client/index.js';
 import { DEFAULT_DATA_DIR, resolveApiKey, resolveServiceURLs } from '../internal/env.js';
 import { PolicyloopError } from '../internal/errors.js';
+import { option, optionsSchema, parseOptions } from '../internal/option-schema.js';
 import path from 'node:path';
 import type { Backend, BackendConnection, TrainingJobs } from '../training/backend.js';
 import { ServiceJobs } from '../training/service-jobs.js';
+import { type ServiceClientOptions, serviceClientShape } from './backend-options.js';
 
-/** Options of {@link HostedBackend}. */
-export interface HostedBackendOptions {
+/** Options of {@link HostedBackend}; `timeout`, `maxRetries`, `retryDelay` and `fetch` are its client's. */
+export interface HostedBackendOptions extends ServiceClientOptions {
   /**
    * A W&B API key.
    * @default process.env.POLICYLOOP_API_KEY, else process.env.WANDB_API_KEY
@@ -39,24 +41,17 @@ export interface HostedBackendOptions {
    * @default '.policyloop'
    */
   dataDir?: string | undefined;
-  /** `fetch` for the client and the OpenAI clients. */
-  fetch?: typeof globalThis.fetch | undefined;
-  /**
-   * Per-request timeout of the training client, in milliseconds.
-   * @default 60_000
-   */
-  timeout?: number | undefined;
-  /**
-   * Retries of the training client (GET and DELETE only).
-   * @default 2
-   */
-  maxRetries?: number | undefined;
-  /**
-   * Wait before the training client's first retry, in milliseconds (doubling after).
-   * @default 500
-   */
-  retryDelay?: number | undefined;
 }
+
+/** The check of {@link HostedBackendOptions}, made at construction. */
+const HostedBackendOptionsSchema = optionsSchema<HostedBackendOptions>()({
+  apiKey: option.string().optional(),
+  baseURL: option.string().optional(),
+  inferenceBaseURL: option.string().optional(),
+  inferenceApiBaseURL: option.string().optional(),
+  dataDir: option.nonEmptyString().default(DEFAULT_DATA_DIR),
+  ...serviceClientShape,
+});
 
 /**
  * The hosted training service as a backend. The key is checked at construction, so a missing
@@ -75,7 +70,12 @@ export class HostedBackend implements Backend {
   readonly jobs: TrainingJobs = new ServiceJobs(this);
   private readonly connection: BackendConnection;
 
-  constructor(options: HostedBackendOptions = {}) {
+  /**
+   * @throws {InvalidArgumentError} for a bad option, or a key that is no option (naming the nearest one).
+   * @throws {PolicyloopError} when no API key is given or set in the environment.
+   */
+  constructor(hostedOptions?: HostedBackendOptions) {
+    const options = parseOptions(HostedBackendOptionsSchema, hostedOptions);
     const apiKey = resolveApiKey(options.apiKey);
     if (apiKey === undefined) {
       throw new PolicyloopError(
@@ -109,7 +109,7 @@ export class HostedBackend implements Backend {
       honoursIdempotencyKeys: false,
       localRoutes: false,
     };
-    this.dataDir = path.resolve(options.dataDir ?? DEFAULT_DATA_DIR);
+    this.dataDir = path.resolve(options.dataDir);
   }
 
   /** The connection (nothing to start). */

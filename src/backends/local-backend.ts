@@ -7,14 +7,21 @@ import { TrainingClient } from '../client/index.js';
 import { DEFAULT_DATA_DIR, ENV, readEnv } from '../internal/env.js';
 import { raceSignal } from '../internal/delay.js';
 import { PolicyloopError } from '../internal/errors.js';
-import { integerOption, maxRetriesOption, optional, retryDelayOption, timeoutOption } from '../internal/options.js';
+import { option, optionsSchema, parseOptions } from '../internal/option-schema.js';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { z } from 'zod';
 import type { Backend, BackendConnection, TrainingJobs } from '../training/backend.js';
 import { ServiceJobs } from '../training/service-jobs.js';
+import {
+  type InProcessServiceOptions,
+  inProcessServiceShape,
+  type ServiceClientOptions,
+  serviceClientShape,
+} from './backend-options.js';
 
-/** Options of {@link LocalBackend}. */
-export interface LocalBackendOptions {
+/** Options of {@link LocalBackend}; `timeout`, `maxRetries`, `retryDelay` and `fetch` are its client's, `port` its service's. */
+export interface LocalBackendOptions extends ServiceClientOptions, InProcessServiceOptions {
   /**
    * Directory for the service's store and weights (when started here) and for the models' local
    * files (history, spool, SFT data).
@@ -32,35 +39,27 @@ export interface LocalBackendOptions {
    */
   apiKey?: string | undefined;
   /**
-   * Port for the in-process service; 0 picks a free one.
-   * @default 0
-   */
-  port?: number | undefined;
-  /**
    * Hugging Face model folders the in-process service serves besides those of the Hugging Face
    * cache (the same as `policyloop serve --model DIR`). @default []
    */
   models?: readonly string[] | undefined;
-  /** Extra options handed to the local service's `serve()` (e.g. an `engine` for tests). */
+  /**
+   * Extra options handed to the local service's `serve()` (e.g. an `engine` for tests); `serve()`
+   * checks them when the service starts.
+   */
   serviceOptions?: Record<string, unknown> | undefined;
-  /** `fetch` for the client and the OpenAI clients (tests inject failures through it). */
-  fetch?: typeof globalThis.fetch | undefined;
-  /**
-   * Per-request timeout of the training client, in milliseconds.
-   * @default 60_000
-   */
-  timeout?: number | undefined;
-  /**
-   * Retries of the training client (GET and DELETE only; POSTs are never retried blindly).
-   * @default 2
-   */
-  maxRetries?: number | undefined;
-  /**
-   * Wait before the training client's first retry, in milliseconds (doubling after).
-   * @default 500
-   */
-  retryDelay?: number | undefined;
 }
+
+/** The check of {@link LocalBackendOptions}, made at construction, before anything starts. */
+const LocalBackendOptionsSchema = optionsSchema<LocalBackendOptions>()({
+  dataDir: option.nonEmptyString().default(DEFAULT_DATA_DIR),
+  url: option.string().optional(),
+  apiKey: option.string().optional(),
+  models: z.array(option.string()).readonly().optional(),
+  serviceOptions: option.options<Record<string, unknown>>().optional(),
+  ...serviceClientShape,
+  ...inProcessServiceShape,
+});
 
 /** What the local service's `serve()` returns (the part used here). */
 interface ServiceHandle {
@@ -87,19 +86,16 @@ export class LocalBackend implements Backend {
   readonly dataDir: string;
   /** The training work on its service (jobs sent, retried where the service honours keys, followed). */
   readonly jobs: TrainingJobs = new ServiceJobs(this);
-  private readonly options: LocalBackendOptions;
+  private readonly options: z.output<typeof LocalBackendOptionsSchema>;
   private connecting: Promise<BackendConnection> | undefined;
   private service: ServiceHandle | undefined;
   private closed = false;
 
-  constructor(options: LocalBackendOptions = {}) {
-    optional(options.port, (port) => integerOption('port', port, { min: 0, max: 65_535 }));
-    // The client is made when the service starts: check its options now, before anything starts.
-    optional(options.timeout, (timeout) => timeoutOption('timeout', timeout));
-    optional(options.maxRetries, (count) => maxRetriesOption('maxRetries', count));
-    optional(options.retryDelay, (wait) => retryDelayOption('retryDelay', wait));
-    this.options = options;
-    this.dataDir = path.resolve(options.dataDir ?? DEFAULT_DATA_DIR);
+  /** @throws {InvalidArgumentError} for a bad option, or a key that is no option (naming the nearest one). */
+  constructor(options?: LocalBackendOptions) {
+    // The client is made when the service starts: its options are checked here, before anything starts.
+    this.options = parseOptions(LocalBackendOptionsSchema, options);
+    this.dataDir = path.resolve(this.options.dataDir);
   }
 
   /**
@@ -194,7 +190,7 @@ export class LocalBackend implements Backend {
       const service: ServiceHandle = await server.serve({
         ...(this.options.models ? { models: this.options.models } : {}),
         ...this.options.serviceOptions,
-        port: this.options.port ?? 0,
+        port: this.options.port,
         dataDir: this.dataDir,
       });
       if (this.closed) {

@@ -11,9 +11,11 @@ import { pathToFileURL } from 'node:url';
 import { DEFAULT_DATA_DIR, ENV, readEnv } from '../internal/env.js';
 import { InvalidArgumentError, PolicyloopError } from '../internal/errors.js';
 import { raceSignal } from '../internal/delay.js';
-import { integerOption, maxRetriesOption, optional, timeoutOption } from '../internal/options.js';
+import { option, optionsSchema, parseOptions } from '../internal/option-schema.js';
+import { z } from 'zod';
 import type { Backend, BackendConnection, TrainingJobs } from '../training/backend.js';
 import { ServiceJobs } from '../training/service-jobs.js';
+import { type InProcessServiceOptions, inProcessServiceShape } from './backend-options.js';
 import { LocalBackend } from './local-backend.js';
 import { DEFAULT_TINKER_LORA_RANK, HOSTED_TINKER_URL, TINKER_DEFAULT_LEARNING_RATE } from './tinker/defaults.js';
 
@@ -39,8 +41,8 @@ export interface TinkerLoraOptions {
   trainUnembed?: boolean | undefined;
 }
 
-/** Options of {@link TinkerBackend}. */
-export interface TinkerBackendOptions {
+/** Options of {@link TinkerBackend}; `port` is its in-process service's. */
+export interface TinkerBackendOptions extends InProcessServiceOptions {
   /**
    * The Tinker server, without `/api/v1`.
    * @default process.env.TINKER_BASE_URL, else hosted Tinker ('https://tinker.thinkingmachines.dev/services/tinker-prod')
@@ -82,13 +84,34 @@ export interface TinkerBackendOptions {
    * @default 4
    */
   maxRetries?: number | undefined;
-  /** Port of the in-process service (0: a free one). @default 0 */
-  port?: number | undefined;
   /** `fetch` for the Tinker requests (tests, proxies). @default globalThis.fetch */
   fetch?: typeof globalThis.fetch | undefined;
   /** Environment read for the Hugging Face cache (`HF_HUB_CACHE`, `HF_HOME`). @default process.env */
   env?: NodeJS.ProcessEnv | undefined;
 }
+
+/** The check of {@link TinkerBackendOptions}, made at construction (the Tinker client applies its own defaults). */
+const TinkerBackendOptionsSchema = optionsSchema<TinkerBackendOptions>()({
+  baseURL: option.string().optional(),
+  apiKey: option.string().optional(),
+  dataDir: option.nonEmptyString().default(path.join(DEFAULT_DATA_DIR, 'tinker')),
+  lora: optionsSchema<TinkerLoraOptions>()({
+    rank: option.integer({ min: 1 }).optional(),
+    seed: option.integer().optional(),
+    trainMlp: z.boolean().optional(),
+    trainAttn: z.boolean().optional(),
+    trainUnembed: z.boolean().optional(),
+  }).optional(),
+  resumableState: z.boolean().optional(),
+  timeout: option.timeout().optional(),
+  futureTimeout: option.timeout().optional(),
+  maxRetries: option.retryCount().optional(),
+  fetch: option.function<typeof globalThis.fetch>().optional(),
+  env: option
+    .like<NodeJS.ProcessEnv>((env) => typeof env === 'object' && env !== null, 'an environment (like `process.env`)')
+    .optional(),
+  ...inProcessServiceShape,
+});
 
 interface Connected {
   readonly local: LocalBackend;
@@ -117,16 +140,13 @@ export class TinkerBackend implements Backend {
   /** The training work on the in-process service (jobs sent, retried, followed). */
   readonly jobs: TrainingJobs = new ServiceJobs(this);
   private readonly apiKey: string;
-  private readonly options: TinkerBackendOptions;
+  private readonly options: z.output<typeof TinkerBackendOptionsSchema>;
   private connecting: Promise<Connected> | undefined;
   private closed = false;
 
-  constructor(options: TinkerBackendOptions = {}) {
-    optional(options.timeout, (timeout) => timeoutOption('timeout', timeout));
-    optional(options.futureTimeout, (timeout) => timeoutOption('futureTimeout', timeout));
-    optional(options.maxRetries, (count) => maxRetriesOption('maxRetries', count));
-    optional(options.port, (port) => integerOption('port', port, { min: 0, max: 65_535 }));
-    optional(options.lora?.rank, (rank) => integerOption('lora.rank', rank, { min: 1 }));
+  /** @throws {InvalidArgumentError} for a bad option, or a key that is no option (naming the nearest one). */
+  constructor(tinkerOptions?: TinkerBackendOptions) {
+    const options = parseOptions(TinkerBackendOptionsSchema, tinkerOptions);
     const baseURL = options.baseURL ?? readEnv(ENV.tinkerBaseURL) ?? HOSTED_TINKER_URL;
     let protocol: string | undefined;
     try {
@@ -148,7 +168,7 @@ export class TinkerBackend implements Backend {
     this.apiKey = apiKey ?? SELF_HOSTED_KEY;
     this.baseURL = baseURL.replace(/\/+$/, '');
     this.options = options;
-    this.dataDir = path.resolve(options.dataDir ?? path.join(DEFAULT_DATA_DIR, 'tinker'));
+    this.dataDir = path.resolve(options.dataDir);
   }
 
   /**

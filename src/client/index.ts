@@ -16,7 +16,6 @@ export type {
   RequestOptions,
   CheckpointListParams,
   EventListParams,
-  InferenceModelListOptions,
   InferenceModelListParams,
 } from './options.js';
 export { Page, PagePromise } from './pagination.js';

@@ -90,11 +90,3 @@ export interface InferenceModelListParams {
   /** A W&B `team/project`, sent as the `OpenAI-Project` header (lists the project's models too). */
   project?: string | undefined;
 }
-
-/**
- * The single argument of `client.inference.models.list` in 0.1.0: `project` mixed with the
- * request options.
- * @deprecated Pass the parameters and the request options apart:
- * `list({ project }, { signal })`. The single-object form will be removed in 0.3.0.
- */
-export interface InferenceModelListOptions extends RequestOptions, InferenceModelListParams {}

@@ -10,15 +10,7 @@ import { Inference } from './resources/inference.js';
 import { Jobs } from './resources/jobs.js';
 import { Local } from './resources/local.js';
 import { Models } from './resources/models.js';
-import {
-  functionOption,
-  maxRetriesOption,
-  optional,
-  optionsObject,
-  stringOption,
-  retryDelayOption,
-  timeoutOption,
-} from '../internal/options.js';
+import { option, optionsSchema, parseOptions } from '../internal/option-schema.js';
 import { INITIAL_RETRY_DELAY_MS } from './retry-delay.js';
 import { Transport } from './transport.js';
 import { normalizeBaseURL } from './url.js';
@@ -30,6 +22,30 @@ export const DEFAULT_TIMEOUT_MS = 60_000;
 export const DEFAULT_MAX_RETRIES = 2;
 
 const AnyJSON = z.unknown();
+
+/**
+ * The checks of the client's `timeout`, `maxRetries` and `retryDelay`, with their defaults: one
+ * declaration for the client and for the backends that make one (their options pick these three
+ * from {@link ClientOptions}, docs included).
+ */
+export const clientRetryShape = {
+  timeout: option.timeout().default(DEFAULT_TIMEOUT_MS),
+  maxRetries: option.retryCount().default(DEFAULT_MAX_RETRIES),
+  retryDelay: option.retryDelay().default(INITIAL_RETRY_DELAY_MS),
+};
+
+/**
+ * The check of {@link ClientOptions}, with the defaults that need no environment (the key and
+ * the URLs resolve option > environment variable > default, in the constructor).
+ */
+const ClientOptionsSchema = optionsSchema<ClientOptions>()({
+  apiKey: option.string().optional(),
+  baseURL: option.string().optional(),
+  inferenceBaseURL: option.string().optional(),
+  ...clientRetryShape,
+  fetch: option.function<typeof fetch>().optional(),
+  defaultHeaders: z.record(z.string(), z.string()).default({}),
+});
 
 /**
  * A typed client for any service that implements the training API contract: the hosted
@@ -75,13 +91,11 @@ export class TrainingClient {
   /**
    * @throws {MissingApiKeyError} when no key is given and neither `POLICYLOOP_API_KEY` nor
    *   `WANDB_API_KEY` is set.
-   * @throws {InvalidArgumentError} for a malformed base URL, timeout or retry count.
+   * @throws {InvalidArgumentError} for a malformed base URL, timeout or retry count, or a key
+   *   that is no option (naming the nearest one).
    */
   constructor(clientOptions?: ClientOptions) {
-    const options = optionsObject('options', clientOptions);
-    for (const name of ['apiKey', 'baseURL', 'inferenceBaseURL'] as const) {
-      optional(options[name], (value) => stringOption(name, value));
-    }
+    const options = parseOptions(ClientOptionsSchema, clientOptions);
     const apiKey = resolveApiKey(options.apiKey);
     if (apiKey === undefined) throw new MissingApiKeyError();
     this.#apiKey = apiKey;
@@ -90,10 +104,9 @@ export class TrainingClient {
       nonEmpty(options.inferenceBaseURL) ?? readEnv(ENV.inferenceBaseURL) ?? DEFAULT_INFERENCE_BASE_URL,
       'inferenceBaseURL',
     );
-    this.timeout = timeoutOption('timeout', options.timeout ?? DEFAULT_TIMEOUT_MS);
-    this.maxRetries = maxRetriesOption('maxRetries', options.maxRetries ?? DEFAULT_MAX_RETRIES);
-    this.retryDelay = retryDelayOption('retryDelay', options.retryDelay ?? INITIAL_RETRY_DELAY_MS);
-    optional(options.fetch, (value) => functionOption('fetch', value));
+    this.timeout = options.timeout;
+    this.maxRetries = options.maxRetries;
+    this.retryDelay = options.retryDelay;
     const injected = options.fetch;
     this.#transport = new Transport({
       apiKey,
@@ -103,7 +116,7 @@ export class TrainingClient {
       retryDelay: this.retryDelay,
       // Looked up at call time, so that a `fetch` patched after construction is used.
       fetch: injected ?? ((input, init) => globalThis.fetch(input, init)),
-      defaultHeaders: { ...options.defaultHeaders },
+      defaultHeaders: options.defaultHeaders,
     });
     this.baseModels = new BaseModels(this.#transport);
     this.models = new Models(this.#transport);

@@ -2,18 +2,10 @@
  * The request engine under every client method: headers, per-attempt timeout, abort, retries
  * with backoff, error mapping and lenient response validation.
  */
-import type { z } from 'zod';
+import { z } from 'zod';
 import { abortReason, delay } from '../internal/delay.js';
 import { isRetryableError, userAbortError } from '../internal/errors.js';
-import {
-  maxRetriesOption,
-  optional,
-  optionsObject,
-  retryDelayOption,
-  signalOption,
-  stringOption,
-  timeoutOption,
-} from '../internal/options.js';
+import { option, optionsSchema, parseOptions } from '../internal/option-schema.js';
 import {
   APIConnectionError,
   APIConnectionTimeoutError,
@@ -200,18 +192,26 @@ export class Transport {
   }
 }
 
+/** The check of {@link RequestOptions}; left-out values fall back to the client's settings. */
+const RequestOptionsSchema = optionsSchema<RequestOptions>()({
+  signal: option.signal().optional(),
+  timeout: option.timeout().optional(),
+  maxRetries: option.retryCount().optional(),
+  retryDelay: option.retryDelay().optional(),
+  headers: z.record(z.string(), z.string()).optional(),
+  idempotencyKey: option.nonEmptyString().optional(),
+});
+
+const NO_OPTIONS: RequestOptions = Object.freeze({});
+
 /**
- * Checks the per-call options before any request: a bad value rejects with
- * `InvalidArgumentError` naming `options.<name>`, and nothing is sent.
+ * Checks the per-call options before any request: a bad value, or a key that is no option,
+ * rejects with `InvalidArgumentError` naming `options.<name>`, and nothing is sent.
  */
 export function checkRequestOptions(value: RequestOptions | undefined): RequestOptions {
-  const options = optionsObject('options', value);
-  optional(options.signal, (signal) => signalOption('options.signal', signal));
-  optional(options.timeout, (timeout) => timeoutOption('options.timeout', timeout));
-  optional(options.maxRetries, (count) => maxRetriesOption('options.maxRetries', count));
-  optional(options.retryDelay, (wait) => retryDelayOption('options.retryDelay', wait));
-  optional(options.idempotencyKey, (key) => stringOption('options.idempotencyKey', key, true));
-  return options;
+  // Most calls pass none: no parse for them.
+  if (value === undefined) return NO_OPTIONS;
+  return parseOptions(RequestOptionsSchema, value, { prefixed: true });
 }
 
 function parseErrorBody(text: string): unknown {

@@ -1,5 +1,5 @@
 /** Base URL normalisation and request URL building. */
-import { invalidOption } from '../internal/options.js';
+import { invalidOption } from '../internal/option-schema.js';
 
 /**
  * Normalises a base URL: no trailing slash, and ending in `/v1` (appended when missing, since

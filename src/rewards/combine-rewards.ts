@@ -1,10 +1,31 @@
 /** Weighted sums of named rewards. */
+import { z } from 'zod';
 import type { Trajectory } from '../schema/index.js';
-import { invalidOption, numberOption } from '../internal/options.js';
+import { option, optionsSchema, parseOptions } from '../internal/option-schema.js';
 import { evaluateReward, type RewardFn, type WeightedReward } from './reward-function.js';
 
 /** Named rewards: each a function (weight 1) or `{ fn, weight }`. */
 export type RewardSet<S = unknown> = Readonly<Record<string, RewardFn<S> | WeightedReward<S>>>;
+
+/** The check of a {@link RewardSet}: each entry becomes `{ fn, weight }`, and there is at least one. */
+const RewardSetSchema = z
+  .record(
+    z.string(),
+    z.preprocess(
+      (entry, context) => {
+        if (typeof entry === 'function') return { fn: entry };
+        if (typeof entry !== 'object' || entry === null || Array.isArray(entry)) {
+          context.issues.push({ code: 'custom', message: 'a function or { fn, weight }', input: entry });
+        }
+        return entry;
+      },
+      optionsSchema<WeightedReward<unknown>>()({
+        fn: option.function<RewardFn<unknown>>(),
+        weight: option.number().default(1),
+      }),
+    ),
+  )
+  .refine((rewards) => Object.keys(rewards).length > 0, { error: 'at least one named reward' });
 
 /**
  * One reward function from several named ones: the reward is the weighted sum, and every named
@@ -19,13 +40,9 @@ export type RewardSet<S = unknown> = Readonly<Record<string, RewardFn<S> | Weigh
  * });
  */
 export function combineRewards<S = unknown>(rewards: RewardSet<S>): RewardFn<S> {
-  const parts = Object.entries(rewards).map(([name, entry]) => {
-    const { fn, weight = 1 } = typeof entry === 'function' ? { fn: entry } : entry;
-    if (typeof fn !== 'function') throw invalidOption(name, entry, 'a function or { fn, weight }');
-    numberOption(`${name}.weight`, weight);
-    return { name, fn, weight };
-  });
-  if (parts.length === 0) throw invalidOption('rewards', rewards, 'at least one named reward');
+  const parsed = parseOptions(RewardSetSchema, rewards, { name: 'rewards' });
+  // The schema checked that each is a function; its scenario type is the caller's `S`.
+  const parts = Object.entries(parsed).map(([name, { fn, weight }]) => ({ name, fn: fn as RewardFn<S>, weight }));
   const combined = async (trajectory: Trajectory, scenario: S): Promise<number> => {
     let total = 0;
     for (const { name, fn, weight } of parts) {

@@ -1,6 +1,7 @@
 /** Built-in reward: a penalty for answers longer than a target. */
+import { z } from 'zod';
 import { PolicyloopError } from '../internal/errors.js';
-import { enumOption, numberOption } from '../internal/options.js';
+import { option, optionsSchema, parseOptions } from '../internal/option-schema.js';
 import type { RunReadOptions } from '../schema/index.js';
 import type { RewardFn } from './reward-function.js';
 import { assistantTexts, completionTokenCount, finalAssistantText } from './trajectory-text.js';
@@ -23,6 +24,14 @@ export interface LengthPenaltyOptions extends RunReadOptions {
   scope?: 'final' | 'all' | undefined;
 }
 
+/** The check of {@link LengthPenaltyOptions}, with the defaults. */
+const LengthPenaltyOptionsSchema = optionsSchema<LengthPenaltyOptions>()({
+  target: option.number({ min: 0, exclusiveMin: true }),
+  unit: option.oneOf(['characters', 'tokens']).default('characters'),
+  scope: option.oneOf(['final', 'all']).default('final'),
+  mainOnly: z.boolean().optional(),
+});
+
 /**
  * 0 up to `target`, then falling linearly to -1 at twice the target (and staying there):
  * `-min(1, (length - target) / target)`. Give it a small weight in `combineRewards`.
@@ -30,13 +39,12 @@ export interface LengthPenaltyOptions extends RunReadOptions {
  * combineRewards({ correct: exactMatch('4'), brevity: { fn: lengthPenalty({ target: 100 }), weight: 0.2 } })
  */
 export function lengthPenalty<S = unknown>(options: LengthPenaltyOptions): RewardFn<S> {
-  const { target, unit = 'characters', scope = 'final' } = options;
-  numberOption('target', target, { min: 0, exclusiveMin: true });
-  enumOption('unit', unit, ['characters', 'tokens']);
+  const checked = parseOptions(LengthPenaltyOptionsSchema, options);
+  const { target, unit, scope } = checked;
   const reward: RewardFn<S> = (trajectory) => {
     let length: number;
     if (unit === 'tokens') {
-      const count = completionTokenCount(trajectory, options);
+      const count = completionTokenCount(trajectory, checked);
       if (count === undefined) {
         throw new PolicyloopError(
           'lengthPenalty counts tokens from logprobs, but a Choice has none; request `logprobs: true` or use unit "characters"',
@@ -46,8 +54,8 @@ export function lengthPenalty<S = unknown>(options: LengthPenaltyOptions): Rewar
     } else {
       length =
         scope === 'all'
-          ? assistantTexts(trajectory, options).join('').length
-          : finalAssistantText(trajectory, options).length;
+          ? assistantTexts(trajectory, checked).join('').length
+          : finalAssistantText(trajectory, checked).length;
     }
     // Written so that a short answer scores exactly 0, not -0.
     return length <= target ? 0 : -Math.min(1, (length - target) / target);

@@ -9,17 +9,7 @@ import { backoffDelay } from '../internal/backoff.js';
 import { delay, raceSignal } from '../internal/delay.js';
 import { isRetryableError, userAbortError } from '../internal/errors.js';
 import { describeValue } from '../internal/describe-value.js';
-import {
-  functionOption,
-  invalidOption,
-  maxRetriesOption,
-  optional,
-  optionsObject,
-  retryDelayOption,
-  signalOption,
-  stringOption,
-  timeoutOption,
-} from '../internal/options.js';
+import { option, optionsSchema, parseOptions } from '../internal/option-schema.js';
 import type { ChatCompletionsClient } from '../schema/chat-client.js';
 import { isChoice, messageOf, runItems } from '../schema/index.js';
 import type { ChatCompletionMessageParam, Trajectory, TrajectoryGroup } from '../schema/index.js';
@@ -121,6 +111,39 @@ export interface JudgeCallOptions {
  */
 export type GroupJudge = (group: TrajectoryGroup, options?: JudgeCallOptions) => Promise<TrajectoryGroup>;
 
+/** The check of {@link RelativeJudgeOptions}, made when the judge is made, with the defaults. */
+const RelativeJudgeOptionsSchema = optionsSchema<RelativeJudgeOptions>()({
+  client: option.like<ChatCompletionsClient>(
+    (client) => typeof client?.chat?.completions?.create === 'function',
+    'a client with `chat.completions.create` (e.g. `new OpenAI()`)',
+  ),
+  model: option.nonEmptyString(),
+  rubric: option.string().default(DEFAULT_JUDGE_RUBRIC),
+  parse: option.function<(content: string, expectedScores: number) => readonly JudgeScore[]>().optional(),
+  buildMessages: option.function<typeof buildJudgeMessages>().optional(),
+  requestParams: option
+    .like<Readonly<Record<string, unknown>>>(
+      (params) => typeof params === 'object' && params !== null && !Array.isArray(params),
+      'an object of request parameters',
+    )
+    .default({}),
+  timeout: option.timeout({ allowInfinity: true }).default(120_000),
+  maxRetries: option.retryCount().default(2),
+  retryDelay: option.retryDelay().default(1000),
+  name: option.nonEmptyString().default('judge'),
+});
+
+/** A judge's options as checked, defaults applied, with a call's `signal`. */
+type JudgeSettings = z.output<typeof RelativeJudgeOptionsSchema> & JudgeCallOptions;
+
+/**
+ * The check of {@link JudgeCallOptions}. Other keys pass: a gather calls its scorer with its whole
+ * context (`{ scenario, groupIndex, signal }`).
+ */
+const JudgeCallOptionsSchema = option
+  .options<JudgeCallOptions>()
+  .pipe(z.looseObject({ signal: option.signal().optional() }));
+
 const JudgeAnswer = z.object({
   scores: z.array(
     z.looseObject({
@@ -196,11 +219,11 @@ function ordered(scores: readonly JudgeScore[]): readonly JudgeScore[] {
 
 /** One judge request under its own timeout: the answer, or a `JudgeError` (`APIUserAbortError` on abort). */
 async function requestOnce(
-  options: RelativeJudgeOptions & JudgeCallOptions,
+  options: JudgeSettings,
   messages: ChatCompletionMessageParam[],
   expected: number,
 ): Promise<unknown> {
-  const timeout = options.timeout ?? 120_000;
+  const { timeout } = options;
   const scope = abortScope({
     signal: options.signal,
     timeout,
@@ -243,17 +266,15 @@ async function requestOnce(
  */
 export async function judgeConversations(
   conversations: readonly (readonly ChatCompletionMessageParam[])[],
-  options: RelativeJudgeOptions & JudgeCallOptions,
+  options: JudgeSettings,
 ): Promise<JudgeScore[]> {
   if (conversations.length === 0) return [];
   const keys = conversations.map((messages) => JSON.stringify(messages));
   const identical = keys.every((key) => key === keys[0]);
   const sent = identical ? conversations.slice(0, 1) : conversations;
   const expected = sent.length;
-  const messages = (options.buildMessages ?? buildJudgeMessages)(sent, options.rubric ?? DEFAULT_JUDGE_RUBRIC);
-  const { signal } = options;
-  const maxRetries = options.maxRetries ?? 2;
-  const retryDelay = options.retryDelay ?? 1000;
+  const messages = (options.buildMessages ?? buildJudgeMessages)(sent, options.rubric);
+  const { signal, maxRetries, retryDelay } = options;
   let response: unknown;
   for (let attempt = 1; ; attempt += 1) {
     if (signal?.aborted) throw userAbortError(signal, 'The judge request');
@@ -353,16 +374,12 @@ function conversationOf(trajectory: Trajectory): ChatCompletionMessageParam[] {
  * const groups = await gatherTrajectoryGroups(scenarios, rollout, { groupSize: 4, scoreGroup: judge });
  */
 export function relativeJudge(options: RelativeJudgeOptions): GroupJudge {
-  checkJudgeOptions(options);
-  const name = options.name ?? 'judge';
-  return async (group, call = {}) => {
-    optionsObject('options', call);
-    optional(call.signal, (signal) => signalOption('signal', signal));
+  const settings = parseOptions(RelativeJudgeOptionsSchema, options);
+  const { name } = settings;
+  return async (group, call) => {
+    const { signal } = parseOptions(JudgeCallOptionsSchema, call);
     if (group.trajectories.length === 0) return group;
-    const scores = await judgeConversations(group.trajectories.map(conversationOf), {
-      ...options,
-      signal: call.signal,
-    });
+    const scores = await judgeConversations(group.trajectories.map(conversationOf), { ...settings, signal });
     group.trajectories.forEach((trajectory, index) => {
       const score = scores[index] as JudgeScore;
       trajectory.metrics['independent_reward'] = trajectory.reward;
@@ -372,25 +389,4 @@ export function relativeJudge(options: RelativeJudgeOptions): GroupJudge {
     });
     return group;
   };
-}
-
-/** Checks a judge's options when it is made, so that a bad one fails before any group is scored. */
-function checkJudgeOptions(options: RelativeJudgeOptions): void {
-  optionsObject('options', options);
-  if (typeof options.client?.chat?.completions?.create !== 'function') {
-    throw invalidOption('client', options.client, 'a client with `chat.completions.create` (e.g. `new OpenAI()`)');
-  }
-  stringOption('model', options.model, true);
-  optional(options.rubric, (rubric) => stringOption('rubric', rubric));
-  optional(options.name, (name) => stringOption('name', name, true));
-  optional(options.parse, (parse) => functionOption('parse', parse));
-  optional(options.buildMessages, (build) => functionOption('buildMessages', build));
-  optional(options.requestParams, (params) => {
-    if (typeof params !== 'object' || params === null || Array.isArray(params)) {
-      throw invalidOption('requestParams', params, 'an object of request parameters');
-    }
-  });
-  optional(options.timeout, (timeout) => timeoutOption('timeout', timeout, true));
-  optional(options.maxRetries, (count) => maxRetriesOption('maxRetries', count));
-  optional(options.retryDelay, (wait) => retryDelayOption('retryDelay', wait));
 }

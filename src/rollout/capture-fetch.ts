@@ -5,7 +5,8 @@
  * them. Responses API and Messages API calls are translated into chat completions on the way
  * (`./translate/`) and recorded the same way.
  */
-import { functionOption, optionsObject } from '../internal/options.js';
+import { z } from 'zod';
+import { option, optionsSchema, parseOptions } from '../internal/option-schema.js';
 import type { Choice } from '../schema/index.js';
 import type { ChatCompletionCreateBody } from '../schema/chat-client.js';
 import { firstChoice, record, withDefaults } from './capture-completions.js';
@@ -35,8 +36,24 @@ export interface CaptureFetchOptions {
    * @example
    * { logprobs: true, model: model.inferenceName() }
    */
-  defaults?: Readonly<Record<string, unknown>> | (() => Readonly<Record<string, unknown>>) | undefined;
+  defaults?: CaptureDefaults | undefined;
 }
+
+/** Request parameters, or a function returning them (called for every request). */
+type CaptureDefaults = Readonly<Record<string, unknown>> | (() => Readonly<Record<string, unknown>>);
+
+/** The check of {@link CaptureFetchOptions}, made once when the `fetch` is made. */
+const CaptureFetchOptionsSchema = optionsSchema<CaptureFetchOptions>()({
+  fetch: option.function<typeof globalThis.fetch>().optional(),
+  defaults: z
+    .union(
+      [option.function<() => Readonly<Record<string, unknown>>>(), option.options<Readonly<Record<string, unknown>>>()],
+      {
+        error: 'an object of request parameters, or a function returning one',
+      },
+    )
+    .default({}),
+});
 
 /**
  * The response with its SSE body passed through a reader that adds every chunk to a
@@ -129,18 +146,10 @@ async function recordResponse(
  * });
  * const llm = provider(model.inferenceName()); // the Responses API, translated; provider.chat(...) works too
  */
-export function captureFetch(options: CaptureFetchOptions = {}): typeof globalThis.fetch {
-  optionsObject('options', options);
-  const inner =
-    options.fetch === undefined
-      ? (...args: Parameters<typeof globalThis.fetch>) => globalThis.fetch(...args)
-      : functionOption<typeof globalThis.fetch>('fetch', options.fetch);
-  const defaults =
-    options.defaults === undefined
-      ? {}
-      : typeof options.defaults === 'function'
-        ? functionOption<() => Readonly<Record<string, unknown>>>('defaults', options.defaults)
-        : optionsObject('defaults', options.defaults);
+export function captureFetch(options?: CaptureFetchOptions): typeof globalThis.fetch {
+  const checked = parseOptions(CaptureFetchOptionsSchema, options);
+  const inner = checked.fetch ?? ((...args: Parameters<typeof globalThis.fetch>) => globalThis.fetch(...args));
+  const defaults: CaptureDefaults = checked.defaults;
   // Responses kept for `previous_response_id` outside rollouts (inside, each rollout keeps its own).
   const store = new ConversationStore(OUTSIDE_ROLLOUT_RESPONSES);
   const recordingFetch = async (input: FetchInput, init?: RequestInit): Promise<Response> => {

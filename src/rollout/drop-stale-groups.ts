@@ -1,6 +1,9 @@
 /** Off-policy control: leave out groups sampled from a policy too many steps old. */
-import { integerOption, numberOption } from '../internal/options.js';
+import { option, parseValue } from '../internal/option-schema.js';
 import type { TrajectoryGroup } from '../schema/index.js';
+
+const Step = option.integer({ min: 0 });
+const StepsOffPolicy = option.number({ min: 0, allowInfinity: true, unit: 'steps' });
 
 /** What {@link dropStaleGroups} kept and left out. */
 export interface StalenessSplit {
@@ -36,8 +39,8 @@ export function dropStaleGroups(
   step: number,
   maxStepsOffPolicy: number,
 ): StalenessSplit {
-  integerOption('step', step, { min: 0 });
-  numberOption('maxStepsOffPolicy', maxStepsOffPolicy, { min: 0, allowInfinity: true, unit: 'steps' });
+  parseValue('step', Step, step);
+  parseValue('maxStepsOffPolicy', StepsOffPolicy, maxStepsOffPolicy);
   const fresh: TrajectoryGroup[] = [];
   const dropped: TrajectoryGroup[] = [];
   for (const group of groups) {

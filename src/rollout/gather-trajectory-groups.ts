@@ -5,24 +5,13 @@
 import { setMaxListeners } from 'node:events';
 // Node's own, not the global a test's fake timers replace: the gather's turns are not a timer.
 import { setImmediate } from 'node:timers';
+import { z } from 'zod';
 import { abortReason, delay, isPromiseLike, raceSignal } from '../internal/delay.js';
 import { backoffDelay } from '../internal/backoff.js';
 import { isRetryableError, PolicyloopError, userAbortError } from '../internal/errors.js';
 import { describeValue } from '../internal/describe-value.js';
 import { formatPath, valueAtPath } from '../internal/format-issues.js';
-import {
-  booleanOption,
-  functionOption,
-  integerOption,
-  invalidOption,
-  maxRetriesOption,
-  numberOption,
-  optional,
-  optionsObject,
-  retryDelayOption,
-  signalOption,
-  timeoutOption,
-} from '../internal/options.js';
+import { option, optionsSchema, parseOptions, parseValue } from '../internal/option-schema.js';
 import { toRewardFn, type RewardSpec } from '../rewards/combine-rewards.js';
 import { evaluateRewardNow, type RewardFn } from '../rewards/reward-function.js';
 import { fastParseTrajectory } from '../schema/fast-parse.js';
@@ -234,38 +223,38 @@ function timeOut(attempt: Attempt<unknown>, timeout: number): void {
   attempt.abort(new RolloutTimeoutError(timeout));
 }
 
-/** The options with their defaults, checked before anything runs. */
-function checkOptions<S>(value: GatherOptions<S> | undefined) {
-  const options = optionsObject('options', value);
-  optional(options.reward, (reward) => {
-    if (typeof reward !== 'object' || reward === null) functionOption('reward', reward);
-  });
-  optional(options.scoreGroup, (scorer) => functionOption('scoreGroup', scorer));
-  optional(options.policyVersion, (read) => functionOption('policyVersion', read));
-  optional(options.signal, (signal) => signalOption('signal', signal));
-  optional(options.progress, (progress) => booleanOption('progress', progress));
-  optional(options.model, (model) => {
-    const candidate = model as Partial<EndpointModel> | null;
-    if (typeof candidate?.fetch !== 'function' || typeof candidate.inferenceName !== 'function') {
-      throw invalidOption('model', model, 'a PromptedModel or TrainableModel (with `fetch()` and `inferenceName()`)');
-    }
-  });
-  optional(options.events, (events) => {
-    if (typeof (events as { emit?: unknown } | null)?.emit !== 'function') {
-      throw invalidOption('events', events, 'a GatherEmitter');
-    }
-  });
-  return {
-    options,
-    groupSize: integerOption('groupSize', options.groupSize ?? 1, { min: 1 }),
-    concurrency: integerOption('concurrency', options.concurrency ?? 8, { min: 1 }),
-    timeout: timeoutOption('timeout', options.timeout ?? 300_000, true),
-    maxRetries: maxRetriesOption('maxRetries', options.maxRetries ?? 0),
-    retryDelay: retryDelayOption('retryDelay', options.retryDelay ?? 1000),
-    // A count (>= 1 or 0) or a fraction (between 0 and 1): any finite number >= 0.
-    maxExceptions: numberOption('maxExceptions', options.maxExceptions ?? 0, { min: 0 }),
-  };
-}
+/**
+ * The check of {@link GatherOptions}, with the defaults; parsed once per gather, before anything
+ * runs (the fields typed with `S` are checked for their kind: the scenario type is the caller's).
+ */
+const GatherOptionsSchema = optionsSchema<GatherOptions<unknown>>()({
+  groupSize: option.integer({ min: 1 }).default(1),
+  concurrency: option.integer({ min: 1 }).default(8),
+  timeout: option.timeout({ allowInfinity: true }).default(300_000),
+  maxRetries: option.retryCount().default(0),
+  retryDelay: option.retryDelay().default(1000),
+  // A count (>= 1 or 0) or a fraction (between 0 and 1): any finite number >= 0.
+  maxExceptions: option.number({ min: 0 }).default(0),
+  reward: option
+    .like<RewardSpec<unknown>>(
+      (reward) => typeof reward === 'function' || (typeof reward === 'object' && reward !== null),
+      'a function, or named reward functions (as `combineRewards` takes)',
+    )
+    .optional(),
+  scoreGroup: option.function<GroupScorer<unknown>>().optional(),
+  policyVersion: option.function<() => number | Promise<number>>().optional(),
+  signal: option.signal().optional(),
+  events: option
+    .like<GatherEmitter<unknown>>((events) => typeof events?.emit === 'function', 'a GatherEmitter')
+    .optional(),
+  model: option
+    .like<EndpointModel>(
+      (model) => typeof model?.fetch === 'function' && typeof model.inferenceName === 'function',
+      'a PromptedModel or TrainableModel (with `fetch()` and `inferenceName()`)',
+    )
+    .optional(),
+  progress: z.boolean().default(false),
+});
 
 /** The recorded trajectory with what the rollout returned laid over it, validated. */
 function buildTrajectory(recorded: TrajectoryInput, returned: unknown): Trajectory {
@@ -305,13 +294,11 @@ function buildTrajectory(recorded: TrajectoryInput, returned: unknown): Trajecto
  * options a gather reads once when it starts (so that changing the options object later changes
  * nothing).
  */
-type GatherPlan<S> = ReturnType<typeof checkOptions<S>> & {
+type GatherPlan<S> = Readonly<Omit<z.output<typeof GatherOptionsSchema>, 'reward' | 'scoreGroup' | 'events'>> & {
   readonly rollout: RolloutFn<S>;
   readonly reward: RewardFn<S> | undefined;
   readonly scoreGroup: GroupScorer<S> | undefined;
-  readonly policyVersion: (() => number | Promise<number>) | undefined;
-  readonly signal: AbortSignal | undefined;
-  readonly model: EndpointModel | undefined;
+  readonly events: GatherEmitter<S> | undefined;
 };
 
 /** A rollout that failed for good, with the error it failed with (the exception budget's evidence). */
@@ -362,7 +349,7 @@ class GatherRun<S> {
     this.list = list;
     this.plan = plan;
     this.total = list.length * plan.groupSize;
-    this.events = plan.options.events ?? new GatherEmitter<S>();
+    this.events = plan.events ?? new GatherEmitter<S>();
     // Every running attempt listens on the gather's signal: without this, Node prints a
     // MaxListenersExceededWarning on stderr past 10 concurrent rollouts.
     setMaxListeners(Number.POSITIVE_INFINITY, this.controller.signal);
@@ -382,9 +369,7 @@ class GatherRun<S> {
     const { signal } = this.plan;
     signal?.addEventListener('abort', this.onAbort, { once: true });
     const detachBar =
-      this.plan.options.progress === true && process.stderr.isTTY
-        ? attachProgressBar(this.events, process.stderr)
-        : undefined;
+      this.plan.progress && process.stderr.isTTY ? attachProgressBar(this.events, process.stderr) : undefined;
     try {
       if (this.plan.model !== undefined) this.endpoints = await GatherEndpoint.open(this.plan.model);
       // `concurrency` workers take the rollouts in order (group by group), each from the gather's own
@@ -679,6 +664,7 @@ class GatherRun<S> {
  * `reward` scores it. A rollout that throws, times out, returns an invalid trajectory or whose
  * reward throws is retried (when retryable) and then kept in `group.exceptions` while within
  * `maxExceptions`; past it the gather aborts the rest and rejects with `ExceptionBudgetExceededError`.
+ * A bad option, or a key that is no option, rejects with `InvalidArgumentError` before anything runs.
  * @example
  * const groups = await gatherTrajectoryGroups(scenarios, rollout, {
  *   groupSize: 4,
@@ -694,15 +680,24 @@ export async function gatherTrajectoryGroups<S>(
   rollout: RolloutFn<S>,
   gatherOptions?: GatherOptions<S>,
 ): Promise<TrajectoryGroup[]> {
-  const checked = checkOptions(gatherOptions);
-  functionOption('rollout', rollout);
-  if (scenarios === null || typeof (scenarios as { [Symbol.iterator]?: unknown })?.[Symbol.iterator] !== 'function') {
-    throw invalidOption('scenarios', scenarios, 'an iterable (an array of scenarios)');
-  }
-  const { options } = checked;
-  const reward = options.reward === undefined ? undefined : toRewardFn(options.reward);
-  const { scoreGroup, policyVersion, signal, model } = options;
-  if (signal?.aborted) throw userAbortError(signal, 'The gather');
+  const options = parseOptions(GatherOptionsSchema, gatherOptions);
+  parseValue('rollout', option.function(), rollout);
+  parseValue(
+    'scenarios',
+    option.like<Iterable<S>>(
+      (value) => typeof value?.[Symbol.iterator] === 'function',
+      'an iterable (an array of scenarios)',
+    ),
+    scenarios,
+  );
+  if (options.signal?.aborted) throw userAbortError(options.signal, 'The gather');
   const list = Array.from(scenarios);
-  return new GatherRun(list, { ...checked, rollout, reward, scoreGroup, policyVersion, signal, model }).execute();
+  return new GatherRun(list, {
+    ...options,
+    rollout,
+    // The schema checked their kind; their scenario type is the caller's `S`.
+    reward: options.reward === undefined ? undefined : toRewardFn(options.reward as RewardSpec<S>),
+    scoreGroup: options.scoreGroup as GroupScorer<S> | undefined,
+    events: options.events as GatherEmitter<S> | undefined,
+  }).execute();
 }

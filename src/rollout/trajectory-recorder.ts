@@ -149,14 +149,6 @@ export interface RecordedCompletion {
 }
 
 /**
- * The old name of {@link ConversationRecorder} ("history" now names metric rows only).
- * @deprecated Use `ConversationRecorder`; removed in the next minor version.
- */
-export const HistoryRecorder = ConversationRecorder;
-/** @deprecated Use `ConversationRecorder`; removed in the next minor version. */
-export type HistoryRecorder = ConversationRecorder;
-
-/**
  * Records one rollout's trajectory. Every captured completion is appended to the conversation it
  * continues: the main one when the request's messages start with it, else the first sub-agent
  * history they start with, else a new `additional_histories` entry. Only the new messages of a

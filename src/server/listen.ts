@@ -6,7 +6,7 @@ import { InvalidArgumentError } from '../internal/errors.js';
 import { createApp, type App } from './app.js';
 import { errorBody } from './http-error.js';
 import { checkAllowedHosts, HostCheck, isLoopbackHost } from './host-check.js';
-import { DEV_API_KEY, type ServeOptions } from './options.js';
+import { DEV_API_KEY, parseServeOptions, type ServeOptions } from './options.js';
 
 /** A listening service. */
 export interface ServeHandle {
@@ -37,19 +37,11 @@ export interface ServeHandle {
  * const client = new OpenAI({ baseURL: server.baseURL, apiKey: server.apiKey });
  * await server.close();
  */
-export async function serve(options: ServeOptions = {}): Promise<ServeHandle> {
-  const host = options.host ?? '127.0.0.1';
-  const port = options.port ?? 8000;
-  if (!Number.isInteger(port) || port < 0 || port > 65_535)
-    throw new RangeError(`Expected \`port\` between 0 and 65535, got ${port}`);
-  const allowedHosts = options.allowedHosts ?? [];
+export async function serve(options?: ServeOptions): Promise<ServeHandle> {
+  const { host, port, allowPublicDevKey, allowedHosts, ...appOptions } = parseServeOptions(options);
   checkAllowedHosts(allowedHosts);
   // The development key is in the docs: beyond loopback anyone could train, sample and delete.
-  if (
-    (options.apiKeys ?? [DEV_API_KEY]).includes(DEV_API_KEY) &&
-    !isLoopbackHost(host) &&
-    options.allowPublicDevKey !== true
-  )
+  if (appOptions.apiKeys.includes(DEV_API_KEY) && !isLoopbackHost(host) && !allowPublicDevKey)
     throw new InvalidArgumentError(
       'host',
       `Refusing to listen on ${host} with the public development key (${DEV_API_KEY}): anyone who can reach the port could use it. ` +
@@ -57,7 +49,7 @@ export async function serve(options: ServeOptions = {}): Promise<ServeHandle> {
         'or opt in with `allowPublicDevKey: true` (`--allow-public-dev-key`).',
     );
   const hosts = new HostCheck(host, allowedHosts);
-  const app = await createApp(options);
+  const app = await createApp(appOptions);
   let stopping = false;
   const answer = async (request: Request): Promise<Response> => {
     // A request without Host (HTTP/1.0) is for the address it reached.
@@ -100,7 +92,7 @@ export async function serve(options: ServeOptions = {}): Promise<ServeHandle> {
   return {
     url,
     baseURL: `${url}/v1`,
-    apiKey: options.apiKeys?.[0] ?? DEV_API_KEY,
+    apiKey: appOptions.apiKeys[0] ?? DEV_API_KEY,
     port: address.port,
     app,
     close(timeoutMs = 10_000): Promise<void> {

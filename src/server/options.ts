@@ -1,7 +1,10 @@
 /** Options of the local service and their documented defaults, resolved in one place. */
+import { z } from 'zod';
 import type { Engine } from '../engine/types.js';
 import { escapeControl } from '../internal/control-characters.js';
+import { MAX_TIMER_MS } from '../internal/delay.js';
 import { DEFAULT_DATA_DIR } from '../internal/env.js';
+import { option, optionsSchema, parseOptions } from '../internal/option-schema.js';
 import { resolveTrainingDataAccess, type TrainingDataAccess } from './training-data-access.js';
 
 /**
@@ -151,54 +154,79 @@ export const DEFAULT_MAX_PAGE_BYTES = 16 * 1024 * 1024;
 
 const SILENT_LOGGER: ServerLogger = { info: () => undefined, warn: () => undefined, error: () => undefined };
 
-/** Applies the defaults and rejects nonsensical values before anything is opened. */
+/** A list of strings, kept as given (and frozen). */
+const strings = () => z.array(option.string()).readonly();
+
+/**
+ * The checks of {@link ServerOptions}, with their defaults: one declaration for `createApp` and
+ * `serve` (which spreads it into {@link ServeOptionsSchema}). Entries of `trainingDataRoots` and
+ * `trainingDataAllowedAddresses` (paths, CIDR ranges) are checked where they are resolved.
+ */
+const serverOptionsShape = {
+  dataDir: option.nonEmptyString().default(DEFAULT_DATA_DIR),
+  apiKeys: z
+    .array(option.nonEmptyString())
+    .min(1, { error: 'a non-empty list of API keys' })
+    .readonly()
+    .default([DEV_API_KEY]),
+  engine: option
+    .like<Engine>((engine) => typeof engine?.chatCompletion === 'function', 'an Engine (with `chatCompletion`)')
+    .optional(),
+  models: strings().optional(),
+  maxBodyBytes: option.integer({ min: 1 }).default(64 * 1024 * 1024),
+  maxConcurrentJobs: option.integer({ min: 1 }).default(1),
+  // Timers: at most what one holds (about 24.8 days).
+  requestTimeoutMs: option.integer({ min: 1, max: MAX_TIMER_MS }).default(300_000),
+  jobTimeoutMs: option.integer({ min: 1, max: MAX_TIMER_MS }).default(6 * 60 * 60 * 1000),
+  maxTrainingDataBytes: option.integer({ min: 1 }).default(256 * 1024 * 1024),
+  maxPageBytes: option.integer({ min: 1 }).default(DEFAULT_MAX_PAGE_BYTES),
+  trainingDataRoots: strings().optional(),
+  allowTrainingDataDownloads: z.boolean().optional(),
+  trainingDataAllowedAddresses: strings().optional(),
+  entity: option.nonEmptyString().default('local'),
+  // Not a timer: any positive whole number of ms (no cap at Node's longest timer).
+  idempotencyKeyRetentionMs: option.integer({ min: 1 }).default(24 * 60 * 60 * 1000),
+  logger: option
+    .like<ServerLogger>(
+      (logger) => ['info', 'warn', 'error'].every((level) => typeof logger?.[level] === 'function'),
+      'a logger with `info`, `warn` and `error`',
+    )
+    .optional(),
+};
+
+/** The check of {@link ServerOptions} (`createApp`). */
+const ServerOptionsSchema = optionsSchema<ServerOptions>()(serverOptionsShape);
+
+/** The check of {@link ServeOptions} (`serve`, `openApiDocument`), with the defaults. */
+export const ServeOptionsSchema = optionsSchema<ServeOptions>()({
+  ...serverOptionsShape,
+  host: option.nonEmptyString().default('127.0.0.1'),
+  port: option.integer({ min: 0, max: 65_535 }).default(8000),
+  allowPublicDevKey: z.boolean().default(false),
+  allowedHosts: strings().default([]),
+});
+
+/**
+ * Checks the options of `serve` (a bad value, or a key that is no option, throws
+ * `InvalidArgumentError` naming it) and applies the defaults.
+ */
+export function parseServeOptions(options: ServeOptions | undefined): z.output<typeof ServeOptionsSchema> {
+  return parseOptions(ServeOptionsSchema, options);
+}
+
+/** Applies the defaults and rejects nonsensical values (and unknown keys) before anything is opened. */
 export function resolveServerOptions(options: ServerOptions): ResolvedServerOptions {
-  const apiKeys = options.apiKeys ?? [DEV_API_KEY];
-  if (apiKeys.length === 0) throw new TypeError('Expected at least one API key in `apiKeys`, got an empty list');
-  for (const key of apiKeys) {
-    if (typeof key !== 'string' || key.length === 0)
-      throw new TypeError('Expected every API key in `apiKeys` to be a non-empty string');
-  }
-  const maxBodyBytes = options.maxBodyBytes ?? 64 * 1024 * 1024;
-  if (!Number.isInteger(maxBodyBytes) || maxBodyBytes < 1)
-    throw new RangeError(`Expected \`maxBodyBytes\` to be a positive integer, got ${maxBodyBytes}`);
-  const maxConcurrentJobs = options.maxConcurrentJobs ?? 1;
-  if (!Number.isInteger(maxConcurrentJobs) || maxConcurrentJobs < 1)
-    throw new RangeError(`Expected \`maxConcurrentJobs\` to be a positive integer, got ${maxConcurrentJobs}`);
-  const requestTimeoutMs = positiveInteger('requestTimeoutMs', options.requestTimeoutMs ?? 300_000);
-  const jobTimeoutMs = positiveInteger('jobTimeoutMs', options.jobTimeoutMs ?? 6 * 60 * 60 * 1000);
-  const maxTrainingDataBytes = positiveInteger(
-    'maxTrainingDataBytes',
-    options.maxTrainingDataBytes ?? 256 * 1024 * 1024,
-  );
-  const maxPageBytes = positiveInteger('maxPageBytes', options.maxPageBytes ?? DEFAULT_MAX_PAGE_BYTES);
-  const entity = options.entity ?? 'local';
-  if (entity === '') throw new TypeError('Expected `entity` to be a non-empty string');
-  const idempotencyKeyRetentionMs = options.idempotencyKeyRetentionMs ?? 24 * 60 * 60 * 1000;
-  // Not a timer: any positive whole number of ms is fine (no cap at Node's longest timer).
-  if (!Number.isSafeInteger(idempotencyKeyRetentionMs) || idempotencyKeyRetentionMs < 1)
-    throw new RangeError(
-      `Expected \`idempotencyKeyRetentionMs\` to be a positive integer, got ${idempotencyKeyRetentionMs}`,
-    );
-  const dataDir = options.dataDir ?? DEFAULT_DATA_DIR;
+  const { logger, trainingDataRoots, allowTrainingDataDownloads, trainingDataAllowedAddresses, ...checked } =
+    parseOptions(ServerOptionsSchema, options);
   return {
-    dataDir,
-    apiKeys,
-    maxBodyBytes,
-    maxConcurrentJobs,
-    requestTimeoutMs,
-    jobTimeoutMs,
-    maxTrainingDataBytes,
-    maxPageBytes,
+    ...checked,
     trainingData: resolveTrainingDataAccess({
-      dataDir,
-      trainingDataRoots: options.trainingDataRoots,
-      allowTrainingDataDownloads: options.allowTrainingDataDownloads,
-      trainingDataAllowedAddresses: options.trainingDataAllowedAddresses,
+      dataDir: checked.dataDir,
+      trainingDataRoots,
+      allowTrainingDataDownloads,
+      trainingDataAllowedAddresses,
     }),
-    entity,
-    idempotencyKeyRetentionMs,
-    logger: options.logger === undefined ? SILENT_LOGGER : escapingLogger(options.logger),
+    logger: logger === undefined ? SILENT_LOGGER : escapingLogger(logger),
   };
 }
 
@@ -213,15 +241,4 @@ function escapingLogger(logger: ServerLogger): ServerLogger {
     warn: (message) => logger.warn(clean(message)),
     error: (message) => logger.error(clean(message)),
   };
-}
-
-/** Longest timer Node accepts (about 24.8 days); longer ones would fire at once. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
-
-function positiveInteger(name: string, value: number): number {
-  if (!Number.isInteger(value) || value < 1)
-    throw new RangeError(`Expected \`${name}\` to be a positive integer, got ${value}`);
-  if (name.endsWith('Ms') && value > MAX_TIMER_MS)
-    throw new RangeError(`Expected \`${name}\` to be at most ${MAX_TIMER_MS} ms, got ${value}`);
-  return value;
 }

@@ -107,6 +107,21 @@ describe('other options', () => {
     expect(fake.calls()).toBe(0);
   });
 
+  it('a misspelt client option or per-call option is refused naming the nearest one, and nothing is sent', async () => {
+    const fake = fakeFetch(json({}));
+    expect(() => new TrainingClient({ apiKey: 'k', baseUrl: 'http://x.test' } as never)).toThrow(
+      /^Unknown option `baseUrl`; did you mean `baseURL`\?$/,
+    );
+    const client = new TrainingClient({ apiKey: 'k', fetch: fake.fetch });
+    const call = client.health({ timout: 1_000 } as never);
+    await expect(call).rejects.toBeInstanceOf(InvalidArgumentError);
+    await expect(call).rejects.toMatchObject({
+      argument: 'options.timout',
+      message: 'Unknown option `options.timout`; did you mean `options.timeout`?',
+    });
+    expect(fake.calls()).toBe(0);
+  });
+
   it('the version header matches package.json', () => {
     const manifest = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'));
     expect(VERSION).toBe(manifest.version);

@@ -120,5 +120,11 @@ describe('lengthPenalty', () => {
 
   it('rejects a target that is not positive', () => {
     expect(() => lengthPenalty({ target: 0 })).toThrow('Expected `target` to be a positive number, got 0');
+    expect(() => lengthPenalty({ target: 10, scope: 'last' as never })).toThrow(
+      'Expected `scope` to be one of "final", "all", got "last"',
+    );
+    expect(() => lengthPenalty({ target: 10, units: 'tokens' } as never)).toThrow(
+      'Unknown option `units`; did you mean `unit`?',
+    );
   });
 });

@@ -66,5 +66,17 @@ describe('combineRewards', () => {
       'Expected `a.weight` to be a finite number, got NaN',
     );
     expect(() => combineRewards({})).toThrow('Expected `rewards` to be at least one named reward, got {}');
+    expect(() => combineRewards({ a: 'exact' as never })).toThrow(
+      'Expected `a` to be a function or { fn, weight }, got "exact"',
+    );
+    expect(() => combineRewards({ a: { fn: 'exact' as never } })).toThrow(
+      'Expected `a.fn` to be a function, got "exact"',
+    );
+  });
+
+  it('refuses a misspelt key of a weighted reward, naming the nearest (a weight never ignored in silence)', () => {
+    expect(() => combineRewards({ brevity: { fn: () => 1, wieght: 0.1 } as never })).toThrow(
+      'Unknown option `brevity.wieght`; did you mean `brevity.weight`?',
+    );
   });
 });

@@ -240,4 +240,23 @@ describe('relativeJudge aborts and timeouts', () => {
     expect((error as Error).message).toMatch(/^Expected `\w+` to be .+, got .+$/);
     expect(client.requests).toHaveLength(0);
   });
+
+  it('refuses a misspelt option when the judge is made, naming the nearest one', () => {
+    const client = scriptedChatClient([]);
+    expect(() => relativeJudge({ client, model: 'j', rubrik: 'Correct first.' } as never)).toThrow(
+      'Unknown option `rubrik`; did you mean `rubric`?',
+    );
+    expect(client.requests).toHaveLength(0);
+  });
+
+  it('as a scoreGroup, takes the gather context (scenario, groupIndex, signal) as its call options', async () => {
+    const client = scriptedChatClient([scores([0.9, 'right'], [0.1, 'wrong'], [0.5, 'close'])]);
+    const judge = relativeJudge({ client, model: 'j' });
+    const { signal } = new AbortController();
+    const group = await judge(sampleGroup(), { scenario: 1, groupIndex: 0, signal } as never);
+    expect(group.trajectories.map((trajectory) => trajectory.reward)).toEqual([0.9, 0.1, 0.5]);
+    await expect(judge(sampleGroup(), { signal: 'stop' } as never)).rejects.toThrow(
+      'Expected `signal` to be an AbortSignal, got "stop"',
+    );
+  });
 });

@@ -423,6 +423,26 @@ describe('gatherTrajectoryGroups', () => {
     expect(ran).toBe(false);
   });
 
+  it('refuses a misspelt option before running anything, naming the nearest one', async () => {
+    let ran = false;
+    const rollout = async () => {
+      ran = true;
+    };
+    const misspelt = gatherTrajectoryGroups([1], rollout, { groupsize: 4 } as never);
+    await expect(misspelt).rejects.toBeInstanceOf(InvalidArgumentError);
+    await expect(misspelt).rejects.toMatchObject({
+      argument: 'groupsize',
+      message: 'Unknown option `groupsize`; did you mean `groupSize`?',
+    });
+    await expect(gatherTrajectoryGroups([1], rollout, { retries: 2 } as never)).rejects.toThrow(
+      'Unknown option `retries`; did you mean `maxRetries`?',
+    );
+    await expect(gatherTrajectoryGroups([1], rollout, { colour: 'red' } as never)).rejects.toThrow(
+      /^Unknown option `colour`$/,
+    );
+    expect(ran).toBe(false);
+  });
+
   it('is silent: writes nothing to stderr unless a progress bar is asked for in a terminal', async () => {
     const writes: unknown[] = [];
     const original = process.stderr.write.bind(process.stderr);

@@ -463,10 +463,10 @@ describe('keeping keys', () => {
 
   it('refuses a retention that is not a positive integer before opening anything', async () => {
     await expect(createApp({ dataDir: temporaryDirectory(), idempotencyKeyRetentionMs: 0 })).rejects.toThrow(
-      'Expected `idempotencyKeyRetentionMs` to be a positive integer, got 0',
+      'Expected `idempotencyKeyRetentionMs` to be an integer >= 1, got 0',
     );
     await expect(createApp({ dataDir: temporaryDirectory(), idempotencyKeyRetentionMs: 1.5 })).rejects.toThrow(
-      'Expected `idempotencyKeyRetentionMs` to be a positive integer, got 1.5',
+      'Expected `idempotencyKeyRetentionMs` to be an integer >= 1, got 1.5',
     );
   });
 });

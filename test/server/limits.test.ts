@@ -4,14 +4,15 @@
  * time limit; closing the service with requests in flight lets them finish or answers them 503.
  */
 import { execFileSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createApp, DEV_API_KEY } from 'policyloop/server';
+import { createApp, DEV_API_KEY, serve } from 'policyloop/server';
+import { InvalidArgumentError } from 'policyloop';
 import { JobRunner } from '../../src/server/job-runner.js';
 import { Store } from '../../src/server/store/index.js';
 import { closedAfterEach, temporaryDirectory, type TestApp } from './support/harness.js';
@@ -180,6 +181,23 @@ describe('time limits', () => {
         createApp({ dataDir: temporaryDirectory(), engine: createStandInEngine(), ...options }),
       ).rejects.toThrow(/Expected `\w+` to be/);
     }
+  });
+
+  it('refuses a misspelt option of serve() or createApp, naming the nearest, before opening or listening on anything', async () => {
+    const dataDir = join(temporaryDirectory(), 'never-made');
+    const engine = createStandInEngine();
+    const misspelt = serve({ port: 0, dataDir, engine, requestTimeoutMS: 5_000 } as never);
+    await expect(misspelt).rejects.toBeInstanceOf(InvalidArgumentError);
+    await expect(misspelt).rejects.toThrow('Unknown option `requestTimeoutMS`; did you mean `requestTimeoutMs`?');
+    await expect(serve({ port: 0, dataDir, engine, allowedHost: ['mybox.lan'] } as never)).rejects.toThrow(
+      'Unknown option `allowedHost`; did you mean `allowedHosts`?',
+    );
+    await expect(createApp({ dataDir, engine, maxBodyByte: 10 } as never)).rejects.toThrow(
+      'Unknown option `maxBodyByte`; did you mean `maxBodyBytes`?',
+    );
+    // serve()'s own options are not the app's.
+    await expect(createApp({ dataDir, engine, port: 0 } as never)).rejects.toThrow('Unknown option `port`');
+    expect(existsSync(dataDir)).toBe(false);
   });
 });
 

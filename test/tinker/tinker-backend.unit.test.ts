@@ -73,4 +73,15 @@ describe('TinkerBackend construction', () => {
     expect(() => new TinkerBackend({ ...base, maxRetries: 1.5 })).toThrow(/maxRetries/);
     expect(() => new TinkerBackend({ ...base, port: 70_000 })).toThrow(/port/);
   });
+
+  it('a misspelt option, or LoRA setting, is refused naming the nearest one', () => {
+    const base = { baseURL: 'http://127.0.0.1:8000', fetch };
+    expect(() => new TinkerBackend({ ...base, futureTimout: 1_000 } as never)).toThrow(
+      'Unknown option `futureTimout`; did you mean `futureTimeout`?',
+    );
+    expect(() => new TinkerBackend({ ...base, lora: { rnak: 8 } } as never)).toThrow(
+      'Unknown option `lora.rnak`; did you mean `lora.rank`?',
+    );
+    expect(fetch).not.toHaveBeenCalled();
+  });
 });

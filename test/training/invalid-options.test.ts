@@ -12,6 +12,7 @@ import { APIUserAbortError, InvalidArgumentError, TrainingClient } from 'policyl
 import { gatherTrajectoryGroups } from '../../src/rollout/gather-trajectory-groups.js';
 import { makeGroup, startTestService, type TestService } from 'policyloop/testing';
 import type { Backend } from '../../src/training/backend.js';
+import { HostedBackend } from '../../src/backends/hosted-backend.js';
 import { LocalBackend } from '../../src/backends/local-backend.js';
 import { LogBatcher } from '../../src/training/log-batcher.js';
 import { TrainableModel } from '../../src/training/trainable-model.js';
@@ -163,6 +164,19 @@ describe('backend options', () => {
     [{ retryDelay: -1 }, 'retryDelay'],
   ])('new LocalBackend(%o) names `%s` before any service starts', async (bad, argument) => {
     expectInvalid(await failure(() => new LocalBackend(bad)), argument);
+  });
+
+  it.each([
+    [() => new LocalBackend({ dataDri: '/tmp/x' } as never), 'Unknown option `dataDri`; did you mean `dataDir`?'],
+    [() => new LocalBackend({ retry: 2 } as never), 'Unknown option `retry`; did you mean `retryDelay`?'],
+    [
+      () => new HostedBackend({ apiKey: 'k', inferenceApiBaseUrl: 'http://x.test' } as never),
+      'Unknown option `inferenceApiBaseUrl`; did you mean `inferenceApiBaseURL`?',
+    ],
+  ])('a misspelt backend option is refused, naming the nearest (%#)', async (make, message) => {
+    const error = await failure(make);
+    expect(error).toBeInstanceOf(InvalidArgumentError);
+    expect((error as Error).message).toBe(message);
   });
 });
 

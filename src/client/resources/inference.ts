@@ -2,7 +2,7 @@
 import { z } from 'zod';
 import { InferenceModelList } from '../../schema/index.js';
 import { parseArgument } from '../arguments.js';
-import type { InferenceModelListOptions, InferenceModelListParams, RequestOptions } from '../options.js';
+import type { InferenceModelListParams, RequestOptions } from '../options.js';
 import type { Transport } from '../transport.js';
 
 const Params = z.strictObject({
@@ -30,26 +30,8 @@ export class InferenceModels {
    * @example
    * const { data } = await client.inference.models.list({ project: 'my-team/demo' }, { timeout: 5_000 });
    */
-  list(params?: InferenceModelListParams, options?: RequestOptions): Promise<InferenceModelList>;
-  /**
-   * The 0.1.0 form: `project` and the request options in one object.
-   * @deprecated Pass them apart: `list({ project }, { signal })`. This form will be removed in 0.3.0.
-   */
-  list(options: InferenceModelListOptions): Promise<InferenceModelList>;
-  /** Lists the inference models: the parameters (or the deprecated single object), then the request options. */
-  async list(
-    params: InferenceModelListParams | InferenceModelListOptions = {},
-    options?: RequestOptions,
-  ): Promise<InferenceModelList> {
-    let requestOptions = options;
-    let given: unknown = params;
-    // The 0.1.0 form: one object with request options beside `project`.
-    if (options === undefined && isCombinedOptions(params)) {
-      const { project, ...rest } = params;
-      given = project === undefined ? {} : { project };
-      requestOptions = rest;
-    }
-    const { project } = parseArgument(Params, given, 'params', 'GET /models');
+  async list(params: InferenceModelListParams = {}, options?: RequestOptions): Promise<InferenceModelList> {
+    const { project } = parseArgument(Params, params, 'params', 'GET /models');
     return this.#transport.request(
       {
         method: 'GET',
@@ -60,14 +42,9 @@ export class InferenceModels {
         response: InferenceModelList,
         responseName: 'InferenceModelList',
       },
-      requestOptions,
+      options,
     );
   }
-}
-
-/** True for the deprecated single object: any key besides `project` is a request option. */
-function isCombinedOptions(value: unknown): value is InferenceModelListOptions {
-  return typeof value === 'object' && value !== null && Object.keys(value).some((key) => key !== 'project');
 }
 
 /** The inference API's resources. */
