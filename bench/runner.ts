@@ -210,7 +210,7 @@ async function runner(client: OpenAI): Promise<void> {
       groupSize: GROUP_SIZE,
       concurrency: CONCURRENCY,
       reward: (trajectory) => (trajectory.messages_and_choices.length === 3 ? 1 : 0),
-      policyVersion: () => 0,
+      sampledStep: () => 0,
       events,
     },
   );

@@ -77,7 +77,7 @@ const rollOut = (): Promise<TrajectoryGroup[]> =>
       groupSize: 16,
       concurrency: 96,
       reward,
-      policyVersion: () => model.getStep(),
+      sampledStep: () => model.getStep(),
     },
   );
 const mean = (groups: readonly TrajectoryGroup[], value: (trajectory: Trajectory) => number): number => {

@@ -69,7 +69,7 @@ function sample(
       groupSize,
       concurrency: 128, // the engine batches concurrent requests into shared forward passes
       reward: (trajectory, scenario) => reward(scenario, finalAssistantText(trajectory)),
-      policyVersion: () => step,
+      sampledStep: () => step,
     },
   );
 }

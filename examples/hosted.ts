@@ -55,7 +55,7 @@ const groups = await gatherTrajectoryGroups(
       correct: normalizedMatch((scenario) => scenario.capital),
       letters: { fn: (trajectory) => letterShare(finalAssistantText(trajectory)), weight: 0.2 },
     }),
-    policyVersion: () => model.getStep(),
+    sampledStep: () => model.getStep(),
   },
 );
 

@@ -95,7 +95,7 @@ const rollOut = (step: number, labels: Record<string, number>): Promise<Trajecto
       labels[replyLabel(message)] = (labels[replyLabel(message)] ?? 0) + 1;
       return { reward: weatherReward(message) };
     },
-    { groupSize: 4, concurrency: 16, policyVersion: () => model.getStep() },
+    { groupSize: 4, concurrency: 16, sampledStep: () => model.getStep() },
   );
 for (let index = 1; index <= steps; index += 1) {
   const labels: Record<string, number> = {};

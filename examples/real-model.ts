@@ -51,7 +51,7 @@ const sample = (scenarios: UppercaseScenario[], groupSize: number): Promise<Traj
       groupSize,
       concurrency: 16,
       reward: (trajectory, scenario) => reward(scenario, finalAssistantText(trajectory)),
-      policyVersion: () => step,
+      sampledStep: () => step,
     },
   );
 const validate = async (): Promise<number> => {

@@ -32,7 +32,7 @@ const sample = (scenarios: UppercaseScenario[], groupSize: number): Promise<Traj
       groupSize,
       concurrency: 64,
       reward: (trajectory, scenario) => reward(scenario, finalAssistantText(trajectory)),
-      policyVersion: () => step,
+      sampledStep: () => step,
     },
   );
 const validate = async (): Promise<number> => {

@@ -103,7 +103,7 @@ const groups = await gatherTrajectoryGroups(
     // A model may write a call that is not valid JSON: up to a quarter of the rollouts may fail
     // and are kept in group.exceptions.
     maxExceptions: 0.25,
-    policyVersion: () => model.getStep(),
+    sampledStep: () => model.getStep(),
   },
 );
 

@@ -74,7 +74,7 @@ try {
     const groups = await gatherTrajectoryGroups(scenarios, rollout, {
       groupSize: 8,
       reward: capitals,
-      policyVersion: () => model.getStep(),
+      sampledStep: () => model.getStep(),
     });
     const { step: next } = await model.train(groups);
     process.stderr.write(`trained step ${next}\n`);

@@ -96,7 +96,7 @@ export {
   TrajectoryRecorder,
   type RecordedCompletion,
 } from './rollout/trajectory-recorder.js';
-export { dropStaleGroups, type StalenessSplit } from './rollout/drop-stale-groups.js';
+export { dropStaleGroups, groupSampledStep, type StalenessSplit } from './rollout/drop-stale-groups.js';
 
 // Rewards: evaluating one, and the option and result types of the built-ins and the judge.
 export { evaluateReward, type WeightedReward } from './rewards/reward-function.js';

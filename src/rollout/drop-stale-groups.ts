@@ -14,14 +14,14 @@ export interface StalenessSplit {
 }
 
 /**
- * The oldest `initial_policy_version` among a group's trajectories, or undefined when none carries
- * one.
+ * The step a group was sampled at: the oldest `initial_policy_version` among its trajectories, or
+ * undefined when none carries one.
  */
-export function oldestPolicyVersion(group: TrajectoryGroup): number | undefined {
+export function groupSampledStep(group: TrajectoryGroup): number | undefined {
   let oldest: number | undefined;
   for (const trajectory of group.trajectories) {
-    const version = trajectory.initial_policy_version;
-    if (typeof version === 'number' && (oldest === undefined || version < oldest)) oldest = version;
+    const step = trajectory.initial_policy_version;
+    if (typeof step === 'number' && (oldest === undefined || step < oldest)) oldest = step;
   }
   return oldest;
 }
@@ -44,7 +44,7 @@ export function dropStaleGroups(
   const fresh: TrajectoryGroup[] = [];
   const dropped: TrajectoryGroup[] = [];
   for (const group of groups) {
-    const oldest = oldestPolicyVersion(group);
+    const oldest = groupSampledStep(group);
     if (oldest !== undefined && step - oldest > maxStepsOffPolicy) dropped.push(group);
     else fresh.push(group);
   }

@@ -95,11 +95,12 @@ export interface GatherOptions<S> {
   /** Scores each finished group as a whole (after `reward`), e.g. `relativeJudge({...})`. */
   scoreGroup?: GroupScorer<S> | undefined;
   /**
-   * The current policy version (the model's step); read when each rollout starts and ends and
-   * stamped as `initial_policy_version` / `final_policy_version` (unless the rollout set them).
+   * The step of the policy the rollouts sample from (the model's step, e.g. `() => model.getStep()`):
+   * read when each rollout starts, its sampled step, stamped as `initial_policy_version`, and when
+   * it ends, stamped as `final_policy_version` (unless the rollout set them).
    * Every trajectory also gets its `start_time` (ISO 8601) unless the rollout set one.
    */
-  policyVersion?: (() => number | Promise<number>) | undefined;
+  sampledStep?: (() => number | Promise<number>) | undefined;
   /**
    * Aborts the gather: rollouts still running see their signal abort (with the signal's reason),
    * and the gather rejects with `APIUserAbortError` (its `cause` is the reason).
@@ -242,7 +243,7 @@ const GatherOptionsSchema = optionsSchema<GatherOptions<unknown>>()({
     )
     .optional(),
   scoreGroup: option.function<GroupScorer<unknown>>().optional(),
-  policyVersion: option.function<() => number | Promise<number>>().optional(),
+  sampledStep: option.function<() => number | Promise<number>>().optional(),
   signal: option.signal().optional(),
   events: option
     .like<GatherEmitter<unknown>>((events) => typeof events?.emit === 'function', 'a GatherEmitter')
@@ -522,11 +523,11 @@ class GatherRun<S> {
   /** What an attempt does: run the rollout in its scope, then stamp, validate and score its trajectory. */
   private async work(attempt: Attempt<S>): Promise<Trajectory> {
     const { recorder, scenario } = attempt;
-    const { policyVersion } = this.plan;
+    const { sampledStep } = this.plan;
     const startTime = new Date().toISOString();
     // Read twice per rollout: an answer given at once (`() => model.getStep()`) skips the microtask queue.
-    const initialRead = policyVersion?.();
-    const initialVersion = isPromiseLike(initialRead) ? await initialRead : initialRead;
+    const initialRead = sampledStep?.();
+    const initialStep = isPromiseLike(initialRead) ? await initialRead : initialRead;
     const context = new AttemptContext(attempt, this.endpoints);
     // The attempt is the rollout's capture scope; the scope closes once what the rollout returned settled.
     const started = openRolloutScope(attempt, this.plan.rollout, scenario, context);
@@ -538,12 +539,12 @@ class GatherRun<S> {
     }
     recorder.close();
     attempt.endEndpoint();
-    const finalRead = policyVersion?.();
-    const finalVersion = isPromiseLike(finalRead) ? await finalRead : finalRead;
+    const finalRead = sampledStep?.();
+    const finalStep = isPromiseLike(finalRead) ? await finalRead : finalRead;
     const trajectory = buildTrajectory(recorder[takeTrajectory](), returned);
     trajectory.start_time ??= startTime;
-    if (initialVersion !== undefined) trajectory.initial_policy_version ??= initialVersion;
-    if (finalVersion !== undefined) trajectory.final_policy_version ??= finalVersion;
+    if (initialStep !== undefined) trajectory.initial_policy_version ??= initialStep;
+    if (finalStep !== undefined) trajectory.final_policy_version ??= finalStep;
     const { reward } = this.plan;
     if (reward !== undefined) {
       const value = evaluateRewardNow(reward, trajectory, scenario);
@@ -671,7 +672,7 @@ class GatherRun<S> {
  *   concurrency: 8,
  *   reward: { correct: exactMatch((scenario) => scenario.answer) },
  *   maxExceptions: 0.1,
- *   policyVersion: () => model.getStep(),
+ *   sampledStep: () => model.getStep(),
  *   progress: true,
  * });
  */

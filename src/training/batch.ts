@@ -9,6 +9,7 @@ import type { z } from 'zod';
 import { InvalidArgumentError, PolicyloopError } from '../internal/errors.js';
 import { describeValue } from '../internal/describe-value.js';
 import { formatIssues } from '../internal/format-issues.js';
+import { groupSampledStep } from '../rollout/drop-stale-groups.js';
 import { isChoice, TrajectoryGroup } from '../schema/index.js';
 import type { MessageOrChoice, Trajectory } from '../schema/index.js';
 import { MissingLogprobsError } from './errors.js';
@@ -147,19 +148,6 @@ export function prepareBatch(input: unknown, rules: BatchRules): TrainingBatch {
 export function hasZeroRewardVariance(group: TrajectoryGroup): boolean {
   const first = group.trajectories[0]?.reward ?? 0;
   return group.trajectories.every((trajectory) => (trajectory.reward ?? 0) === first);
-}
-
-/**
- * The step a group was sampled at: the oldest `initial_policy_version` among its trajectories, or
- * undefined when none carries one.
- */
-export function groupSampledStep(group: TrajectoryGroup): number | undefined {
-  let oldest: number | undefined;
-  for (const trajectory of group.trajectories) {
-    const step = trajectory.initial_policy_version;
-    if (typeof step === 'number' && (oldest === undefined || step < oldest)) oldest = step;
-  }
-  return oldest;
 }
 
 function judgeGroup(group: TrajectoryGroup, index: number, rules: BatchRules): GroupFacts {

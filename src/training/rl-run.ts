@@ -396,7 +396,7 @@ export class RLRun<S> {
         groupSize: size,
         reward: options.reward,
         scoreGroup: options.scoreGroup,
-        policyVersion: () => sampledStep,
+        sampledStep: () => sampledStep,
         signal: gatherSignal,
         model: target,
       }),

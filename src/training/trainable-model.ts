@@ -192,7 +192,7 @@ export class TrainableModel extends PromptedModel<TrainableModelEvents> {
   /**
    * The current step (= policy version): the newest checkpoint's step, 0 for the base model.
    * @example
-   * const groups = await gatherTrajectoryGroups(scenarios, rollout, { policyVersion: () => model.getStep() });
+   * const groups = await gatherTrajectoryGroups(scenarios, rollout, { sampledStep: () => model.getStep() });
    */
   async getStep(options: WaitOptions = {}): Promise<number> {
     checkWaitOptions(options);

@@ -86,7 +86,7 @@ describe('an agent on the tiny Qwen3 with the real tokenizer', () => {
           sampledLabels.add(replyLabel(reply));
           return { reward: weatherReward(reply) };
         },
-        { groupSize: 4, concurrency: 16, policyVersion: () => model.getStep() },
+        { groupSize: 4, concurrency: 16, sampledStep: () => model.getStep() },
       );
       // Every rollout is the client's one completion, its tokens Qwen3's own.
       for (const group of groups) {

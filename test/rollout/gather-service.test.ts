@@ -158,7 +158,7 @@ describe('gathering against the local service', () => {
 
   it('stamps the step read from the service, and a training step later makes those groups stale', async () => {
     const before = await currentStep();
-    const groups = await gatherTrajectoryGroups(['s1', 's2'], ask, { groupSize: 2, policyVersion: currentStep });
+    const groups = await gatherTrajectoryGroups(['s1', 's2'], ask, { groupSize: 2, sampledStep: currentStep });
     for (const trajectory of groups.flatMap((group) => group.trajectories)) {
       expect(trajectory.initial_policy_version).toBe(before);
       expect(trajectory.final_policy_version).toBe(before);

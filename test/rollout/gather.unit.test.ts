@@ -334,7 +334,7 @@ describe('gatherTrajectoryGroups', () => {
       async () => {
         step = 4;
       },
-      { policyVersion: () => step },
+      { sampledStep: () => step },
     );
     expect(groups[0]?.trajectories[0]).toMatchObject({ initial_policy_version: 3, final_policy_version: 4 });
     expect(Date.parse(groups[0]?.trajectories[0]?.start_time ?? '')).not.toBeNaN();

@@ -35,7 +35,7 @@ describe('dropStaleGroups', () => {
         // Training advances the policy while later groups are still being sampled.
         step = scenario * 2;
       },
-      { concurrency: 1, policyVersion: () => step },
+      { concurrency: 1, sampledStep: () => step },
     );
     expect(groups.map((group) => group.trajectories[0]?.initial_policy_version)).toEqual([0, 0, 2]);
     const { fresh, dropped } = dropStaleGroups(groups, 4, 2);

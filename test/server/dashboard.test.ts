@@ -129,7 +129,7 @@ describe.skipIf(executablePath === undefined)('the dashboard in headless Chromiu
         groupSize: 4,
         maxExceptions: 1,
         reward,
-        policyVersion: () => model.getStep(),
+        sampledStep: () => model.getStep(),
       });
       if (step !== 1) {
         const val = await gatherTrajectoryGroups(SCENARIOS.slice(0, 2), rollout, { groupSize: 2, reward });
@@ -240,7 +240,9 @@ describe.skipIf(executablePath === undefined)('the dashboard in headless Chromiu
     const chartTable = async (): Promise<string[][]> =>
       page
         .locator('#chart-table tbody tr')
-        .evaluateAll((rows) => rows.map((row) => [...row.querySelectorAll('td')].map((cell) => cell.textContent ?? '')));
+        .evaluateAll((rows) =>
+          rows.map((row) => [...row.querySelectorAll('td')].map((cell) => cell.textContent ?? '')),
+        );
     await page.selectOption('#metric-select', 'rollouts/failed');
     await expect.poll(() => page.locator('#chart-heading').textContent()).toBe('rollouts/failed');
     expect(await chart.getAttribute('data-series')).toBe('train');

@@ -88,7 +88,7 @@ describe('gather options', () => {
     [{ maxExceptions: Number.POSITIVE_INFINITY }, 'maxExceptions'],
     [{ reward: 'exact' }, 'reward'],
     [{ scoreGroup: {} }, 'scoreGroup'],
-    [{ policyVersion: 3 }, 'policyVersion'],
+    [{ sampledStep: 3 }, 'sampledStep'],
     [{ signal: true }, 'signal'],
     [{ progress: 'yes' }, 'progress'],
     [{ events: {} }, 'events'],

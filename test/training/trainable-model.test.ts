@@ -62,17 +62,17 @@ async function sampleGroups(model: TrainableModel): Promise<TrajectoryGroup[]> {
         for (const char of text) sum += char.codePointAt(0) ?? 0;
         return (sum % 97) / 97;
       },
-      policyVersion: () => model.getStep(),
+      sampledStep: () => model.getStep(),
     },
   );
 }
 
 /** A hand-written group whose rewards differ; `logprobs: false` leaves them out of the Choices. */
-function handGroup(options: { logprobs: boolean; policyVersion?: number }): TrajectoryGroupInput {
+function handGroup(options: { logprobs: boolean; sampledStep?: number }): TrajectoryGroupInput {
   return {
     trajectories: [0, 1].map((reward) => ({
       reward,
-      initial_policy_version: options.policyVersion ?? null,
+      initial_policy_version: options.sampledStep ?? null,
       messages_and_choices: [
         { role: 'user' as const, content: 'hi' },
         {
@@ -299,10 +299,10 @@ describe('checks before upload', () => {
     const dropped: GroupsDroppedEvent[] = [];
     model.on('groups:dropped', (event) => dropped.push(event));
     await expect(
-      model.train([handGroup({ logprobs: true, policyVersion: 0 })], { maxStepsOffPolicy: 1 }),
+      model.train([handGroup({ logprobs: true, sampledStep: 0 })], { maxStepsOffPolicy: 1 }),
     ).rejects.toThrow(/all 1 were more than 1 steps stale/);
     const result = await model.train(
-      [handGroup({ logprobs: true, policyVersion: 0 }), handGroup({ logprobs: true, policyVersion: 1 })],
+      [handGroup({ logprobs: true, sampledStep: 0 }), handGroup({ logprobs: true, sampledStep: 1 })],
       { maxStepsOffPolicy: 1 },
     );
     expect(result).toMatchObject({ step: 3, droppedGroups: 1 });
@@ -326,7 +326,7 @@ describe('checks before upload', () => {
     const dropped: GroupsDroppedEvent[] = [];
     model.on('groups:dropped', (event) => dropped.push(event));
     const result = await model.train(
-      [handGroup({ logprobs: true, policyVersion: 0 }), handGroup({ logprobs: true, policyVersion: 1 })],
+      [handGroup({ logprobs: true, sampledStep: 0 }), handGroup({ logprobs: true, sampledStep: 1 })],
       { maxStepsOffPolicy: 1 },
     );
     expect(result).toMatchObject({ step: 3, droppedGroups: 1 });
