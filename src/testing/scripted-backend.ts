@@ -9,19 +9,12 @@ import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { z } from 'zod';
 import { loadLocalService } from '../backends/local-backend.js';
 import { TrainingClient } from '../client/index.js';
 import { raceSignal } from '../internal/delay.js';
 import { PolicyloopError } from '../internal/errors.js';
-import {
-  booleanOption,
-  functionOption,
-  invalidOption,
-  numberOption,
-  optional,
-  optionsObject,
-  stringOption,
-} from '../internal/options.js';
+import { option, optionsSchema, parseOptions } from '../internal/option-schema.js';
 import type { Backend, BackendConnection, TrainingJobs } from '../training/backend.js';
 import { ServiceJobs } from '../training/service-jobs.js';
 import {
@@ -132,20 +125,7 @@ export class ScriptedBackend implements Backend {
    * @throws {InvalidArgumentError} for a bad option, before anything is made.
    */
   constructor(options: ScriptedBackendOptions = {}) {
-    optionsObject('options', options);
-    const sample = optional(options.sample, checkSample);
-    optional(options.train, (train) => functionOption('train', train));
-    const baseModels = optional(options.baseModels, (models) => {
-      if (!Array.isArray(models) || models.length === 0)
-        throw invalidOption('baseModels', models, 'a non-empty array of base model ids');
-      return models.map((model: unknown, index) => stringOption(`baseModels[${index}]`, model, true));
-    });
-    optional(options.dataDir, (dir) => stringOption('dataDir', dir, true));
-    optional(options.defaultLearningRate, (rate) =>
-      rate === null ? null : numberOption('defaultLearningRate', rate, { min: 0, exclusiveMin: true }),
-    );
-    optional(options.listen, (listen) => booleanOption('listen', listen));
-    optional(options.intercept, (intercept) => functionOption('intercept', intercept));
+    const { sample, baseModels } = parseOptions(ScriptedBackendSchema, options);
     this.options = options;
     this.ownDir = options.dataDir === undefined;
     this.dataDir = path.resolve(options.dataDir ?? mkdtempSync(path.join(tmpdir(), 'policyloop-scripted-')));
@@ -268,10 +248,29 @@ export class ScriptedBackend implements Backend {
 }
 
 /** `sample`: a text, a Choice, a non-empty list of them, or a function. */
-function checkSample(sample: unknown): ScriptedSample {
-  const one = (value: unknown): boolean =>
-    typeof value === 'string' || (typeof value === 'object' && value !== null && 'message' in value);
-  if (typeof sample === 'function' || one(sample)) return sample as ScriptedSample;
-  if (Array.isArray(sample) && sample.length > 0 && sample.every(one)) return sample as ScriptedSample;
-  throw invalidOption('sample', sample, 'a text, a Choice, a non-empty array of them, or a function of the request');
+/** A text, or a Choice-like object with a `message`. */
+function isOneSample(value: unknown): boolean {
+  return typeof value === 'string' || (typeof value === 'object' && value !== null && 'message' in value);
 }
+
+const ScriptedBackendSchema = optionsSchema<ScriptedBackendOptions>()({
+  sample: option
+    .like<ScriptedSample>(
+      (value) =>
+        typeof value === 'function' ||
+        isOneSample(value) ||
+        (Array.isArray(value) && value.length > 0 && value.every(isOneSample)),
+      'a text, a Choice, a non-empty array of them, or a function of the request',
+    )
+    .optional(),
+  train: option.function<ScriptedTrain>().optional(),
+  baseModels: z
+    .array(option.nonEmptyString())
+    .nonempty({ error: 'a non-empty array of base model ids' })
+    .readonly()
+    .optional(),
+  dataDir: option.nonEmptyString().optional(),
+  defaultLearningRate: z.union([z.null(), option.number({ min: 0, exclusiveMin: true })]).optional(),
+  listen: option.boolean().optional(),
+  intercept: option.function<NonNullable<ScriptedBackendOptions['intercept']>>().optional(),
+});
