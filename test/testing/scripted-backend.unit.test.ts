@@ -194,5 +194,8 @@ describe('ScriptedBackend', () => {
     expect(() => new ScriptedBackend({ train: 'fast' as never })).toThrow(/train/);
     expect(() => new ScriptedBackend({ baseModels: [] })).toThrow(/baseModels/);
     expect(() => new ScriptedBackend({ defaultLearningRate: -1 })).toThrow(/defaultLearningRate/);
+    expect(() => new ScriptedBackend({ sampel: 'yes' } as never)).toThrow(
+      'Unknown option `sampel`; did you mean `sample`?',
+    );
   });
 });
