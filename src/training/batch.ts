@@ -98,15 +98,7 @@ export function prepareBatch(input: unknown, rules: BatchRules): TrainingBatch {
       issues.push(...shapeIssues);
       return;
     }
-    const parsed = TrajectoryGroup.safeParse(raw);
-    if (!parsed.success) {
-      throw new InvalidArgumentError(
-        'groups',
-        `Expected trajectory group ${index} to be a TrajectoryGroup: ${formatIssues(parsed.error.issues)}`,
-        { cause: parsed.error },
-      );
-    }
-    const group = parsed.data;
+    const group = parseGroup(raw, index);
     failedRollouts += group.exceptions?.length ?? 0;
     facts.push(judgeGroup(group, index, rules));
   });
@@ -142,6 +134,17 @@ export function prepareBatch(input: unknown, rules: BatchRules): TrainingBatch {
     },
     nothingToTrain,
   };
+}
+
+/** Group `index` parsed against the schema; the error names it and what is wrong. */
+export function parseGroup(raw: unknown, index: number): TrajectoryGroup {
+  const parsed = TrajectoryGroup.safeParse(raw);
+  if (parsed.success) return parsed.data;
+  throw new InvalidArgumentError(
+    'groups',
+    `Expected trajectory group ${index} to be a TrajectoryGroup: ${formatIssues(parsed.error.issues)}`,
+    { cause: parsed.error },
+  );
 }
 
 /** True when a group's rewards are all equal (or it has no trajectory): every advantage is zero. */

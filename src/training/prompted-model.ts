@@ -14,10 +14,11 @@ import { invalidOption, option, optionsSchema, parseOptions, parseValue } from '
 import { captureCompletions } from '../rollout/capture-completions.js';
 import { captureFetch, translatingFetch } from '../rollout/capture-fetch.js';
 import type { ChatCompletionsClient } from '../schema/chat-client.js';
-import { computeStepMetrics, prefixMetrics, TrajectoryGroup } from '../schema/index.js';
+import { computeStepMetrics, prefixMetrics, type TrajectoryGroup } from '../schema/index.js';
 import type { TrajectoryGroupInput } from '../schema/index.js';
 import type { WaitOptions } from './backend.js';
 import { checkWaitOptions } from './job-options.js';
+import { parseGroup } from './batch.js';
 import { appendHistoryRow, readHistory } from './history.js';
 import type { HistoryRow } from './history.js';
 import { assertPathSegment, modelFiles } from './model-files.js';
@@ -458,17 +459,7 @@ function logRequest(params: LogParams, options: WaitOptions): WaitOptions {
 /** Parses each group against the schema; the error names the first bad group. */
 export function parseGroups(groups: readonly TrajectoryGroupInput[]): TrajectoryGroup[] {
   if (!Array.isArray(groups)) throw invalidOption('groups', groups, 'an array of trajectory groups');
-  return groups.map((group, index) => {
-    const result = TrajectoryGroup.safeParse(group);
-    if (!result.success) {
-      throw new InvalidArgumentError(
-        'groups',
-        `Expected trajectory group ${index} to be a TrajectoryGroup: ${formatIssues(result.error.issues)}`,
-        { cause: result.error },
-      );
-    }
-    return result.data;
-  });
+  return groups.map(parseGroup);
 }
 
 /**

@@ -16,6 +16,8 @@ import {
   TrainingTimeoutError,
 } from 'policyloop';
 import { ScriptedBackend } from 'policyloop/testing';
+import type { RLTrainerOptions } from 'policyloop/training';
+import type { TrainableModel } from 'policyloop';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   chatRollout,
@@ -51,18 +53,31 @@ afterAll(async () => {
   await backend?.close();
 });
 
+/**
+ * The trainer most tests use: the words as scenarios, one chat completion per rollout (rewards 0,
+ * 1 by index), groups of two, two groups a step, no progress line; `options` add or override.
+ */
+function wordTrainer(
+  model: TrainableModel,
+  options: Partial<RLTrainerOptions<string>> & Pick<RLTrainerOptions<string>, 'maxSteps'>,
+): RLTrainer<string> {
+  return new RLTrainer({
+    model,
+    scenarios: WORDS,
+    rollout: chatRollout(model),
+    groupSize: 2,
+    groupsPerStep: 2,
+    progress: false,
+    ...options,
+  });
+}
+
 describe('the synchronous loop (maxStepsOffPolicy 0)', () => {
   it('trains to maxSteps, each batch sampled from the step it trains, one train/* row per step', async () => {
     const model = await freshModel(backend);
-    const trainer = new RLTrainer({
-      model,
-      scenarios: WORDS,
-      rollout: chatRollout(model),
-      groupSize: 2,
-      groupsPerStep: 2,
+    const trainer = wordTrainer(model, {
       maxSteps: 4,
       maxStepsOffPolicy: 0,
-      progress: false,
     });
     const starts = recorded(trainer, 'step:start');
     const ends = recorded(trainer, 'step:end');
@@ -105,15 +120,9 @@ describe('the synchronous loop (maxStepsOffPolicy 0)', () => {
 describe('the pipelined loop', () => {
   it('with maxStepsOffPolicy 1 samples each next batch while a step trains, never more than one step stale', async () => {
     const model = await freshModel(backend);
-    const trainer = new RLTrainer({
-      model,
-      scenarios: WORDS,
-      rollout: chatRollout(model),
-      groupSize: 2,
-      groupsPerStep: 2,
+    const trainer = wordTrainer(model, {
       maxSteps: 5,
       maxStepsOffPolicy: 1,
-      progress: false,
     });
     const starts = recorded(trainer, 'step:start');
     const ends = recorded(trainer, 'step:end');
@@ -145,15 +154,9 @@ describe('the pipelined loop', () => {
 
   it('with maxStepsOffPolicy 2 runs two steps ahead and no further', async () => {
     const model = await freshModel(backend);
-    const trainer = new RLTrainer({
-      model,
-      scenarios: WORDS,
-      rollout: chatRollout(model),
-      groupSize: 2,
-      groupsPerStep: 2,
+    const trainer = wordTrainer(model, {
       maxSteps: 6,
       maxStepsOffPolicy: 2,
-      progress: false,
     });
     const starts = recorded(trainer, 'step:start');
     await run(trainer);
@@ -184,7 +187,6 @@ describe('the pipelined loop', () => {
       groupsPerStep: 2,
       maxSteps: 3,
       maxStepsOffPolicy: 1,
-      progress: false,
     });
     const dropped = recorded(trainer, 'groups:dropped');
     const summary = await run(trainer);
@@ -200,9 +202,7 @@ describe('failing rollouts', () => {
   it('retries a rollout that throws once: rollout:failed with willRetry, the step trains every rollout', async () => {
     const model = await freshModel(backend);
     const inner = chatRollout(model);
-    const trainer = new RLTrainer({
-      model,
-      scenarios: WORDS,
+    const trainer = wordTrainer(model, {
       rollout: async (scenario, context) => {
         if (scenario === 'dog' && context.index === 0 && context.attempt === 0) throw new Error('flaky tool');
         return inner(scenario, context);
@@ -211,7 +211,6 @@ describe('failing rollouts', () => {
       groupsPerStep: 2,
       maxSteps: 2,
       gather: { retryDelay: 1 },
-      progress: false,
     });
     const failures = recorded(trainer, 'rollout:failed');
     const ends = recorded(trainer, 'step:end');
@@ -230,9 +229,7 @@ describe('failing rollouts', () => {
   it('keeps a rollout that fails for good in its group: the group trains on the rest', async () => {
     const model = await freshModel(backend);
     const inner = chatRollout(model);
-    const trainer = new RLTrainer({
-      model,
-      scenarios: WORDS,
+    const trainer = wordTrainer(model, {
       rollout: async (scenario, context) => {
         if (scenario === 'dog' && context.index === 2) throw new Error('the agent crashed');
         return inner(scenario, context);
@@ -241,7 +238,6 @@ describe('failing rollouts', () => {
       groupsPerStep: 2,
       maxSteps: 1,
       gather: { retryDelay: 1 },
-      progress: false,
     });
     const failures = recorded(trainer, 'rollout:failed');
     const ends = recorded(trainer, 'step:end');
@@ -262,9 +258,7 @@ describe('failing rollouts', () => {
   it('leaves out a group with fewer than minGroupSize finished rollouts', async () => {
     const model = await freshModel(backend);
     const inner = chatRollout(model);
-    const trainer = new RLTrainer({
-      model,
-      scenarios: WORDS,
+    const trainer = wordTrainer(model, {
       rollout: async (scenario, context) => {
         if (scenario === 'dog' && context.index === 0) throw new Error('the agent crashed');
         return inner(scenario, context);
@@ -274,7 +268,6 @@ describe('failing rollouts', () => {
       minGroupSize: 3,
       maxSteps: 1,
       gather: { maxRetries: 0 },
-      progress: false,
     });
     const dropped = recorded(trainer, 'groups:dropped');
     const ends = recorded(trainer, 'step:end');
@@ -291,9 +284,7 @@ describe('failing rollouts', () => {
   it('fails the step when more rollouts fail than gather.maxExceptions allows, training nothing', async () => {
     const model = await freshModel(backend);
     const inner = chatRollout(model);
-    const trainer = new RLTrainer({
-      model,
-      scenarios: WORDS,
+    const trainer = wordTrainer(model, {
       rollout: async (scenario, context) => {
         if (context.index === 0) throw new Error('the agent crashed');
         return inner(scenario, context);
@@ -303,7 +294,6 @@ describe('failing rollouts', () => {
       maxSteps: 3,
       // Two of four rollouts fail for good; the default budget is a quarter.
       gather: { maxRetries: 0 },
-      progress: false,
     });
     const error = await run(trainer).catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(ExceptionBudgetExceededError);
@@ -311,9 +301,7 @@ describe('failing rollouts', () => {
     expect(await model.getStep()).toBe(0);
 
     // With a budget of two the same batch trains, each group on its rollout that finished.
-    const tolerant = new RLTrainer({
-      model,
-      scenarios: WORDS,
+    const tolerant = wordTrainer(model, {
       rollout: async (scenario, context) => {
         if (context.index === 0) throw new Error('the agent crashed');
         return inner(scenario, context);
@@ -322,7 +310,6 @@ describe('failing rollouts', () => {
       groupsPerStep: 2,
       maxSteps: 1,
       gather: { maxRetries: 0, maxExceptions: 2 },
-      progress: false,
     });
     const summary = await run(tolerant);
     expect(summary.totals).toMatchObject({ steps: 1, failedRollouts: 2 });
@@ -335,17 +322,11 @@ describe('learning rates', () => {
     const model = await freshModel(backend);
     const schedule = linearDecay({ initial: 4e-3, final: 1e-3, steps: 3 });
     await run(
-      new RLTrainer({
-        model,
-        scenarios: WORDS,
-        rollout: chatRollout(model),
-        groupSize: 2,
-        groupsPerStep: 2,
+      wordTrainer(model, {
         maxSteps: 4,
         learningRate: schedule,
         // The trainer's rate wins over `train.learningRate`.
         train: { learningRate: 1 },
-        progress: false,
       }),
     );
     const rates = jobsOf(backend, model).map((job) => job.learningRate);
@@ -359,16 +340,10 @@ describe('learning rates', () => {
     const model = await freshModel(backend);
     let progressCalls = 0;
     await run(
-      new RLTrainer({
-        model,
-        scenarios: WORDS,
-        rollout: chatRollout(model),
-        groupSize: 2,
-        groupsPerStep: 2,
+      wordTrainer(model, {
         maxSteps: 2,
         train: { lossFn: 'ppo', config: { kl_penalty_coef: 0.1 } },
         job: { onProgress: () => (progressCalls += 1) },
-        progress: false,
       }),
     );
     expect(jobsOf(backend, model).map((job) => [job.config?.['loss_fn'], job.config?.['kl_penalty_coef']])).toEqual([
@@ -419,7 +394,6 @@ describe('validation and retention', () => {
       maxSteps: 4,
       validation: { scenarios: WORDS.slice(0, 2), every: 2, groupSize: 2, baselines: [baseline] },
       keep: { best: true, latest: true },
-      progress: false,
     });
     const validations = recorded(trainer, 'validation:end');
     const summary = await run(trainer);
@@ -462,7 +436,6 @@ describe('validation and retention', () => {
         maxSteps: 3,
         validation: { scenarios: WORDS.slice(0, 2), every: 1 },
         keep: { best: true, latest: false },
-        progress: false,
       }),
     );
     const checkpoints = (await client.checkpoints.list(model.id)).data.map((checkpoint) => checkpoint.step);
@@ -506,7 +479,6 @@ describe('retention as the run goes', () => {
         maxStepsOffPolicy: 0,
         validation: { scenarios: WORDS.slice(0, 2), every: 3 },
         keep: { best: true, latest: true },
-        progress: false,
       });
       trainer.on('validation:end', ({ step }) => {
         if (step === 3) validated();
@@ -535,7 +507,6 @@ describe('resuming', () => {
       groupSize: 2,
       groupsPerStep: 2,
       maxSteps: 5,
-      progress: false,
     };
     const first = new RLTrainer(options);
     first.on('step:start', ({ step }) => {
@@ -595,7 +566,6 @@ describe('stopping', () => {
       groupSize: 2,
       groupsPerStep: 2,
       maxSteps: 100,
-      progress: false,
     };
     const bySteps = await run(new RLTrainer({ ...options, budget: { steps: 2 } }));
     expect(bySteps).toMatchObject({ step: 2, stopReason: 'budget_steps', totals: { steps: 2 } });
@@ -610,9 +580,7 @@ describe('stopping', () => {
     const model = await freshModel(backend);
     const inner = chatRollout(model);
     const summary = await run(
-      new RLTrainer({
-        model,
-        scenarios: WORDS,
+      wordTrainer(model, {
         rollout: async (scenario, context) => {
           await new Promise((resolve) => setTimeout(resolve, 20));
           return inner(scenario, context);
@@ -621,7 +589,6 @@ describe('stopping', () => {
         groupsPerStep: 2,
         maxSteps: 1_000,
         budget: { seconds: 0.05 },
-        progress: false,
       }),
     );
     expect(summary.stopReason).toBe('budget_seconds');
@@ -645,7 +612,6 @@ describe('stopping', () => {
           groupsPerStep: 2,
           maxSteps: 10,
           maxStepsOffPolicy,
-          progress: false,
         }),
       );
       expect(summary).toMatchObject({ step: 3, stopReason: 'scenarios_exhausted', totals: { steps: 3, rollouts: 12 } });
@@ -669,7 +635,6 @@ describe('groups without a learning signal', () => {
       groupsPerStep: 2,
       maxSteps: 1,
       maxStepsOffPolicy: 0,
-      progress: false,
     });
     const dropped = recorded(trainer, 'groups:dropped');
     const ends = recorded(trainer, 'step:end');
@@ -686,15 +651,12 @@ describe('groups without a learning signal', () => {
 
   it('stops with NoLearningSignalError after collapseAfter equal-reward groups in a row, training nothing', async () => {
     const model = await freshModel(backend);
-    const trainer = new RLTrainer({
-      model,
-      scenarios: WORDS,
+    const trainer = wordTrainer(model, {
       rollout: chatRollout(model, () => 0.5),
       groupSize: 2,
       groupsPerStep: 2,
       maxSteps: 5,
       collapseAfter: 3,
-      progress: false,
     });
     const error = await run(trainer).catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(NoLearningSignalError);
@@ -708,9 +670,7 @@ describe('groups without a learning signal', () => {
   it('stops the same way when every group loses too many rollouts, instead of sampling forever', async () => {
     const model = await freshModel(backend);
     const rollout = chatRollout(model);
-    const trainer = new RLTrainer({
-      model,
-      scenarios: WORDS,
+    const trainer = wordTrainer(model, {
       // The first rollout of every group throws: each group keeps one of two, under minGroupSize 2,
       // while the batch stays within its exception budget.
       rollout: async (scenario, context) => {
@@ -722,7 +682,6 @@ describe('groups without a learning signal', () => {
       maxSteps: 3,
       collapseAfter: 4,
       gather: { maxRetries: 0, maxExceptions: 0.5 },
-      progress: false,
     });
     const dropped: number[] = [];
     trainer.on('groups:dropped', (event) => dropped.push(event.count));
