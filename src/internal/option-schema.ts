@@ -115,7 +115,7 @@ export const option = {
    * @example
    * maxExceptions: option.number({ min: 0 }).default(0)
    */
-  number(bounds: NumberBounds = {}): z.ZodType<number> {
+  number(bounds: NumberBounds = {}): z.ZodType<number, number> {
     const error = numberExpected(bounds);
     const { min, max, exclusiveMin = false } = bounds;
     let finite = z.number({ error });
@@ -131,7 +131,7 @@ export const option = {
    * @example
    * timeout: option.timeout({ allowInfinity: true }).default(300_000)
    */
-  timeout({ allowInfinity = false }: { allowInfinity?: boolean | undefined } = {}): z.ZodType<number> {
+  timeout({ allowInfinity = false }: { allowInfinity?: boolean | undefined } = {}): z.ZodType<number, number> {
     return option.number({ min: 0, exclusiveMin: true, max: MAX_TIMER_MS, allowInfinity, unit: 'milliseconds' });
   },
 
@@ -141,7 +141,7 @@ export const option = {
   },
 
   /** A wait before a retry, in milliseconds: >= 0 and at most what a timer holds. */
-  retryDelay(): z.ZodType<number> {
+  retryDelay(): z.ZodType<number, number> {
     return option.number({ min: 0, max: MAX_TIMER_MS, unit: 'milliseconds' });
   },
 
