@@ -45,8 +45,17 @@ const DecayOptionsSchema = optionsSchema<DecayOptions>()({
   steps: option.integer({ min: 1 }).optional(),
 });
 
-/** The check of {@link withWarmup}'s options, with the default. */
-const WarmupOptionsSchema = optionsSchema<{ readonly from?: number | undefined }>()({
+/** Options of {@link withWarmup}. */
+export interface WarmupOptions {
+  /**
+   * The step the warm-up starts at.
+   * @default 0
+   */
+  readonly from?: number | undefined;
+}
+
+/** The check of {@link WarmupOptions}, with the default. */
+const WarmupOptionsSchema = optionsSchema<WarmupOptions>()({
   from: option.integer({ min: 0 }).default(0),
 });
 
@@ -104,7 +113,7 @@ export function cosineDecay(options: DecayOptions): LearningRateSchedule {
 export function withWarmup(
   steps: number,
   then: number | LearningRateSchedule,
-  options?: { readonly from?: number | undefined },
+  options?: WarmupOptions,
 ): LearningRateSchedule {
   parseValue('steps', WarmupSteps, steps);
   const { from } = parseOptions(WarmupOptionsSchema, options);
