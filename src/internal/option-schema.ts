@@ -6,7 +6,8 @@
  * {@link optionsSchema} declares its check: a zod shape the compiler holds to exactly the
  * interface's keys, each field accepting what the interface allows and returning a value of its
  * type (defaults applied). Adding an option is its line in the interface (with its docs) and its
- * line in the shape; forgetting either is a type error.
+ * line in the shape; forgetting either is a type error. A default is declared once, in the shape
+ * (`.default(...)`); test/package/option-defaults.unit.test.ts holds the `@default` tag to it.
  *
  * {@link parseOptions} and {@link parseValue} parse with the schema and throw
  * {@link InvalidArgumentError} naming the option: "Expected `timeout` to be a positive number of
