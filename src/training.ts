@@ -45,7 +45,7 @@ export type {
   RLRolloutFailedEvent,
   ValidationEndEvent,
 } from './training/rl-trainer.js';
-export type { DecayOptions, ScheduleContext } from './training/schedules.js';
+export type { DecayOptions, ScheduleContext, WarmupOptions } from './training/schedules.js';
 export type { PromptedModelOptions } from './training/prompted-model.js';
 export type { BackendConnection } from './training/backend.js';
 export type { LocalBackendOptions } from './backends/local-backend.js';

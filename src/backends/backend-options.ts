@@ -7,10 +7,11 @@ import { clientRetryShape } from '../client/training-client.js';
 import { option } from '../internal/option-schema.js';
 
 /**
- * What {@link LocalBackend} and {@link HostedBackend} pass to the training client they make, and
- * the `fetch` of that client and of the models' OpenAI clients.
+ * What {@link LocalBackend} and {@link HostedBackend} pass to the training client they make (the
+ * options of `clientRetryShape`, with `ClientOptions`' docs), and the `fetch` of that client and of
+ * the models' OpenAI clients.
  */
-export interface ServiceClientOptions extends Pick<ClientOptions, 'timeout' | 'maxRetries' | 'retryDelay'> {
+export interface ServiceClientOptions extends Pick<ClientOptions, keyof typeof clientRetryShape> {
   /**
    * `fetch` for the training client and for the models' OpenAI clients (`model.openai()`,
    * `model.fetch()`): proxies, custom agents, tests that inject failures.

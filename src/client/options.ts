@@ -39,7 +39,10 @@ export interface ClientOptions {
    * @default globalThis.fetch
    */
   fetch?: typeof fetch | undefined;
-  /** Headers sent with every request (a call's own `headers` win). */
+  /**
+   * Headers sent with every request (a call's own `headers` win).
+   * @default {}
+   */
   defaultHeaders?: Record<string, string> | undefined;
 }
 

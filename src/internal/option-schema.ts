@@ -6,7 +6,8 @@
  * {@link optionsSchema} declares its check: a zod shape the compiler holds to exactly the
  * interface's keys, each field accepting what the interface allows and returning a value of its
  * type (defaults applied). Adding an option is its line in the interface (with its docs) and its
- * line in the shape; forgetting either is a type error.
+ * line in the shape; forgetting either is a type error. A default is declared once, in the shape
+ * (`.default(...)`); test/package/option-defaults.unit.test.ts holds the `@default` tag to it.
  *
  * {@link parseOptions} and {@link parseValue} parse with the schema and throw
  * {@link InvalidArgumentError} naming the option: "Expected `timeout` to be a positive number of
@@ -115,7 +116,7 @@ export const option = {
    * @example
    * maxExceptions: option.number({ min: 0 }).default(0)
    */
-  number(bounds: NumberBounds = {}): z.ZodType<number> {
+  number(bounds: NumberBounds = {}): z.ZodType<number, number> {
     const error = numberExpected(bounds);
     const { min, max, exclusiveMin = false } = bounds;
     let finite = z.number({ error });
@@ -131,7 +132,7 @@ export const option = {
    * @example
    * timeout: option.timeout({ allowInfinity: true }).default(300_000)
    */
-  timeout({ allowInfinity = false }: { allowInfinity?: boolean | undefined } = {}): z.ZodType<number> {
+  timeout({ allowInfinity = false }: { allowInfinity?: boolean | undefined } = {}): z.ZodType<number, number> {
     return option.number({ min: 0, exclusiveMin: true, max: MAX_TIMER_MS, allowInfinity, unit: 'milliseconds' });
   },
 
@@ -141,7 +142,7 @@ export const option = {
   },
 
   /** A wait before a retry, in milliseconds: >= 0 and at most what a timer holds. */
-  retryDelay(): z.ZodType<number> {
+  retryDelay(): z.ZodType<number, number> {
     return option.number({ min: 0, max: MAX_TIMER_MS, unit: 'milliseconds' });
   },
 

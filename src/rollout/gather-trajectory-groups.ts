@@ -693,8 +693,20 @@ export async function gatherTrajectoryGroups<S>(
   );
   if (options.signal?.aborted) throw userAbortError(options.signal, 'The gather');
   const list = Array.from(scenarios);
+  // Every field named, so that each gather's plan has one shape: the run reads it on every rollout.
+  const { groupSize, concurrency, timeout, maxRetries, retryDelay, maxExceptions, progress } = options;
+  const { sampledStep, signal, model } = options;
   return new GatherRun(list, {
-    ...options,
+    groupSize,
+    concurrency,
+    timeout,
+    maxRetries,
+    retryDelay,
+    maxExceptions,
+    progress,
+    sampledStep,
+    signal,
+    model,
     rollout,
     // The schema checked their kind; their scenario type is the caller's `S`.
     reward: options.reward === undefined ? undefined : toRewardFn(options.reward as RewardSpec<S>),

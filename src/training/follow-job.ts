@@ -8,7 +8,8 @@
 import type { TrainingClient } from '../client/index.js';
 import { abortScope } from '../internal/abort-scope.js';
 import { delay } from '../internal/delay.js';
-import { functionOption, optional, optionsObject, signalOption, timeoutOption } from '../internal/options.js';
+import { z } from 'zod';
+import { option, optionsSchema, parseOptions } from '../internal/option-schema.js';
 import type { ReceivedTrainingJobEvent, TrainingJobResponse } from '../schema/index.js';
 import { TrainingJobFailedError, TrainingTimeoutError } from './errors.js';
 
@@ -74,6 +75,23 @@ export interface FollowJobOptions {
   onProgress?: ((progress: JobProgress) => void) | undefined;
 }
 
+/**
+ * The checks of {@link FollowJobOptions}: one declaration for `followTrainingJob` and for the
+ * model's training calls, whose request options are these four.
+ */
+export const followJobShape = {
+  signal: option.signal().optional(),
+  timeout: option.timeout({ allowInfinity: true }).optional(),
+  pollInterval: option.timeout().optional(),
+  onProgress: option.function<(progress: JobProgress) => void>().optional(),
+};
+
+/** The check of {@link FollowJobOptions}: no other key. */
+const FollowJobOptionsSchema = optionsSchema<FollowJobOptions>()(followJobShape);
+
+/** The four options in an object that may hold more (a training call's options, checked by their caller). */
+const FollowJobFieldsSchema = option.options<FollowJobOptions>().pipe(z.looseObject(followJobShape));
+
 /** How a followed job ended. */
 export interface FollowedJob {
   /** Every event of the job, in order. */
@@ -94,9 +112,9 @@ export interface FollowedJob {
 export async function followTrainingJob(
   client: TrainingClient,
   jobId: string,
-  options: FollowJobOptions = {},
+  followOptions?: FollowJobOptions,
 ): Promise<FollowedJob> {
-  checkFollowJobOptions(options);
+  const options = parseOptions(FollowJobOptionsSchema, followOptions);
   const timeout = options.timeout ?? DEFAULT_JOB_TIMEOUT_MS;
   const pollInterval = options.pollInterval ?? DEFAULT_POLL_INTERVAL_MS;
   const firstDelay = Math.min(FIRST_POLL_DELAY_MS, pollInterval);
@@ -148,15 +166,12 @@ export async function followTrainingJob(
 }
 
 /**
- * Checks the options of following a job (`signal`, `timeout`, `pollInterval`, `onProgress`);
- * a bad one throws `InvalidArgumentError` before any request.
+ * Checks the options of following a job (`signal`, `timeout`, `pollInterval`, `onProgress`) in an
+ * options object that may hold more (a training call's): a bad one throws `InvalidArgumentError`
+ * before any request. The other keys are the caller's to check.
  */
 export function checkFollowJobOptions(options: FollowJobOptions): void {
-  optionsObject('options', options);
-  optional(options.signal, (value) => signalOption('signal', value));
-  optional(options.timeout, (value) => timeoutOption('timeout', value, true));
-  optional(options.pollInterval, (value) => timeoutOption('pollInterval', value));
-  optional(options.onProgress, (value) => functionOption('onProgress', value));
+  parseOptions(FollowJobFieldsSchema, options);
 }
 
 /** The events of a followed job so far: progress after each, and the averaged metrics at the end. */

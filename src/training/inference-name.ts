@@ -1,5 +1,8 @@
 /** The name a trained model is called by in chat completions. */
-import { integerOption } from '../internal/options.js';
+import { option, parseValue } from '../internal/option-schema.js';
+
+// Made once: `inferenceName(step)` may be asked for on every rollout.
+const Step = option.integer({ min: 0 });
 
 /**
  * `wandb-artifact:///<entity>/<project>/<name>` (the latest step) or `...:step<N>` (a pinned step).
@@ -9,6 +12,6 @@ import { integerOption } from '../internal/options.js';
 export function modelInferenceName(model: { entity: string; project: string; name: string }, step?: number): string {
   const base = `wandb-artifact:///${model.entity}/${model.project}/${model.name}`;
   if (step === undefined) return base;
-  integerOption('step', step, { min: 0 });
+  parseValue('step', Step, step);
   return `${base}:step${step}`;
 }

@@ -6,6 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'eventemitter3';
+import { z } from 'zod';
 import { APIError } from '../client/errors.js';
 import type { TrainingClient } from '../client/index.js';
 import { type SerializedLogSender, serializedLogSender } from '../client/resources/models.js';
@@ -13,19 +14,8 @@ import { INITIAL_RETRY_DELAY_MS, retryDelay } from '../client/retry-delay.js';
 import { type AbortScope, abortScope } from '../internal/abort-scope.js';
 import { delay, raceSignal } from '../internal/delay.js';
 import { isRetryableError, PolicyloopError, userAbortError } from '../internal/errors.js';
-import {
-  integerOption,
-  invalidOption,
-  MAX_TIMER_MS,
-  maxRetriesOption,
-  numberOption,
-  optional,
-  optionsObject,
-  retryDelayOption,
-  signalOption,
-  stringOption,
-  timeoutOption,
-} from '../internal/options.js';
+import { MAX_TIMER_MS } from '../internal/delay.js';
+import { invalidOption, option, optionsSchema, parseOptions } from '../internal/option-schema.js';
 import type { TrajectoryGroupInput } from '../schema/index.js';
 import { LogDeliveryError, LogFlushTimeoutError } from './errors.js';
 import { appendSpoolRecords, releaseSpool, takeSpool } from './spool.js';
@@ -114,11 +104,6 @@ export interface BatchRetryEvent {
    * `batch:sent` and `batch:spooled`.
    */
   readonly attempts: number;
-  /**
-   * @deprecated Use `attempts` (the same value). Every event's `attempt` is an index from 0
-   * (`rollout:error`); this one counted from 1. Removed in the next minor version.
-   */
-  readonly attempt: number;
   /** Wait before the next attempt, in milliseconds. */
   readonly delayMs: number;
   /** Why the attempt failed. */
@@ -193,6 +178,44 @@ export interface LogBatcherAddOptions {
   signal?: AbortSignal | undefined;
 }
 
+/** The check of {@link LogBatcherOptions}, with the defaults. */
+const LogBatcherOptionsSchema = optionsSchema<LogBatcherOptions>()({
+  client: option.like<TrainingClient>((client) => typeof client?.models?.log === 'function', 'a TrainingClient'),
+  modelId: option.nonEmptyString(),
+  spoolPath: option.nonEmptyString(),
+  maxBatchGroups: option.integer({ min: 1 }).default(64),
+  maxBatchBytes: option.number({ min: 0, exclusiveMin: true }).default(8 * 1024 * 1024),
+  maxDelay: option.number({ min: 0, max: MAX_TIMER_MS, unit: 'milliseconds' }).default(1_000),
+  maxBufferedBytes: option.number({ min: 0, exclusiveMin: true }).default(64 * 1024 * 1024),
+  maxRetries: option.retryCount().default(5),
+  retryDelay: option.retryDelay().default(INITIAL_RETRY_DELAY_MS),
+  timeout: option.timeout().default(60_000),
+});
+
+/** The check of {@link LogBatcherAddParams}. */
+const AddParamsSchema = optionsSchema<LogBatcherAddParams>()({
+  split: option.nonEmptyString(),
+  groups: option.like<readonly TrajectoryGroupInput[]>(Array.isArray, 'an array of trajectory groups'),
+});
+
+/** The check of `replaySpool`'s options (and of {@link LogBatcherAddOptions}, the same `{ signal }`). */
+const SignalOptionsSchema = optionsSchema<LogBatcherAddOptions>()({ signal: option.signal().optional() });
+
+/**
+ * The check of {@link LogBatcherAddOptions} as `add` makes it for now: other keys pass, because
+ * the model hands `add` its whole train (or old-form log) options. Once it passes `{ signal }`
+ * alone, `add` parses with {@link SignalOptionsSchema}.
+ */
+const AddOptionsSchema = option
+  .options<LogBatcherAddOptions>()
+  .pipe(z.looseObject({ signal: option.signal().optional() }));
+
+/** The check of {@link FlushOptions}. */
+const FlushOptionsSchema = optionsSchema<FlushOptions>()({
+  signal: option.signal().optional(),
+  timeout: option.timeout({ allowInfinity: true }).optional(),
+});
+
 interface Entry {
   readonly split: string;
   readonly group: TrajectoryGroupInput;
@@ -241,25 +264,18 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
   /** @throws {InvalidArgumentError} for a bad option, before anything is sent. */
   constructor(options: LogBatcherOptions) {
     super();
-    optionsObject('options', options);
-    if (options.client === null || typeof options.client?.models?.log !== 'function') {
-      throw invalidOption('client', options.client, 'a TrainingClient');
-    }
-    this.client = options.client;
-    this.sendSerialized = serializedLogSender(options.client.models);
-    this.modelId = stringOption('modelId', options.modelId, true);
-    this.spoolPath = stringOption('spoolPath', options.spoolPath, true);
-    this.maxBatchGroups = integerOption('maxBatchGroups', options.maxBatchGroups ?? 64, { min: 1 });
-    this.maxBatchBytes = numberOption('maxBatchBytes', options.maxBatchBytes ?? 8 * 1024 * 1024, POSITIVE);
-    this.maxDelay = numberOption('maxDelay', options.maxDelay ?? 1_000, {
-      min: 0,
-      max: MAX_TIMER_MS,
-      unit: 'milliseconds',
-    });
-    this.maxBufferedBytes = numberOption('maxBufferedBytes', options.maxBufferedBytes ?? 64 * 1024 * 1024, POSITIVE);
-    this.maxRetries = maxRetriesOption('maxRetries', options.maxRetries ?? 5);
-    this.retryDelay = retryDelayOption('retryDelay', options.retryDelay ?? INITIAL_RETRY_DELAY_MS);
-    this.timeout = timeoutOption('timeout', options.timeout ?? 60_000);
+    const checked = parseOptions(LogBatcherOptionsSchema, options);
+    this.client = checked.client;
+    this.sendSerialized = serializedLogSender(checked.client.models);
+    this.modelId = checked.modelId;
+    this.spoolPath = checked.spoolPath;
+    this.maxBatchGroups = checked.maxBatchGroups;
+    this.maxBatchBytes = checked.maxBatchBytes;
+    this.maxDelay = checked.maxDelay;
+    this.maxBufferedBytes = checked.maxBufferedBytes;
+    this.maxRetries = checked.maxRetries;
+    this.retryDelay = checked.retryDelay;
+    this.timeout = checked.timeout;
   }
 
   /**
@@ -269,26 +285,9 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
    * @example
    * await batcher.add({ split: 'val', groups }, { signal });
    */
-  add(params: LogBatcherAddParams, options?: LogBatcherAddOptions): Promise<void>;
-  /**
-   * @deprecated Use `add({ split, groups }, { signal })`: what is logged in the first argument,
-   * request options in the second. This form is removed in the next minor version.
-   */
-  add(split: string, groups: readonly TrajectoryGroupInput[], options?: LogBatcherAddOptions): Promise<void>;
-  /** Both forms above: `(params, options)`, and the deprecated `(split, groups, options)`. */
-  async add(
-    paramsOrSplit: LogBatcherAddParams | string,
-    groupsOrOptions?: readonly TrajectoryGroupInput[] | LogBatcherAddOptions,
-    deprecatedOptions?: LogBatcherAddOptions,
-  ): Promise<void> {
-    const [params, options] =
-      typeof paramsOrSplit === 'string'
-        ? [{ split: paramsOrSplit, groups: groupsOrOptions as readonly TrajectoryGroupInput[] }, deprecatedOptions]
-        : [optionsObject('params', paramsOrSplit) as LogBatcherAddParams, groupsOrOptions as LogBatcherAddOptions];
-    const { split, groups } = params;
-    stringOption('split', split, true);
-    if (!Array.isArray(groups)) throw invalidOption('groups', groups, 'an array of trajectory groups');
-    const signal = checkSignal(options);
+  async add(params: LogBatcherAddParams, options?: LogBatcherAddOptions): Promise<void> {
+    const { split, groups } = parseOptions(AddParamsSchema, params, { name: 'params' });
+    const { signal } = parseOptions(AddOptionsSchema, options, { prefixed: true });
     if (this.closing) throw new PolicyloopError('This LogBatcher is closed: it accepts no more groups.');
     for (const group of groups) {
       const json = JSON.stringify(group);
@@ -372,7 +371,7 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
    * again go back to the spool. Runs after whatever is already queued.
    */
   async replaySpool(options?: { signal?: AbortSignal | undefined }): Promise<SpoolReplayResult> {
-    const signal = checkSignal(options);
+    const { signal } = parseOptions(SignalOptionsSchema, options, { prefixed: true });
     const run = this.tail.then(() => this.replay(signal));
     this.tail = run.then(
       () => undefined,
@@ -502,7 +501,7 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
           return false;
         }
         const delayMs = retryDelay(attempt, error instanceof APIError ? error.headers : undefined, this.retryDelay);
-        this.notify('batch:retry', { split, groupCount: groups.length, attempts: attempt, attempt, delayMs, error });
+        this.notify('batch:retry', { split, groupCount: groups.length, attempts: attempt, delayMs, error });
         try {
           await delay(delayMs, stop);
         } catch {
@@ -591,17 +590,10 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
   }
 }
 
-const POSITIVE = { min: 0, exclusiveMin: true } as const;
-
-/** Checks the options of a flush or close (`options.signal`, `options.timeout`). */
+/**
+ * Checks the options of a flush or close (a bad or unknown key throws `InvalidArgumentError`
+ * naming `options.<name>`).
+ */
 export function checkFlushOptions(value: FlushOptions | undefined): FlushOptions {
-  const options = optionsObject('options', value);
-  optional(options.signal, (item) => signalOption('options.signal', item));
-  optional(options.timeout, (item) => timeoutOption('options.timeout', item, true));
-  return options;
-}
-
-/** The `signal` of an options argument, checked. */
-function checkSignal(value: { signal?: AbortSignal | undefined } | undefined): AbortSignal | undefined {
-  return optional(optionsObject('options', value).signal, (item) => signalOption('options.signal', item));
+  return parseOptions(FlushOptionsSchema, value, { prefixed: true });
 }

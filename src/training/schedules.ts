@@ -3,7 +3,7 @@
  * shapes (constant, warm-up, linear and cosine decay).
  */
 import { PolicyloopError } from '../internal/errors.js';
-import { functionOption, integerOption, numberOption, optional, optionsObject } from '../internal/options.js';
+import { option, optionsSchema, parseOptions, parseValue } from '../internal/option-schema.js';
 
 /** What a schedule knows besides the step. */
 export interface ScheduleContext {
@@ -36,7 +36,30 @@ export interface DecayOptions {
   readonly steps?: number | undefined;
 }
 
-const POSITIVE = { min: 0, exclusiveMin: true } as const;
+const PositiveRate = option.number({ min: 0, exclusiveMin: true });
+
+/** The check of {@link DecayOptions}. */
+const DecayOptionsSchema = optionsSchema<DecayOptions>()({
+  initial: PositiveRate,
+  final: option.number({ min: 0 }).optional(),
+  steps: option.integer({ min: 1 }).optional(),
+});
+
+/** Options of {@link withWarmup}. */
+export interface WarmupOptions {
+  /**
+   * The step the warm-up starts at.
+   * @default 0
+   */
+  readonly from?: number | undefined;
+}
+
+/** The check of {@link WarmupOptions}, with the default. */
+const WarmupOptionsSchema = optionsSchema<WarmupOptions>()({
+  from: option.integer({ min: 0 }).default(0),
+});
+
+const WarmupSteps = option.integer({ min: 0 });
 
 /**
  * The same learning rate at every step.
@@ -44,15 +67,14 @@ const POSITIVE = { min: 0, exclusiveMin: true } as const;
  * new RLTrainer({ ..., learningRate: constantLearningRate(5e-3) });
  */
 export function constantLearningRate(value: number): LearningRateSchedule {
-  numberOption('value', value, POSITIVE);
+  parseValue('value', PositiveRate, value);
   return () => value;
 }
 
 function decay(name: string, options: DecayOptions, shape: (fraction: number) => number): LearningRateSchedule {
-  optionsObject('options', options);
-  const initial = numberOption(`${name}.initial`, options.initial, POSITIVE);
-  const final = optional(options.final, (value) => numberOption(`${name}.final`, value, { min: 0 })) ?? initial / 10;
-  const steps = optional(options.steps, (value) => integerOption(`${name}.steps`, value, { min: 1 }));
+  const checked = parseOptions(DecayOptionsSchema, options, { name, prefixed: true });
+  const { initial, steps } = checked;
+  const final = checked.final ?? initial / 10;
   const floor = final > 0 ? final : initial / 100;
   return (step, context) => {
     const horizon = steps ?? Math.max(1, context.maxSteps);
@@ -91,12 +113,14 @@ export function cosineDecay(options: DecayOptions): LearningRateSchedule {
 export function withWarmup(
   steps: number,
   then: number | LearningRateSchedule,
-  options: { readonly from?: number | undefined } = {},
+  options?: WarmupOptions,
 ): LearningRateSchedule {
-  integerOption('steps', steps, { min: 0 });
-  const from = optional(options.from, (value) => integerOption('from', value, { min: 0 })) ?? 0;
+  parseValue('steps', WarmupSteps, steps);
+  const { from } = parseOptions(WarmupOptionsSchema, options);
   const target =
-    typeof then === 'number' ? constantLearningRate(then) : functionOption<LearningRateSchedule>('then', then);
+    typeof then === 'number'
+      ? constantLearningRate(then)
+      : parseValue('then', option.function<LearningRateSchedule>(), then);
   return (step, context) => {
     const value = target(step, context);
     const into = step - from;

@@ -62,7 +62,10 @@ const TrainerSchema = optionsSchema<Trainer>()({
   keep: KeepSchema.optional(),
   gather: option.options().optional(),
   learningRate: z
-    .union([option.number({ min: 0, exclusiveMin: true }), z.array(option.number({ min: 0, exclusiveMin: true }))])
+    .union([
+      option.number({ min: 0, exclusiveMin: true }),
+      z.array(option.number({ min: 0, exclusiveMin: true })).readonly(),
+    ])
     .optional(),
 });
 

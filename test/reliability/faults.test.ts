@@ -65,7 +65,10 @@ describe('faults between the client and the service', () => {
     // The batchers log side by side (each sends one batch at a time), while the client reads and writes.
     const logging = batchers.map(async (batcher, lane) => {
       for (let index = lane; index < BATCHES; index += BATCHERS) {
-        await batcher.add('train', [{ trajectories: [{ reward: index % 2 }], metadata: { batch: index } }]);
+        await batcher.add({
+          split: 'train',
+          groups: [{ trajectories: [{ reward: index % 2 }], metadata: { batch: index } }],
+        });
       }
       return await batcher.close();
     });

@@ -296,6 +296,9 @@ describe('followTrainingJob', () => {
       expect((error as InvalidArgumentError).argument).toBe(name);
       expect((error as InvalidArgumentError).message).toContain(`Expected \`${name}\` to be `);
     }
+    await expect(followTrainingJob(client, JOB_ID, { pollIntervall: 500 } as never)).rejects.toThrow(
+      'Unknown option `pollIntervall`; did you mean `pollInterval`?',
+    );
     expect(state.requests).toBe(0);
   });
 });

@@ -109,7 +109,7 @@ describe('the log batcher', () => {
       retryDelay: 10,
     });
     faults.lose('/log', 2);
-    await batcher.add('train', [group(1), group(0), group(0.5)]);
+    await batcher.add({ split: 'train', groups: [group(1), group(0), group(0.5)] });
     const stats = await batcher.close();
 
     const logs = faults.seen.filter((request) => request.path.endsWith('/log'));
@@ -128,7 +128,7 @@ describe('the log batcher', () => {
     const spoolPath = path.join(dataDir, 'spool-replay.jsonl');
     const first = new LogBatcher({ client, modelId: model.id, spoolPath, retryDelay: 10, maxRetries: 1 });
     faults.lose('/log', 2);
-    await first.add('val', [group(1), group(0)]);
+    await first.add({ split: 'val', groups: [group(1), group(0)] });
     expect(await first.close()).toMatchObject({ sentBatches: 0, spooledBatches: 1, spooledGroups: 2 });
     // Both answers were lost, but the service had stored the batch the first time.
     expect(await storedGroups(client, model.id)).toBe(2);

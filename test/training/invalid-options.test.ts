@@ -150,7 +150,7 @@ describe('log batcher options', () => {
     const { fetch, state } = countingFetch();
     const client = new TrainingClient({ apiKey: 'k', baseURL: 'http://service.test/v1', fetch });
     const batcher = new LogBatcher({ client, ...base, maxDelay: 60_000 });
-    await batcher.add('val', [makeGroup([{ reward: 1 }])]);
+    await batcher.add({ split: 'val', groups: [makeGroup([{ reward: 1 }])] });
     expectInvalid(await failure(() => batcher[method](bad as never)), argument);
     expect(state.calls).toBe(0);
   });

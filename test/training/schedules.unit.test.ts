@@ -36,6 +36,11 @@ describe('learning-rate schedules', () => {
   it('refuses bad options when made, and a schedule that returns a bad rate when used', () => {
     expect(() => linearDecay({ initial: 0 })).toThrow(InvalidArgumentError);
     expect(() => constantLearningRate(-1)).toThrow(InvalidArgumentError);
+    expect(() => linearDecay({ initial: 0 })).toThrow('Expected `linearDecay.initial` to be a positive number, got 0');
+    expect(() => cosineDecay({ initial: 1e-3, stpes: 10 } as never)).toThrow(
+      'Unknown option `cosineDecay.stpes`; did you mean `cosineDecay.steps`?',
+    );
+    expect(() => withWarmup(5, 1e-3, { form: 2 } as never)).toThrow('Unknown option `form`; did you mean `from`?');
     expect(() => learningRateAt(() => Number.NaN, 3, run)).toThrow(
       new PolicyloopError('Expected the learning-rate schedule to return a positive number at step 3, got NaN'),
     );
