@@ -9,7 +9,6 @@ import { EventEmitter } from 'eventemitter3';
 import OpenAI from 'openai';
 import { DEFAULT_DATA_DIR, ENV, readEnv } from '../internal/env.js';
 import { InvalidArgumentError, PolicyloopError } from '../internal/errors.js';
-import { formatIssues } from '../internal/format-issues.js';
 import { invalidOption, option, optionsSchema, parseOptions, parseValue } from '../internal/option-schema.js';
 import { captureCompletions } from '../rollout/capture-completions.js';
 import { captureFetch, translatingFetch } from '../rollout/capture-fetch.js';

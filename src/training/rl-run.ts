@@ -22,7 +22,7 @@ import { bestStep, pruneRun } from './run-retention.js';
 import { baselineRoute } from './prompted-model.js';
 import type { EndpointModel } from '../rollout/endpoint/rollout-endpoint.js';
 import type { PromptedModel } from './prompted-model.js';
-import type { RLStopReason, RLTrainerEvents, RLTrainerOptions, RLTrainerSummary, TrainerConfig } from './rl-types.js';
+import type { RLStopReason, RLTrainerEvents, RLTrainerSummary, TrainerConfig } from './rl-types.js';
 import { ScenarioSource } from './scenario-source.js';
 import { learningRateAt } from './schedules.js';
 import { runWithPinnedSteps } from './step-pin.js';
@@ -50,7 +50,6 @@ type Totals = { -readonly [K in keyof RLTrainerSummary['totals']]: number };
 
 /** What a run needs of its trainer. */
 export interface RunHost<S> {
-  readonly options: RLTrainerOptions<S>;
   readonly config: TrainerConfig<S>;
   readonly events: EventEmitter<RLTrainerEvents>;
   readonly stream: ProgressStream | undefined;
@@ -137,7 +136,7 @@ export class RLRun<S> {
     await raceSignal(model.finishPendingJob({ signal: stopper.signal }), stopper.signal);
     this.latest = await model.getStep({ signal: stopper.signal });
     const startStep = this.latest;
-    this.source = new ScenarioSource(this.host.options.scenarios, startStep * this.host.config.groupsPerStep);
+    this.source = new ScenarioSource(this.host.config.scenarios, startStep * this.host.config.groupsPerStep);
     this.inferenceName = model.inferenceName();
     // A rerun does not validate a step again.
     const validated = (await model.history()).some(
@@ -210,7 +209,7 @@ export class RLRun<S> {
    * the progress line). Resolves false when no group had a learning signal (the batch is skipped).
    */
   private async trainStep(batch: SampledBatch): Promise<boolean> {
-    const { config, options, events } = this.host;
+    const { config, events } = this.host;
     const step = this.latest;
     this.totals.rollouts += batch.groups.reduce((sum, group) => sum + group.trajectories.length, 0);
     this.totals.failedRollouts += batch.failed;
@@ -230,7 +229,7 @@ export class RLRun<S> {
         ? undefined
         : learningRateAt(config.learningRate, step, { maxSteps: config.maxSteps });
     // A learning rate of the trainer's wins over `train.learningRate`; without one, that one stays.
-    const params = { ...options.train, ...(learningRate === undefined ? {} : { learningRate }) };
+    const params = { ...config.train, ...(learningRate === undefined ? {} : { learningRate }) };
     const loop = {
       metrics: {
         'time/sample': batch.seconds,
@@ -240,7 +239,7 @@ export class RLRun<S> {
       startedAt: this.lastStepEnd,
     };
     // No signal: an abort lets the job finish, so the step's row is written.
-    const result = await this.model[trainBatch](checked, params, { ...options.job }, loop);
+    const result = await this.model[trainBatch](checked, params, { ...config.job }, loop);
     this.lastTrainEnd = performance.now();
     this.lastStepEnd = Date.now();
     this.latest = result.step;
@@ -266,7 +265,7 @@ export class RLRun<S> {
    */
   private checkBatch(batch: SampledBatch, step: number): TrainingBatch | undefined {
     const { maxStepsOffPolicy, minGroupSize, collapseAfter } = this.host.config;
-    const requireLogprobs = this.host.options.train?.allowTrainingWithoutLogprobs !== true;
+    const requireLogprobs = this.host.config.train?.allowTrainingWithoutLogprobs !== true;
     const checked = prepareBatch(batch.groups, { step, maxStepsOffPolicy, minGroupSize, requireLogprobs });
     for (const event of checked.dropped) this.host.events.emit('groups:dropped', event);
     this.totals.droppedStale += checked.metrics['groups/dropped_stale'] ?? 0;
@@ -382,7 +381,7 @@ export class RLRun<S> {
     gatherSignal: AbortSignal,
     events?: GatherEmitter<S>,
   ): Promise<TrajectoryGroup[]> {
-    const { options } = this.host;
+    const options = this.host.config;
     const onTokens = (tokens: number): void => {
       this.totals.tokens += tokens;
     };

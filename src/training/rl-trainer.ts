@@ -146,18 +146,8 @@ function checkOptions<S>(options: RLTrainerOptions<S>): TrainerConfig<S> {
   if (minGroupSize > groupSize) {
     throw invalidOption('minGroupSize', minGroupSize, `an integer from 1 to ${groupSize} (the groupSize)`);
   }
-  return {
-    groupSize,
-    groupsPerStep,
-    maxSteps: given.maxSteps,
-    maxStepsOffPolicy: given.maxStepsOffPolicy,
-    collapseAfter: given.collapseAfter ?? 4 * groupsPerStep,
-    minGroupSize,
-    learningRate: given.learningRate,
-    validation: given.validation as TrainerConfig<S>['validation'],
-    keep: given.keep,
-    budget: given.budget,
-  };
+  // The schema returns each option as given (scenarios, functions) with the defaults applied.
+  return { ...given, collapseAfter: given.collapseAfter ?? 4 * groupsPerStep, minGroupSize } as TrainerConfig<S>;
 }
 
 /**
@@ -190,7 +180,6 @@ function checkOptions<S>(options: RLTrainerOptions<S>): TrainerConfig<S> {
 export class RLTrainer<S> extends EventEmitter<RLTrainerEvents> {
   /** The model being trained. */
   readonly model: TrainableModel;
-  private readonly options: RLTrainerOptions<S>;
   private readonly config: TrainerConfig<S>;
   private running = false;
 
@@ -198,8 +187,7 @@ export class RLTrainer<S> extends EventEmitter<RLTrainerEvents> {
   constructor(options: RLTrainerOptions<S>) {
     super();
     this.config = checkOptions(options);
-    this.options = options;
-    this.model = options.model;
+    this.model = this.config.model;
   }
 
   /**
@@ -216,7 +204,7 @@ export class RLTrainer<S> extends EventEmitter<RLTrainerEvents> {
     if (signal?.aborted) throw userAbortError(signal, 'The run');
     this.running = true;
     try {
-      const host = { options: this.options, config: this.config, events: this, stream: this.progressStream() };
+      const host = { config: this.config, events: this, stream: this.progressStream() };
       return await new RLRun(host, this.model, signal).execute();
     } finally {
       this.running = false;
@@ -224,7 +212,7 @@ export class RLTrainer<S> extends EventEmitter<RLTrainerEvents> {
   }
 
   private progressStream(): ProgressStream | undefined {
-    const progress = this.options.progress;
+    const progress = this.config.progress;
     if (progress === false) return undefined;
     if (progress === true) return process.stderr;
     if (progress !== undefined) return progress;

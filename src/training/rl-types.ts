@@ -278,36 +278,22 @@ export interface RLTrainerEvents {
   'validation:end': [event: ValidationEndEvent];
 }
 
-/** The trainer's options, checked, with defaults (what an {@link RLTrainer} run reads). */
-export interface TrainerConfig<S> {
-  readonly groupSize: number;
-  readonly groupsPerStep: number;
-  readonly maxSteps: number;
-  readonly maxStepsOffPolicy: number;
-  readonly collapseAfter: number;
-  readonly minGroupSize: number;
-  readonly learningRate: number | LearningRateSchedule | undefined;
-  readonly validation:
-    | {
-        readonly scenarios: readonly S[];
-        readonly every: number;
-        readonly groupSize: number;
-        readonly baselines: readonly PromptedModel[];
-      }
-    | undefined;
-  readonly keep:
-    | {
-        readonly best: boolean;
-        readonly latest: boolean;
-        readonly metric: string;
-        readonly direction?: 'max' | 'min' | undefined;
-      }
-    | undefined;
-  readonly budget:
-    | {
-        readonly steps?: number | undefined;
-        readonly seconds?: number | undefined;
-        readonly tokens?: number | undefined;
-      }
-    | undefined;
-}
+/** `T` with the options of `Keys` given: their defaults applied. */
+type WithDefaults<T, Keys extends keyof T> = Omit<T, Keys> & { readonly [K in Keys]-?: Exclude<T[K], undefined> };
+
+/**
+ * The trainer's options, checked, with defaults (what an {@link RLTrainer} run reads). It is the
+ * options type itself with the defaulted ones filled in, so a new option is declared once, in
+ * {@link RLTrainerOptions} (and its schema beside `RLTrainer`).
+ */
+export type TrainerConfig<S> = Readonly<
+  WithDefaults<
+    Omit<RLTrainerOptions<S>, 'validation' | 'keep'>,
+    'groupSize' | 'groupsPerStep' | 'maxStepsOffPolicy' | 'collapseAfter' | 'minGroupSize'
+  > & {
+    readonly validation?:
+      | Readonly<WithDefaults<RLValidationOptions<S>, 'every' | 'groupSize' | 'baselines'>>
+      | undefined;
+    readonly keep?: Readonly<WithDefaults<RLKeepOptions, 'best' | 'latest' | 'metric'>> | undefined;
+  }
+>;
