@@ -89,9 +89,8 @@ export class RLRun<S> {
   private exhausted = false;
   private stopSampling = false;
   private filling: Promise<void> | undefined;
-  /** Groups in a row with nothing to learn (equal rewards, or too few finished rollouts), and of those the latter. */
-  private consecutiveFlat = 0;
-  private consecutiveFailed = 0;
+  /** Counts groups in a row with nothing to learn, for `collapseAfter`. */
+  private readonly learning = new LearningSignal();
   /** When the previous step ended (`Date.now()`), for the next one's `time/step`. */
   private lastStepEnd = Date.now();
   private lastTrainEnd = this.started;
@@ -271,24 +270,7 @@ export class RLRun<S> {
     this.totals.droppedStale += checked.metrics['groups/dropped_stale'] ?? 0;
     this.totals.droppedFailed += checked.metrics['groups/dropped_failed'] ?? 0;
     this.totals.droppedZeroVariance += checked.metrics['groups/dropped_zero_variance'] ?? 0;
-    // Groups left out for too few finished rollouts teach nothing either: a run whose every group
-    // fails that way stops here instead of sampling forever.
-    const indexes = (reason: string) =>
-      new Set(checked.dropped.filter((event) => event.reason === reason).flatMap((event) => event.groupIndexes));
-    const stale = indexes('stale');
-    const failed = indexes('failed_rollouts');
-    for (const [index, group] of batch.groups.entries()) {
-      if (stale.has(index)) continue;
-      if (!failed.has(index) && !hasZeroRewardVariance(group)) {
-        this.consecutiveFlat = 0;
-        this.consecutiveFailed = 0;
-        continue;
-      }
-      if (failed.has(index)) this.consecutiveFailed += 1;
-      if (++this.consecutiveFlat >= collapseAfter) {
-        throw new NoLearningSignalError(this.consecutiveFlat, step, this.consecutiveFailed);
-      }
-    }
+    this.learning.observe(batch.groups, checked, collapseAfter);
     const nothing = checked.nothingToTrain;
     if (nothing === undefined) return checked;
     // A batch with no signal is skipped; one whose rollouts recorded no completion is a mistake.
@@ -515,6 +497,34 @@ export class RLRun<S> {
     if (budget.seconds !== undefined && seconds(this.started) >= budget.seconds) return 'budget_seconds';
     if (budget.tokens !== undefined && this.totals.tokens >= budget.tokens) return 'budget_tokens';
     return undefined;
+  }
+}
+
+/**
+ * Groups in a row with nothing to learn from: equal rewards, or (left out) too few finished
+ * rollouts. After `collapseAfter` of them the run stops with `NoLearningSignalError`, so a run
+ * whose rollouts keep failing stops instead of sampling forever.
+ */
+class LearningSignal {
+  private inARow = 0;
+  private failedInARow = 0;
+
+  /** Counts a checked batch's groups in order (stale ones do not count); throws at the limit. */
+  observe(groups: readonly TrajectoryGroup[], checked: TrainingBatch, collapseAfter: number): void {
+    const indexes = (reason: string) =>
+      new Set(checked.dropped.filter((event) => event.reason === reason).flatMap((event) => event.groupIndexes));
+    const stale = indexes('stale');
+    const failed = indexes('failed_rollouts');
+    for (const [index, group] of groups.entries()) {
+      if (stale.has(index)) continue;
+      if (!failed.has(index) && !hasZeroRewardVariance(group)) {
+        this.inARow = 0;
+        this.failedInARow = 0;
+        continue;
+      }
+      if (failed.has(index)) this.failedInARow += 1;
+      if (++this.inARow >= collapseAfter) throw new NoLearningSignalError(this.inARow, checked.step, this.failedInARow);
+    }
   }
 }
 
