@@ -11,7 +11,7 @@ import type {
   TrajectoryInput,
 } from '../schema/index.js';
 import type { RetentionOptions } from './checkpoint-retention.js';
-import type { JobProgress } from './follow-job.js';
+import type { FollowJobOptions, JobProgress } from './follow-job.js';
 import type { JobEndEvent, JobSubmittedEvent } from './model-events.js';
 import type { ModelFiles } from './model-files.js';
 
@@ -84,23 +84,10 @@ export interface WaitOptions {
 
 /**
  * Request options of a training call that follows its job (`train`'s and `trainSFT`'s third
- * argument, `finishPendingJob`'s only one).
+ * argument, `finishPendingJob`'s only one): `followTrainingJob`'s options (`signal`, `timeout`,
+ * `pollInterval`, `onProgress`, also emitted as `job:progress`), declared there once.
  */
-export interface JobOptions extends WaitOptions {
-  /**
-   * Overall time allowed for the job, in milliseconds.
-   * @default 3_600_000
-   */
-  timeout?: number | undefined;
-  /**
-   * Longest time between event polls, in milliseconds: polls start 50 ms apart after each job
-   * event and back off (doubling) to this while the job is quiet.
-   * @default 1000
-   */
-  pollInterval?: number | undefined;
-  /** Called after every job event (also emitted as `job:progress`). */
-  onProgress?: ((progress: JobProgress) => void) | undefined;
-}
+export type JobOptions = FollowJobOptions;
 
 /**
  * The training parameters of `TrainableModel.train`, its second argument (request options such as

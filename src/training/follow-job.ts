@@ -8,7 +8,6 @@
 import type { TrainingClient } from '../client/index.js';
 import { abortScope } from '../internal/abort-scope.js';
 import { delay } from '../internal/delay.js';
-import { z } from 'zod';
 import { option, optionsSchema, parseOptions } from '../internal/option-schema.js';
 import type { ReceivedTrainingJobEvent, TrainingJobResponse } from '../schema/index.js';
 import { TrainingJobFailedError, TrainingTimeoutError } from './errors.js';
@@ -89,9 +88,6 @@ export const followJobShape = {
 /** The check of {@link FollowJobOptions}: no other key. */
 const FollowJobOptionsSchema = optionsSchema<FollowJobOptions>()(followJobShape);
 
-/** The four options in an object that may hold more (a training call's options, checked by their caller). */
-const FollowJobFieldsSchema = option.options<FollowJobOptions>().pipe(z.looseObject(followJobShape));
-
 /** How a followed job ended. */
 export interface FollowedJob {
   /** Every event of the job, in order. */
@@ -171,7 +167,7 @@ export async function followTrainingJob(
  * before any request. The other keys are the caller's to check.
  */
 export function checkFollowJobOptions(options: FollowJobOptions): void {
-  parseOptions(FollowJobFieldsSchema, options);
+  parseOptions(FollowJobOptionsSchema, options);
 }
 
 /** The events of a followed job so far: progress after each, and the averaged metrics at the end. */

@@ -8,20 +8,18 @@ import { InvalidArgumentError } from '../internal/errors.js';
 import { option, optionsSchema, parseOptions, parseValue } from '../internal/option-schema.js';
 import type { ExperimentalTrainingConfig, SFTTrainingConfigInput } from '../schema/index.js';
 import type { JobOptions, SFTParams, TrainParams, WaitOptions } from './backend.js';
-import type { JobProgress } from './follow-job.js';
+import { checkFollowJobOptions, followJobShape } from './follow-job.js';
 
 const positive = () => option.number({ min: 0, exclusiveMin: true });
 
 /** A call that only waits: `{ signal }`. */
-export const WaitShape = { signal: option.signal().optional() };
+export const WaitShape = { signal: followJobShape.signal };
 
-/** The request options of a call that follows a job (`train`'s and `trainSFT`'s third argument). */
-export const JobRequestShape = {
-  ...WaitShape,
-  timeout: option.timeout({ allowInfinity: true }).optional(),
-  pollInterval: option.timeout().optional(),
-  onProgress: option.function<(progress: JobProgress) => void>().optional(),
-};
+/**
+ * The request options of a call that follows a job (`train`'s and `trainSFT`'s third argument):
+ * `followTrainingJob`'s options, declared there once.
+ */
+export const JobRequestShape = followJobShape;
 
 /** `train`'s training parameters. */
 export const TrainParamsShape = {
@@ -54,7 +52,6 @@ const SFTParamsShape = {
 };
 
 const WaitSchema = optionsSchema<WaitOptions>()(WaitShape);
-const JobRequestSchema = optionsSchema<JobOptions>()(JobRequestShape);
 const TrainParamsSchema = optionsSchema<TrainParams>()(TrainParamsShape);
 const SFTParamsSchema = optionsSchema<SFTParams>()(SFTParamsShape);
 
@@ -63,9 +60,10 @@ export function checkWaitOptions(options: WaitOptions | undefined): WaitOptions 
   return parseOptions(WaitSchema, options);
 }
 
-/** Checks the request options of a call that follows a job. */
+/** Checks the request options of a call that follows a job (`followTrainingJob`'s check). */
 export function checkJobOptions(options: JobOptions | undefined): JobOptions {
-  return parseOptions(JobRequestSchema, options);
+  checkFollowJobOptions(options ?? {});
+  return options ?? {};
 }
 
 /**

@@ -6,7 +6,6 @@
  */
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'eventemitter3';
-import { z } from 'zod';
 import { APIError } from '../client/errors.js';
 import type { TrainingClient } from '../client/index.js';
 import { type SerializedLogSender, serializedLogSender } from '../client/resources/models.js';
@@ -201,15 +200,6 @@ const AddParamsSchema = optionsSchema<LogBatcherAddParams>()({
 /** The check of `replaySpool`'s options (and of {@link LogBatcherAddOptions}, the same `{ signal }`). */
 const SignalOptionsSchema = optionsSchema<LogBatcherAddOptions>()({ signal: option.signal().optional() });
 
-/**
- * The check of {@link LogBatcherAddOptions} as `add` makes it for now: other keys pass, because
- * the model hands `add` its whole train (or old-form log) options. Once it passes `{ signal }`
- * alone, `add` parses with {@link SignalOptionsSchema}.
- */
-const AddOptionsSchema = option
-  .options<LogBatcherAddOptions>()
-  .pipe(z.looseObject({ signal: option.signal().optional() }));
-
 /** The check of {@link FlushOptions}. */
 const FlushOptionsSchema = optionsSchema<FlushOptions>()({
   signal: option.signal().optional(),
@@ -287,7 +277,7 @@ export class LogBatcher extends EventEmitter<LogBatcherEvents> {
    */
   async add(params: LogBatcherAddParams, options?: LogBatcherAddOptions): Promise<void> {
     const { split, groups } = parseOptions(AddParamsSchema, params, { name: 'params' });
-    const { signal } = parseOptions(AddOptionsSchema, options, { prefixed: true });
+    const { signal } = parseOptions(SignalOptionsSchema, options, { prefixed: true });
     if (this.closing) throw new PolicyloopError('This LogBatcher is closed: it accepts no more groups.');
     for (const group of groups) {
       const json = JSON.stringify(group);
