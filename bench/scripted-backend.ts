@@ -5,7 +5,7 @@
  * start (the backend started, a model registered and a first run: the engine's load included). Rows:
  * - scripted, in-process: the default (the service's handler called through the connection's `fetch`);
  * - scripted, loopback: `listen: true` (the same service on a loopback port);
- * - scripted, pollInterval 1: the default with `train.pollInterval: 1`, which shows the share of
+ * - scripted, pollInterval 1: the default with `job.pollInterval: 1`, which shows the share of
  *   the job follower's wait between event polls (up to 50 ms after each page of events);
  * - local engine: `LocalBackend` with `policyloop/tiny-chat`, the baseline of the ratios.
  *
