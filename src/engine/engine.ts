@@ -26,7 +26,7 @@ import { generate } from './sampler.js';
 import type { GenerationRow, HostEmbeddings } from './sampler.js';
 import { loadPolicyWeights, runTrainingJob } from './trainer.js';
 import { TrainingThread } from './training-thread.js';
-import { EngineInputError } from './types.js';
+import { completionUsage, EngineInputError } from './types.js';
 import type { Engine, EngineTrainingEvent, EngineTrainingJob, EngineTrainingResult, PolicyRef } from './types.js';
 
 /** Options of {@link createEngine}. */
@@ -353,11 +353,7 @@ class LocalEngine implements Engine {
         const completionTokens = mine.reduce((sum, sequence) => sum + sequence.sampledCount, 0);
         pending.resolve({
           choices,
-          usage: {
-            prompt_tokens: pending.prompt.length,
-            completion_tokens: completionTokens,
-            total_tokens: pending.prompt.length + completionTokens,
-          },
+          usage: completionUsage(pending.prompt.length, completionTokens),
         });
       }
     } catch (error) {

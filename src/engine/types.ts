@@ -118,6 +118,20 @@ export interface Engine {
 export { EngineInputError } from '../text/input-error.js';
 
 /**
+ * A completion's `usage`: the prompt's and the choices' token counts, and their sum (what every
+ * engine answers with).
+ * @example
+ * completionUsage(12, 5); // { prompt_tokens: 12, completion_tokens: 5, total_tokens: 17 }
+ */
+export function completionUsage(promptTokens: number, completionTokens: number): ChatCompletionResult['usage'] {
+  return {
+    prompt_tokens: promptTokens,
+    completion_tokens: completionTokens,
+    total_tokens: promptTokens + completionTokens,
+  };
+}
+
+/**
  * A remote engine could not reach or use what it depends on (a Tinker server that does not answer,
  * or fails the request): the service answers 503 with this message, not a bare 500.
  */

@@ -14,6 +14,7 @@ import type {
   EngineTrainingResult,
   PolicyRef,
 } from '../engine/types.js';
+import { completionUsage } from '../engine/types.js';
 import { raceSignal } from '../internal/delay.js';
 import type {
   ChatCompletionRequestBody,
@@ -163,11 +164,7 @@ export function createScriptedEngine(options: ScriptedEngineOptions): ScriptedEn
       );
       return {
         choices,
-        usage: {
-          prompt_tokens: promptTokens,
-          completion_tokens: completionTokens,
-          total_tokens: promptTokens + completionTokens,
-        },
+        usage: completionUsage(promptTokens, completionTokens),
       };
     },
 

@@ -15,7 +15,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import type { ChatCompletionRequestBody, ChatCompletionResult, Choice } from '../../schema/index.js';
-import { EngineInputError, EngineUnavailableError } from '../../engine/types.js';
+import { completionUsage, EngineInputError, EngineUnavailableError } from '../../engine/types.js';
 import type {
   Engine,
   EngineTrainingEvent,
@@ -188,11 +188,7 @@ export class TinkerEngine implements Engine {
     });
     return {
       choices,
-      usage: {
-        prompt_tokens: prompt.length,
-        completion_tokens: completionTokens,
-        total_tokens: prompt.length + completionTokens,
-      },
+      usage: completionUsage(prompt.length, completionTokens),
     };
   }
 

@@ -8,6 +8,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { delay, raceSignal } from '../../../src/internal/delay.js';
 import {
+  completionUsage,
   EngineInputError,
   type Engine,
   type EngineTrainingEvent,
@@ -128,11 +129,7 @@ export function createStandInEngine(options: StandInEngineOptions = {}): StandIn
       const completionTokens = choices.reduce((sum, choice) => sum + (choice.message.content?.length ?? 4), 0);
       return {
         choices,
-        usage: {
-          prompt_tokens: promptTokens,
-          completion_tokens: completionTokens,
-          total_tokens: promptTokens + completionTokens,
-        },
+        usage: completionUsage(promptTokens, completionTokens),
       };
     },
     async train(
