@@ -9,23 +9,20 @@
  * build the venv from, it skips with one line saying why, unless POLICYLOOP_REQUIRE_ART=1 (CI
  * sets it in .ci/run), which makes either a failure.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ensureVenv, findPython, packageIndexProblem, runCommand, venvIsCurrent } from '../support/python-venv.js';
+import { type ServeProcess, startServeProcess } from '../support/serve-process.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(HERE, '../..');
-const MAIN = path.join(ROOT, 'src/cli/main.ts');
 const REQUIREMENTS = path.join(HERE, 'requirements.txt');
 const SCRIPT = path.join(HERE, 'art_script.py');
 const VENV = path.join(ROOT, '.cache', 'art-venv');
-const HASH_FILE = path.join(VENV, 'requirements.sha256');
 const REQUIRED = process.env['POLICYLOOP_REQUIRE_ART'] === '1';
 const API_KEY = 'art-conformance-key';
 /**
@@ -38,58 +35,16 @@ function sftServeOptions(dataDir: string): string[] {
 }
 const MINUTE = 60_000;
 
-/** A Python >= 3.12 and its full version, or why there is none. */
-function findPython(): { python: string; version: string } | { reason: string } {
-  const candidates = [process.env['POLICYLOOP_ART_PYTHON'], 'python3.13', 'python3.12', 'python3'];
-  const pyenv = process.env['PYENV_ROOT'] ?? path.join(os.homedir(), '.pyenv');
-  const versions = path.join(pyenv, 'versions');
-  if (existsSync(versions))
-    for (const version of readdirSync(versions).sort().reverse())
-      candidates.push(path.join(versions, version, 'bin', 'python3'));
-  for (const candidate of candidates) {
-    if (candidate === undefined || candidate === '') continue;
-    const probe = spawnSync(
-      candidate,
-      ['-c', 'import sys, venv; print(sys.version_info >= (3, 12), sys.version.split()[0], sys.executable, sep="\\n")'],
-      { encoding: 'utf8', timeout: 20_000 },
-    );
-    const [ok, version, executable] = probe.status === 0 ? probe.stdout.trim().split('\n') : [];
-    if (ok === 'True' && executable !== undefined && version !== undefined) return { python: executable, version };
-  }
-  return { reason: 'no Python >= 3.12 with venv (openpipe-art needs it) on PATH or in pyenv' };
-}
-
-const found = findPython();
-
-/** The venv's cache key: the requirements and the Python they were installed for. */
-function requirementsHash(): string {
-  const python = 'python' in found ? `${found.python} ${found.version}` : '';
-  return createHash('sha256').update(readFileSync(REQUIREMENTS)).update(`\n${python}`).digest('hex');
-}
-
-function venvPython(venv: string): string {
-  return process.platform === 'win32' ? path.join(venv, 'Scripts', 'python.exe') : path.join(venv, 'bin', 'python');
-}
-
-function venvIsCurrent(): boolean {
-  return (
-    existsSync(venvPython(VENV)) && existsSync(HASH_FILE) && readFileSync(HASH_FILE, 'utf8') === requirementsHash()
-  );
-}
-
-/** Whether the package index answers (only asked when the venv must be built). */
-async function indexReachable(): Promise<string | undefined> {
-  const index = (process.env['PIP_INDEX_URL'] ?? 'https://pypi.org/simple').replace(/\/+$/, '');
-  try {
-    const response = await fetch(`${index}/openpipe-art/`, { signal: AbortSignal.timeout(15_000) });
-    return response.ok ? undefined : `the package index ${index} answered ${response.status}`;
-  } catch (error) {
-    return `the package index ${index} is not reachable (${error instanceof Error ? error.message : String(error)})`;
-  }
-}
+// Any Python >= 3.12 (openpipe-art needs it); no upper bound.
+const found = findPython({ min: [3, 12], below: [4, 0], envVar: 'POLICYLOOP_ART_PYTHON', purpose: 'openpipe-art' });
 
 let skipReason = 'reason' in found ? found.reason : undefined;
-if (skipReason === undefined && !venvIsCurrent()) skipReason = await indexReachable();
+if (
+  skipReason === undefined &&
+  !venvIsCurrent(VENV, REQUIREMENTS, found as Exclude<typeof found, { reason: string }>)
+) {
+  skipReason = await packageIndexProblem('openpipe-art');
+}
 if (skipReason !== undefined) {
   if (REQUIRED) throw new Error(`POLICYLOOP_REQUIRE_ART=1 but the ART suite cannot run: ${skipReason}`);
   console.log(`ART conformance skipped: ${skipReason}`);
@@ -97,87 +52,7 @@ if (skipReason !== undefined) {
 
 /** Runs a command to its end; rejects with its output when it fails or outlives `timeoutMs`. */
 function run(command: string, args: string[], timeoutMs: number, env: NodeJS.ProcessEnv = process.env, cwd = ROOT) {
-  return new Promise<{ stdout: string; stderr: string }>((resolve, reject) => {
-    const child = spawn(command, args, { env, cwd, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString();
-    });
-    child.stderr.on('data', (chunk: Buffer) => {
-      stderr += chunk.toString();
-    });
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.once('error', reject);
-    child.once('close', (code, signal) => {
-      clearTimeout(timer);
-      if (code === 0) resolve({ stdout, stderr });
-      else
-        reject(
-          new Error(
-            `${command} ${args.join(' ')} ended with ${signal ?? `code ${code}`}${signal === 'SIGKILL' ? ` (over ${timeoutMs} ms)` : ''}\n${stderr.slice(-4000)}`,
-          ),
-        );
-    });
-  });
-}
-
-/** Builds the venv beside its final place and moves it in, so a half-built one is never reused. */
-async function ensureVenv(python: string): Promise<string> {
-  if (venvIsCurrent()) return venvPython(VENV);
-  const building = `${VENV}.building-${process.pid}`;
-  rmSync(building, { recursive: true, force: true });
-  mkdirSync(path.dirname(VENV), { recursive: true });
-  await run(python, ['-m', 'venv', building], 5 * MINUTE);
-  await run(
-    venvPython(building),
-    ['-m', 'pip', 'install', '--disable-pip-version-check', '--no-input', '-r', REQUIREMENTS],
-    20 * MINUTE,
-  );
-  writeFileSync(path.join(building, 'requirements.sha256'), requirementsHash());
-  rmSync(VENV, { recursive: true, force: true });
-  renameSync(building, VENV);
-  return venvPython(VENV);
-}
-
-/** Starts the real CLI on a free loopback port and resolves to its URL. */
-function startServe(dataDir: string): Promise<{ child: ChildProcess; url: string; stderr: () => string }> {
-  const env: NodeJS.ProcessEnv = { ...process.env };
-  delete env['POLICYLOOP_API_KEY'];
-  const child = spawn(
-    process.execPath,
-    [
-      '--import',
-      'tsx',
-      MAIN,
-      'serve',
-      '--port',
-      '0',
-      '--data-dir',
-      dataDir,
-      '--api-key',
-      API_KEY,
-      ...sftServeOptions(dataDir),
-    ],
-    { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  let stderr = '';
-  child.stderr?.on('data', (chunk: Buffer) => {
-    stderr += chunk.toString();
-  });
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(
-      () => reject(new Error(`policyloop serve printed no address within 60 s: ${stderr}`)),
-      MINUTE,
-    );
-    child.once('exit', (code) => reject(new Error(`policyloop serve exited with ${code}: ${stderr}`)));
-    createInterface({ input: child.stdout as NodeJS.ReadableStream }).once('line', (line) => {
-      clearTimeout(timer);
-      const match = /^policyloop listening on (http:\/\/127\.0\.0\.1:\d+)$/.exec(line);
-      if (match === null) reject(new Error(`unexpected first line from policyloop serve: ${line}`));
-      else resolve({ child, url: match[1] as string, stderr: () => stderr });
-    });
-  });
+  return runCommand(command, args, { timeoutMs, env, cwd });
 }
 
 interface Check {
@@ -200,17 +75,21 @@ describe.skipIf(skipReason !== undefined)(
   skipReason === undefined ? TITLE : `${TITLE} (skipped: ${skipReason})`,
   () => {
     let root: string;
-    let serve: Awaited<ReturnType<typeof startServe>> | undefined;
+    let serve: ServeProcess | undefined;
     let summary: Summary;
     let scriptLog = '';
     let pythonPath = '';
 
     beforeAll(async () => {
-      const python = await ensureVenv((found as { python: string }).python);
+      const { python } = await ensureVenv({
+        python: found as Exclude<typeof found, { reason: string }>,
+        venv: VENV,
+        requirements: REQUIREMENTS,
+      });
       pythonPath = python;
       root = await mkdtemp(path.join(os.tmpdir(), 'policyloop-art-'));
       const dataDir = path.join(root, 'data');
-      serve = await startServe(dataDir);
+      serve = await startServeProcess({ dataDir, apiKey: API_KEY, args: sftServeOptions(dataDir) });
       const env: NodeJS.ProcessEnv = { ...process.env, WANDB_MODE: 'disabled', PYTHONUNBUFFERED: '1' };
       delete env['WANDB_API_KEY'];
       const result = await run(

@@ -1,8 +1,8 @@
 /**
  * Test support: a Python interpreter found on this machine and a venv built from a requirements
  * file, cached under the repo's ignored `.cache/` folder and rebuilt only when the requirements (or
- * the interpreter) change. Used by the Tinker suite (test/support/skyrl-server.ts); the ART suite
- * keeps its own copy of the same idea in test/art/art.test.ts.
+ * the interpreter) change. Used by every suite whose client is a Python program: the Tinker suite
+ * (test/support/skyrl-server.ts), the ART suite, the contract test and the Python endpoint test.
  *
  * The venv is built in place under a lock (a `<venv>.lock` folder holding the builder's pid), so
  * that two test files starting together build it once; the hash file is written last, so a build
