@@ -41,12 +41,10 @@ interface Series {
   readonly points: readonly (readonly [number, number])[];
 }
 
-/** The series of every metric in `history` whose name ends with one of `suffixes`. */
-export function seriesOf(history: readonly HistoryRow[], suffixes: readonly string[]): Series[] {
+/** The series of every metric in `history` whose name `wanted` accepts, sorted by name. */
+function seriesWhere(history: readonly HistoryRow[], wanted: (name: string) => boolean): Series[] {
   const names = new Set<string>();
-  for (const row of history)
-    for (const name of Object.keys(row))
-      if (suffixes.some((suffix) => name.endsWith(`/${suffix}`)) && name.split('/').length === 2) names.add(name);
+  for (const row of history) for (const name of Object.keys(row)) if (wanted(name)) names.add(name);
   return [...names].sort().map((name) => ({
     name,
     points: history
@@ -55,17 +53,17 @@ export function seriesOf(history: readonly HistoryRow[], suffixes: readonly stri
   }));
 }
 
+/** The series of every metric in `history` whose name ends with one of `suffixes` (`val/reward`). */
+export function seriesOf(history: readonly HistoryRow[], suffixes: readonly string[]): Series[] {
+  return seriesWhere(
+    history,
+    (name) => suffixes.some((suffix) => name.endsWith(`/${suffix}`)) && name.split('/').length === 2,
+  );
+}
+
 /** The series of every metric in `history` of one of the step families (`time/`, `rollouts/`...). */
 export function familySeries(history: readonly HistoryRow[], families: readonly string[]): Series[] {
-  const names = new Set<string>();
-  for (const row of history)
-    for (const name of Object.keys(row)) if (families.some((family) => name.startsWith(`${family}/`))) names.add(name);
-  return [...names].sort().map((name) => ({
-    name,
-    points: history
-      .filter((row) => typeof row[name] === 'number' && Number.isFinite(row[name]))
-      .map((row) => [row.training_step, row[name] as number] as const),
-  }));
+  return seriesWhere(history, (name) => families.some((family) => name.startsWith(`${family}/`)));
 }
 
 /** A short number for an axis label. */
