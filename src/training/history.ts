@@ -96,17 +96,23 @@ export interface StepMetricsBody {
  */
 export const STEP_FAMILIES: ReadonlySet<string> = new Set(['groups', 'rollouts', 'time', 'idle']);
 
+/** The split a row's {@link STEP_FAMILIES} go with: its job's, `sft` for an SFT step's row, else `train`. */
+export function familySplit(row: Readonly<Record<string, unknown>>): 'sft' | 'train' {
+  return Object.keys(row).some((name) => name.startsWith('sft/')) ? 'sft' : 'train';
+}
+
 /**
- * The split a history metric belongs to: its prefix (`val` of `val/reward`), `train` for the
- * {@link STEP_FAMILIES}, or undefined for a name without a prefix.
+ * The split a history metric belongs to: its prefix (`val` of `val/reward`), `familySplit` (the
+ * row's, from {@link familySplit}) for the {@link STEP_FAMILIES}, or undefined for a name without
+ * a prefix.
  * @example
- * splitOf('time/step'); // 'train'
+ * splitOf('time/step', 'train'); // 'train'
  */
-export function splitOf(name: string): string | undefined {
+export function splitOf(name: string, familySplit: string): string | undefined {
   const slash = name.indexOf('/');
   if (slash <= 0) return undefined;
   const prefix = name.slice(0, slash);
-  return STEP_FAMILIES.has(prefix) ? 'train' : prefix;
+  return STEP_FAMILIES.has(prefix) ? familySplit : prefix;
 }
 
 /** A service metric's name in a history row: `val/reward` for `reward` of `val`; a family's name as it is. */
@@ -130,7 +136,7 @@ export function toStepMetricsBodies(
 ): StepMetricsBody[] {
   const bySplit = new Map<string, Record<string, number>>();
   // A step's families (`time/step`...) go with its job's split: `sft` for an SFT step's row.
-  const home = Object.keys(metrics).some((name) => name.startsWith('sft/')) ? 'sft' : 'train';
+  const home = familySplit(metrics);
   for (const [name, value] of Object.entries(metrics)) {
     const slash = name.indexOf('/');
     if (slash <= 0 || slash === name.length - 1) continue;

@@ -1,5 +1,6 @@
 /** The history helpers that move rows between `history.jsonl`'s shape and the service's. */
 import { describe, expect, it } from 'vitest';
+import { selectMetrics } from '../../src/cli/commands/history.js';
 import { compareHistories, historyRowsFromService, toStepMetricsBodies } from '../../src/training/history.js';
 
 describe('toStepMetricsBodies', () => {
@@ -19,6 +20,34 @@ describe('toStepMetricsBodies', () => {
         0,
       ),
     ).toEqual([]);
+  });
+});
+
+describe("a step row's own families (time/, idle/, rollouts/, groups/)", () => {
+  const rl = { 'train/loss': 0.4, 'time/step': 2.5, 'rollouts/failed': 1 };
+  const sft = { 'sft/loss': 0.3, 'time/step': 1.5 };
+
+  it("go with the split of the step's job, under their full names, and come back as written", () => {
+    const bodies = [...toStepMetricsBodies(rl, 3), ...toStepMetricsBodies(sft, 4)];
+    expect(bodies).toEqual([
+      { step: 3, split: 'train', metrics: { loss: 0.4, 'time/step': 2.5, 'rollouts/failed': 1 } },
+      { step: 4, split: 'sft', metrics: { loss: 0.3, 'time/step': 1.5 } },
+    ]);
+    const rows = historyRowsFromService(bodies.map((body) => ({ ...body, updated_at: '2026-01-01T00:00:00Z' })));
+    expect(rows.map(({ recorded_at: _at, ...row }) => row)).toEqual([
+      { training_step: 3, ...rl },
+      { training_step: 4, ...sft },
+    ]);
+  });
+
+  it('are selected with that split by `policyloop history --split`', () => {
+    const rows = [
+      { training_step: 3, recorded_at: '', ...rl },
+      { training_step: 4, recorded_at: '', ...sft },
+    ];
+    const keys = (split: string) => selectMetrics(rows, { split }).map(({ recorded_at: _at, ...row }) => row);
+    expect(keys('train')).toEqual([{ training_step: 3, ...rl }]);
+    expect(keys('sft')).toEqual([{ training_step: 4, ...sft }]);
   });
 });
 

@@ -4,7 +4,7 @@
  */
 import type { TrainingClient } from '../../client/index.js';
 import { NotFoundError } from '../../client/errors.js';
-import { historyRowsFromService, readHistory, splitOf } from '../../training/history.js';
+import { familySplit, historyRowsFromService, readHistory, splitOf } from '../../training/history.js';
 import type { HistoryRow, ServiceStepMetrics } from '../../training/history.js';
 import { modelFiles } from '../../training/model-files.js';
 import { type CommonOptions, formatNumber, lookUpModel, out, outJson, table, UsageError } from '../context.js';
@@ -66,9 +66,10 @@ export function selectMetrics(rows: readonly HistoryRow[], options: HistoryOptio
         training_step: row.training_step,
         recorded_at: row.recorded_at,
       };
+      const home = familySplit(row);
       for (const [name, value] of Object.entries(row)) {
         if (name === 'training_step' || name === 'recorded_at') continue;
-        if (options.split !== undefined && splitOf(name) !== options.split) continue;
+        if (options.split !== undefined && splitOf(name, home) !== options.split) continue;
         if (wanted !== undefined && !wanted.some((metric) => name === metric || name.endsWith(`/${metric}`))) continue;
         kept[name] = value;
       }
