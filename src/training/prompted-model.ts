@@ -9,7 +9,7 @@ import { EventEmitter } from 'eventemitter3';
 import OpenAI from 'openai';
 import { DEFAULT_DATA_DIR, ENV, readEnv } from '../internal/env.js';
 import { InvalidArgumentError, PolicyloopError } from '../internal/errors.js';
-import { invalidOption, option, optionsSchema, parseOptions, parseValue } from '../internal/option-schema.js';
+import { invalidOption, option, optionsSchema, parseOptions } from '../internal/option-schema.js';
 import { captureCompletions } from '../rollout/capture-completions.js';
 import { captureFetch, translatingFetch } from '../rollout/capture-fetch.js';
 import type { ChatCompletionsClient } from '../schema/chat-client.js';
@@ -354,10 +354,11 @@ export class PromptedModel<Events extends EventEmitter.ValidEventTypes = {}> ext
    * const row = await baseline.log({ groups: valGroups, split: 'val', step: 0 }, { signal });
    */
   async log(params: LogParams, options: WaitOptions = {}): Promise<HistoryRow> {
-    const request = logRequest(params, options);
+    const request = logRequest(options);
     checkWaitOptions(request);
     const { split } = parseOptions(LogParamsSchema, params, { name: 'params' });
-    const parsed = parseGroups(params.groups);
+    // The schema checked that `groups` is an array; each group is parsed as `train` parses it.
+    const parsed = params.groups.map(parseGroup);
     const step = params.step ?? (await this.defaultLogStep(request));
     return this.recordLog(parsed, { split, step, send: params.send ?? true }, request);
   }
@@ -443,8 +444,7 @@ export interface RecordedLog {
  * `log`'s request options, checked against what belongs in its first argument: `split`, `step` or
  * `send` in the options is refused (it would be ignored), naming where it goes.
  */
-function logRequest(params: LogParams, options: WaitOptions): WaitOptions {
-  parseValue('params', option.options<LogParams>(), params);
+function logRequest(options: WaitOptions): WaitOptions {
   const given = (options ?? {}) as Record<string, unknown>;
   for (const name of ['split', 'step', 'send'] as const) {
     if (given[name] !== undefined) {
@@ -453,12 +453,6 @@ function logRequest(params: LogParams, options: WaitOptions): WaitOptions {
     }
   }
   return options;
-}
-
-/** Parses each group against the schema; the error names the first bad group. */
-export function parseGroups(groups: readonly TrajectoryGroupInput[]): TrajectoryGroup[] {
-  if (!Array.isArray(groups)) throw invalidOption('groups', groups, 'an array of trajectory groups');
-  return groups.map(parseGroup);
 }
 
 /**
