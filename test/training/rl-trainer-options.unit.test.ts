@@ -12,6 +12,16 @@ import type { RLTrainerOptions } from '../../src/training/rl-trainer.js';
 const model = new TrainableModel({ project: 'options', name: 'm', baseModel: 'policyloop/tiny-chat' });
 const good: RLTrainerOptions<string> = { model, scenarios: ['a'], rollout: async () => undefined, maxSteps: 3 };
 
+/** What `new RLTrainer` throws for the good options with `bad` over them (undefined when it throws nothing). */
+function refusal(bad: unknown): unknown {
+  try {
+    new RLTrainer({ ...good, ...(bad as object) } as RLTrainerOptions<string>);
+  } catch (caught) {
+    return caught;
+  }
+  return undefined;
+}
+
 describe('new RLTrainer', () => {
   it('accepts good options', () => {
     expect(new RLTrainer(good).model).toBe(model);
@@ -48,12 +58,7 @@ describe('new RLTrainer', () => {
     [{ learningRate: 0 }, 'learningRate'],
     [{ learningRate: 'fast' }, 'learningRate'],
   ])('%o names `%s`', (bad, argument) => {
-    let error: unknown;
-    try {
-      new RLTrainer({ ...good, ...(bad as object) } as RLTrainerOptions<string>);
-    } catch (caught) {
-      error = caught;
-    }
+    const error = refusal(bad);
     expect(error).toBeInstanceOf(InvalidArgumentError);
     expect((error as InvalidArgumentError).argument).toBe(argument);
     expect((error as Error).message).toMatch(/^Expected `[^`]+` to be .+, got .+$/);
@@ -75,12 +80,7 @@ describe('new RLTrainer', () => {
     [{ job: { timeout: 1_000, signal: AbortSignal.timeout(1) } }, 'job.signal', 'Unknown option `job.signal`'],
     [{ scenarious: ['a'] }, 'scenarious', 'Unknown option `scenarious`; did you mean `scenarios`?'],
   ])('a misspelt or misplaced option %o is refused, naming the nearest known one', (bad, argument, message) => {
-    let error: unknown;
-    try {
-      new RLTrainer({ ...good, ...(bad as object) } as RLTrainerOptions<string>);
-    } catch (caught) {
-      error = caught;
-    }
+    const error = refusal(bad);
     expect(error).toBeInstanceOf(InvalidArgumentError);
     expect((error as InvalidArgumentError).argument).toBe(argument);
     expect((error as Error).message).toBe(message);
