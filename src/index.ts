@@ -93,6 +93,7 @@ export {
   InvalidTrajectoryError,
   RolloutTimeoutError,
 } from './rollout/rollout-errors.js';
+export { AgentProcessError } from './rollout/endpoint/agent-process.js';
 export { JudgeError, RewardFunctionError } from './rewards/reward-errors.js';
 export {
   TrainingJobFailedError,
