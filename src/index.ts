@@ -92,8 +92,8 @@ export {
   ExceptionBudgetExceededError,
   InvalidTrajectoryError,
   RolloutTimeoutError,
+  AgentProcessError,
 } from './rollout/rollout-errors.js';
-export { AgentProcessError } from './rollout/endpoint/agent-process.js';
 export { JudgeError, RewardFunctionError } from './rewards/reward-errors.js';
 export {
   TrainingJobFailedError,
