@@ -15,6 +15,7 @@ import {
   APIUserAbortError,
   ExceptionBudgetExceededError,
   gatherTrajectoryGroups,
+  InvalidArgumentError,
   isChoice,
   LocalBackend,
   TrainableModel,
@@ -185,6 +186,22 @@ describe('context.endpoint.spawn', () => {
     expect(cause).toBeInstanceOf(AgentProcessError);
     expect(cause).toMatchObject({ command: process.execPath, exitCode: 3, signal: null, retryable: true });
     expect((cause as AgentProcessError).stderr).toBe('agent: the tool server is down\n');
+  });
+
+  it('refuses a misspelt option before starting anything, naming the nearest one', async () => {
+    const [group] = await gatherTrajectoryGroups(
+      ['x'],
+      async (_word, context) => {
+        const refused = await context.endpoint
+          .spawn(process.execPath, ['-e', ''], { killgrace: 10 } as never)
+          .catch((error: unknown) => error);
+        return { metadata: { refused: refused instanceof InvalidArgumentError ? refused.message : 'started' } };
+      },
+      { model },
+    );
+    expect(group?.trajectories[0]?.metadata['refused']).toMatch(
+      /Unknown option `killgrace`; did you mean `killGrace`\?/,
+    );
   });
 
   it('rejects with AgentProcessError when the command cannot be started', async () => {

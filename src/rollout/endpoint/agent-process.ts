@@ -9,7 +9,9 @@
  */
 import { spawn } from 'node:child_process';
 import { abortReason } from '../../internal/delay.js';
+import { z } from 'zod';
 import { InvalidArgumentError } from '../../internal/errors.js';
+import { option, optionsSchema, parseOptions } from '../../internal/option-schema.js';
 import { AgentProcessError } from '../rollout-errors.js';
 
 /** A JSON object a child printed as a line of its stdout. */
@@ -93,21 +95,16 @@ export function lastJsonObjectLine(stdout: string): AgentProcessOutput | undefin
   return undefined;
 }
 
-/** Checks a millisecond option: a number >= 0 (Infinity allowed for `timeout`). */
-function milliseconds(name: string, value: number | undefined, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (
-    typeof value !== 'number' ||
-    Number.isNaN(value) ||
-    value < 0 ||
-    (name === 'killGrace' && !Number.isFinite(value))
-  )
-    throw new InvalidArgumentError(
-      `options.${name}`,
-      `Expected \`options.${name}\` to be a number of milliseconds >= 0, got ${value}`,
-    );
-  return value;
-}
+/** The check of {@link AgentProcessOptions}, with the defaults: made once, applied per call. */
+const AgentProcessOptionsSchema = optionsSchema<AgentProcessOptions>()({
+  env: z
+    .record(z.string(), z.string().optional(), { error: 'an object of environment variables (strings, or undefined)' })
+    .optional(),
+  cwd: option.nonEmptyString().optional(),
+  input: option.string().optional(),
+  timeout: option.timeout({ allowInfinity: true }).default(Number.POSITIVE_INFINITY),
+  killGrace: option.number({ min: 0 }).default(2000),
+});
 
 /**
  * Runs `command args` for a rollout (see `RolloutEndpoint.spawn`): `baseEnv` is the endpoint's
@@ -124,8 +121,7 @@ export function spawnAgentProcess<R = AgentProcessOutput>(
     throw new InvalidArgumentError('command', `Expected \`command\` to be a non-empty string, got ${String(command)}`);
   if (!Array.isArray(args) || !args.every((arg) => typeof arg === 'string'))
     throw new InvalidArgumentError('args', 'Expected `args` to be an array of strings');
-  const timeout = milliseconds('timeout', options.timeout, Number.POSITIVE_INFINITY);
-  const killGrace = milliseconds('killGrace', options.killGrace, 2000);
+  const { timeout, killGrace, cwd, input } = parseOptions(AgentProcessOptionsSchema, options);
   if (signal.aborted) return Promise.reject(abortReason(signal));
 
   const env: Record<string, string> = {};
@@ -138,7 +134,7 @@ export function spawnAgentProcess<R = AgentProcessOutput>(
   return new Promise<AgentProcessResult<R>>((resolve, reject) => {
     const child = spawn(command, args, {
       env,
-      cwd: options.cwd,
+      cwd,
       // Its own process group (on POSIX), so that killing `-pid` reaches its children too.
       detached: process.platform !== 'win32',
       stdio: ['pipe', 'pipe', 'pipe'],
@@ -154,7 +150,7 @@ export function spawnAgentProcess<R = AgentProcessOutput>(
     });
     // A child that exits without reading its stdin makes the write fail with EPIPE: not our error.
     child.stdin.on('error', () => {});
-    child.stdin.end(options.input ?? '');
+    child.stdin.end(input ?? '');
 
     let killedFor: { reason: unknown } | { timeout: number } | undefined;
     let killTimer: ReturnType<typeof setTimeout> | undefined;

@@ -143,7 +143,12 @@ export class GatherEndpoint {
       env,
       spawn: <R = AgentProcessOutput>(command: string, args: readonly string[] = [], options = {}) => {
         processSignal ??= AbortSignal.any([rollout.signal, ended.signal]);
-        return spawnAgentProcess<R>(command, args, options, env, processSignal);
+        try {
+          return spawnAgentProcess<R>(command, args, options, env, processSignal);
+        } catch (error) {
+          // A bad argument rejects as any failure of the call does (`await` or `.catch` both see it).
+          return Promise.reject(error);
+        }
       },
     };
     const end = (): void => {
