@@ -19,7 +19,8 @@ const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
 const work = mkdtempSync(path.join(tmpdir(), 'policyloop-pack-'));
 const quiet = { NO_COLOR: '1', npm_config_loglevel: 'error', npm_config_fund: 'false', npm_config_audit: 'false' };
 
-afterAll(() => rmSync(work, { recursive: true, force: true }));
+// Three installed projects and a clone's node_modules: removing them takes minutes on a busy disk.
+afterAll(() => rmSync(work, { recursive: true, force: true }), 600_000);
 
 /** The files a fresh clone has: tracked, plus new ones git does not ignore. */
 function cloneWorkingTree(target: string): void {
