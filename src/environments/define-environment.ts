@@ -382,13 +382,12 @@ function environmentContext<T>(
  */
 export function defineEnvironment<T>(spec: EnvironmentSpec<T> & { rollout: EnvironmentRolloutFn<T> }): Environment<T>;
 /**
- * An environment whose tasks the default agent loop plays: each a {@link PromptTask}.
+ * An environment whose tasks the default agent loop can play: each a {@link PromptTask} (a rollout
+ * of its own is still allowed).
  * @example
  * const env = defineEnvironment({ name: 'echo', dataset: [{ prompt: 'Say hi', answer: 'hi' }], reward: exactMatch((task) => 'hi') });
  */
-export function defineEnvironment<T extends PromptTask>(
-  spec: EnvironmentSpec<T> & { rollout?: undefined },
-): Environment<T>;
+export function defineEnvironment<T extends PromptTask>(spec: EnvironmentSpec<T>): Environment<T>;
 export function defineEnvironment<T>(spec: EnvironmentSpec<T>): Environment<T> {
   return new DefinedEnvironment(checkSpec(spec), spec, Object.freeze({}));
 }
