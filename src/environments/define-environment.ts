@@ -178,25 +178,27 @@ class DefinedEnvironment<T> implements Environment<T> {
   }
 }
 
-/** Starts every tool source (function tools as one), refusing two that offer one tool name. */
+/**
+ * Starts every tool source (the function tools as one, where the first of them is listed), in the
+ * environment's order, refusing two that offer one tool name; on a failure, closes what started.
+ */
 async function startSources(
   tools: readonly EnvironmentTool[],
   signal: AbortSignal | undefined,
 ): Promise<StartedToolSource[]> {
   const functionTools = tools.filter((tool): tool is FunctionTool => !isToolSource(tool));
-  const named: NamedSource[] = [];
-  if (functionTools.length > 0) {
-    const source = functionToolSource(functionTools);
-    named.push({ source, originOf: source.originOf });
-  }
-  const toolSources = tools.filter(isToolSource);
-  const settled = await Promise.allSettled(toolSources.map((source) => source.start({ signal })));
-  for (const result of settled) {
-    if (result.status === 'fulfilled') {
-      const source = result.value;
-      named.push({ source, originOf: () => `\`${source.name}\`` });
+  const functions = functionTools.length > 0 ? functionToolSource(functionTools) : undefined;
+  const firstFunction = tools.findIndex((tool) => !isToolSource(tool));
+  const starting = tools.map((tool, index) => {
+    if (isToolSource(tool)) {
+      return tool.start({ signal }).then((source): NamedSource => ({ source, originOf: () => `\`${source.name}\`` }));
     }
-  }
+    return index === firstFunction && functions !== undefined
+      ? Promise.resolve<NamedSource>({ source: functions, originOf: functions.originOf })
+      : undefined;
+  });
+  const settled = await Promise.allSettled(starting.filter((start) => start !== undefined));
+  const named = settled.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));
   const failed = settled.find((result) => result.status === 'rejected');
   const collision = failed === undefined ? toolNameCollision(named) : undefined;
   if (failed !== undefined || collision !== undefined) {

@@ -211,7 +211,8 @@ describe('a rollout of an environment', () => {
       rollout: async (task, context) => {
         log.push(`rollout ${task}`);
         expect(await readFile(path.join(context.tempDir, 'state.txt'), 'utf8')).toBe('ready');
-        expect(context.tools.definitions.map((tool) => tool.function.name)).toEqual(['add', 'search']);
+        // In the environment's order: the server's tools, then the function tools.
+        expect(context.tools.definitions.map((tool) => tool.function.name)).toEqual(['search', 'add']);
         log.push((await context.tools.call('search', '{"q":"x"}')).content);
         log.push((await context.tools.call('add', { a: 1, b: 2 })).content);
         context.trajectory.metrics['played'] = 1;
