@@ -291,7 +291,16 @@ class Run<T> implements EnvironmentRun<T> {
     let context: EnvironmentContext | undefined;
     let outcome: { error: unknown } | undefined;
     try {
-      for (const source of this.sources) opened.push(await raceSignal(source.open(info), signal));
+      for (const source of this.sources) {
+        const opening = source.open(info);
+        try {
+          opened.push(await raceSignal(opening, signal));
+        } catch (error) {
+          // Aborted while opening: the tools that still come are closed when they do.
+          opening.then((tools) => tools.close()).catch(() => undefined);
+          throw error;
+        }
+      }
       context = environmentContext(rolloutContext, info, settings, new RolloutToolbox(opened));
       if (spec.setup !== undefined) await raceSignal(Promise.resolve(spec.setup(task, context)), signal);
       const played =

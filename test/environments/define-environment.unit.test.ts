@@ -300,6 +300,55 @@ describe('a rollout of an environment', () => {
     expect(existsSync(tempDir)).toBe(false);
   });
 
+  it('closes the tools of a source that opens after the rollout was aborted, and calls no setup', async () => {
+    const log: string[] = [];
+    let finishOpening!: () => void;
+    const opening = new Promise<void>((resolve) => {
+      finishOpening = resolve;
+    });
+    let openCalled!: () => void;
+    const called = new Promise<void>((resolve) => {
+      openCalled = resolve;
+    });
+    const slow: ToolSource = {
+      kind: 'tool-source',
+      name: 'slow',
+      start: () =>
+        Promise.resolve({
+          name: 'slow',
+          definitions: [],
+          open: async () => {
+            openCalled();
+            await opening;
+            return {
+              definitions: [],
+              call: () => Promise.reject(new Error('none')),
+              close: async () => void log.push('closed'),
+            };
+          },
+          close: () => Promise.resolve(),
+        }),
+    };
+    const environment = defineEnvironment({
+      name: 'slow',
+      dataset: ['t'],
+      tools: [slow],
+      setup: () => void log.push('setup'),
+      rollout: async () => undefined,
+      cleanup: () => void log.push('cleanup'),
+    });
+    const run = await environment.start({ model });
+    const controller = new AbortController();
+    const gathering = gatherTrajectoryGroups(['t'], run.rollout, { signal: controller.signal });
+    await called;
+    controller.abort();
+    await expect(gathering).rejects.toBeInstanceOf(APIUserAbortError);
+    finishOpening();
+    await run.close();
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    expect(log).toEqual(['closed']);
+  });
+
   it('makes no tempDir for a rollout that never reads it, and gives a function tool the rollout its context', async () => {
     const seen: { task: unknown; toolCallId: string; tempDirExists: boolean }[] = [];
     const probe = functionTool({
