@@ -42,6 +42,17 @@ export { captureFetch } from './rollout/capture-fetch.js';
 export type { ChatCompletionsClient } from './schema/chat-client.js';
 export { captureInto, currentTrajectory, recordTrajectory } from './rollout/rollout-scope.js';
 
+// Evaluating a model on an environment, and re-scoring saved evaluations.
+export {
+  evaluate,
+  type EvaluateOptions,
+  type EvaluationProgress,
+  type EvaluationResult,
+} from './environments/evaluate.js';
+export { rescore, type RescoreOptions, type RescoreResult } from './environments/rescore.js';
+export type { EvaluationMetadata, EvaluationNumbers, EvaluationRow } from './environments/eval-files.js';
+export { passAllK, passAtK } from './environments/pass-at-k.js';
+
 // Rewards, and reading a trajectory.
 export type { RewardFn } from './rewards/reward-function.js';
 export { combineRewards } from './rewards/combine-rewards.js';

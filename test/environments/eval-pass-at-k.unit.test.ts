@@ -73,7 +73,15 @@ describe('passKValues', () => {
 describe('summarizePassAtK', () => {
   it('averages each k over the tasks, keyed by k as a string', () => {
     // k=1: (1/2 + 1)/2; k=2: pass@2 (1 + 1)/2, pass^2 (0 + 1)/2
-    expect(summarizePassAtK([{ n: 2, c: 1 }, { n: 2, c: 2 }], 2)).toEqual({
+    expect(
+      summarizePassAtK(
+        [
+          { n: 2, c: 1 },
+          { n: 2, c: 2 },
+        ],
+        2,
+      ),
+    ).toEqual({
       passAtK: { '1': 0.75, '2': 1 },
       passAllK: { '1': 0.75, '2': 0.5 },
     });
