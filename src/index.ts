@@ -42,16 +42,14 @@ export { captureFetch } from './rollout/capture-fetch.js';
 export type { ChatCompletionsClient } from './schema/chat-client.js';
 export { captureInto, currentTrajectory, recordTrajectory } from './rollout/rollout-scope.js';
 
-// Evaluating a model on an environment, and re-scoring saved evaluations.
-export {
-  evaluate,
-  type EvaluateOptions,
-  type EvaluationProgress,
-  type EvaluationResult,
-} from './environments/evaluate.js';
-export { rescore, type RescoreOptions, type RescoreResult } from './environments/rescore.js';
-export type { EvaluationMetadata, EvaluationNumbers, EvaluationRow } from './environments/eval-files.js';
-export { passAllK, passAtK } from './environments/pass-at-k.js';
+// Environments: a task set with its interaction and rubric, defined, loaded by name, trained on.
+export { defineEnvironment } from './environments/define-environment.js';
+export type { Environment } from './environments/environment.js';
+export type { EnvironmentContext, PromptTask } from './environments/environment-types.js';
+export { functionTool } from './tools/function-tool.js';
+// Measuring a model on one, and scoring a saved evaluation again.
+export { evaluate } from './environments/evaluate.js';
+export { rescore } from './environments/rescore.js';
 
 // Rewards, and reading a trajectory.
 export type { RewardFn } from './rewards/reward-function.js';

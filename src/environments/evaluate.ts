@@ -17,6 +17,7 @@ import { GatherEmitter } from '../rollout/gather-events.js';
 import { gatherTrajectoryGroups, type GroupScorer } from '../rollout/gather-trajectory-groups.js';
 import { messageOf, type Trajectory } from '../schema/index.js';
 import type { PromptedModel } from '../training/prompted-model.js';
+import type { TrainableModel } from '../training/trainable-model.js';
 import type { Environment } from './environment.js';
 import {
   appendRows,
@@ -53,7 +54,7 @@ export interface EvaluationProgress {
 /** Options of {@link evaluate}. */
 export interface EvaluateOptions {
   /** The model the rollouts call (`context.model`): a `PromptedModel` or a `TrainableModel`. */
-  model: PromptedModel;
+  model: PromptedModel | TrainableModel;
   /**
    * How many tasks: the first `examples` of `evalDataset`, in order.
    * @default every task (on `resume`: the run's)
@@ -123,7 +124,7 @@ export interface EvaluationResult extends EvaluationNumbers {
 }
 
 const EvaluateOptionsSchema = optionsSchema<EvaluateOptions>()({
-  model: option.like<PromptedModel>(
+  model: option.like<PromptedModel | TrainableModel>(
     (model) => typeof model?.openai === 'function' && typeof model?.inferenceName === 'function',
     'a PromptedModel or TrainableModel',
   ),

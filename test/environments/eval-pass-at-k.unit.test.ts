@@ -4,7 +4,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { InvalidArgumentError } from 'policyloop';
-import { passAllK, passAtK, passKValues, summarizePassAtK } from '../../src/environments/pass-at-k.js';
+import { passAllK, passAtK, passKValues } from 'policyloop/training';
+import { summarizePassAtK } from '../../src/environments/pass-at-k.js';
 
 describe('passAtK and passAllK of one task', () => {
   it('are 0 when no sample is correct (c = 0), for every k', () => {

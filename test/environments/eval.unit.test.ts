@@ -12,12 +12,12 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   APIUserAbortError,
   evaluate,
-  type EvaluationRow,
   finalAssistantText,
   InvalidArgumentError,
   PromptedModel,
   rescore,
 } from 'policyloop';
+import type { EvaluationRow } from 'policyloop/training';
 import { ScriptedBackend } from 'policyloop/testing';
 import { askOnce, handEnvironment, type QuestionTask } from './support/hand-environment.js';
 

@@ -5,7 +5,7 @@
  */
 import type { RolloutContext, TrajectoryInput } from 'policyloop';
 import type { RewardSpec } from '../../../src/rewards/combine-rewards.js';
-import type { PromptedModel } from 'policyloop';
+import type { PromptedModel, TrainableModel } from 'policyloop';
 import { combineRewards } from 'policyloop';
 import type { Environment, EnvironmentRun } from '../../../src/environments/environment.js';
 import type { GroupScorer } from '../../../src/rollout/gather-trajectory-groups.js';
@@ -18,7 +18,7 @@ export interface QuestionTask {
 
 /** What the hand-made rollout gets. */
 export interface HandContext extends Pick<RolloutContext, 'signal' | 'index' | 'groupIndex'> {
-  model: PromptedModel;
+  model: PromptedModel | TrainableModel;
   sampling: Readonly<Record<string, unknown>>;
 }
 
