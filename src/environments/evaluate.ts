@@ -6,7 +6,9 @@
  * write) and `metadata.json` is rewritten (atomically) as soon as the group ends, so a run killed
  * at any moment can be finished with `resume`: complete groups are kept and never rerun.
  */
-import { mkdir, readdir, stat } from 'node:fs/promises';
+import { type FileHandle, mkdir, open, readdir, stat } from 'node:fs/promises';
+// Node's own, not the global a test's fake timers replace.
+import { setImmediate } from 'node:timers';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { isPromiseLike } from '../internal/delay.js';
@@ -20,7 +22,6 @@ import type { PromptedModel } from '../training/prompted-model.js';
 import type { TrainableModel } from '../training/trainable-model.js';
 import type { Environment } from './environment.js';
 import {
-  appendRows,
   completeGroups,
   type EvaluationMetadata,
   type EvaluationNumbers,
@@ -270,15 +271,17 @@ function catchingScorer<T>(scoreGroup: GroupScorer<T>, errors: WeakMap<Trajector
 }
 
 /**
- * Writes finished groups in order of finishing, one write at a time: groups that finish while a
- * write is under way go together into the next (each group's lines still in one write), then the
- * metadata. `flush` waits for everything queued.
+ * Writes finished groups in order of finishing, one write at a time, through one handle on
+ * `results.jsonl` kept open for the run: the groups that finish in one turn of the event loop, or
+ * while a write is under way, go together into the next write (each group's lines in that one
+ * write), then `metadata.json` is rewritten. `close` waits for everything queued.
  */
 class GroupWriter {
   private queued: EvaluationRow[] = [];
   private writing: Promise<void> = Promise.resolve();
   private failure: unknown = undefined;
   private scheduled = false;
+  private handle: Promise<FileHandle> | undefined;
 
   constructor(
     private readonly directory: string | undefined,
@@ -291,7 +294,9 @@ class GroupWriter {
     for (const row of rows) this.queued.push(row);
     if (this.scheduled) return;
     this.scheduled = true;
-    this.writing = this.writing.then(() => this.write());
+    // On the next turn, so that the groups ending in this one share the write.
+    const next = new Promise<void>((resolve) => setImmediate(resolve));
+    this.writing = Promise.all([this.writing, next]).then(() => this.write());
   }
 
   private async write(): Promise<void> {
@@ -300,16 +305,20 @@ class GroupWriter {
     this.queued = [];
     const directory = this.directory as string;
     try {
-      await appendRows(directory, rows);
+      this.handle ??= open(path.join(directory, RESULTS_FILE), 'a');
+      await (await this.handle).write(rowLines(rows));
       await writeMetadata(directory, this.metadata());
     } catch (error) {
       this.failure ??= error;
     }
   }
 
-  /** Waits for every queued write; rejects with the first write error. */
-  async flush(): Promise<void> {
+  /** Waits for every queued write and closes the file; rejects with the first write error. */
+  async close(): Promise<void> {
     await this.writing;
+    const handle = this.handle;
+    this.handle = undefined;
+    await (await handle?.catch(() => undefined))?.close();
     if (this.failure !== undefined) {
       throw new PolicyloopError(`Could not write the evaluation to ${this.directory}: ${errorMessage(this.failure)}`, {
         cause: this.failure,
@@ -530,7 +539,7 @@ export async function evaluate<T>(environment: Environment<T>, options: Evaluate
       );
     } finally {
       try {
-        await writer.flush();
+        await writer.close();
       } finally {
         await run.close();
       }
