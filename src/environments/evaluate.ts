@@ -209,10 +209,20 @@ function groupRows(
   let next = 0;
   for (let index = 0; index < ended.length; index += 1) {
     const failure = failures[index];
-    const base = { example_id: exampleId, rollout_index: index, task, model, seconds: seconds[index] ?? 0 };
     const endedTrajectory = ended[index];
+    const time = seconds[index] ?? 0;
     if (failure !== undefined || endedTrajectory === undefined) {
-      rows.push({ ...base, messages: [], reward: null, metrics: {}, error: failure ?? 'the rollout did not finish' });
+      rows.push({
+        example_id: exampleId,
+        rollout_index: index,
+        task,
+        messages: [],
+        reward: null,
+        metrics: {},
+        error: failure ?? 'the rollout did not finish',
+        model,
+        seconds: time,
+      });
       continue;
     }
     const trajectory = group[next] ?? endedTrajectory;
@@ -221,11 +231,15 @@ function groupRows(
     const metrics: Record<string, number> = {};
     for (const [name, value] of Object.entries(trajectory.metrics)) metrics[name] = Number(value);
     const row: EvaluationRow = {
-      ...base,
+      example_id: exampleId,
+      rollout_index: index,
+      task,
       messages: trajectory.messages_and_choices.map(messageOf),
       reward: error === null ? trajectory.reward : null,
       metrics,
       error,
+      model,
+      seconds: time,
     };
     if (trajectory.additional_histories.length > 0) {
       row.additional_histories = trajectory.additional_histories.map((history) =>

@@ -17,6 +17,7 @@ import {
 } from '../schema/index.js';
 import { PromptedModel } from '../training/prompted-model.js';
 import type { Environment, EnvironmentRun } from './environment.js';
+import { loadEnvironment } from './load-environment.js';
 import {
   type EvaluationMetadata,
   type EvaluationNumbers,
@@ -150,12 +151,6 @@ async function eachLimited<I>(
   await Promise.all(Array.from({ length: Math.min(concurrency, items.length) }, worker));
 }
 
-/** The evaluation's own environment, loaded again by its id and args. */
-async function loadSavedEnvironment(metadata: EvaluationMetadata): Promise<Environment<unknown>> {
-  // TODO(i33-env): loadEnvironment(metadata.env_id, metadata.env_args) once merged.
-  throw new InvalidArgumentError('environment', `Cannot load ${metadata.env_id} yet: pass \`environment\``);
-}
-
 /** A fetch that refuses: rescoring never calls the evaluated model. */
 const refusingFetch: typeof globalThis.fetch = async () => {
   throw new Error('rescore does not call the evaluated model');
@@ -192,7 +187,7 @@ export async function rescore<T = unknown>(directory: string, options: RescoreOp
   }
   const saved = await readEvaluation(directory);
   const { metadata } = saved;
-  const environment = parsed.environment ?? (await loadSavedEnvironment(metadata));
+  const environment = parsed.environment ?? (await loadEnvironment(metadata.env_id, metadata.env_args));
   const envId = parsed.envId ?? (parsed.environment === undefined ? metadata.env_id : environment.name);
   const threshold = parsed.threshold ?? metadata.threshold;
 
