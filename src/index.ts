@@ -44,6 +44,8 @@ export { captureInto, currentTrajectory, recordTrajectory } from './rollout/roll
 
 // Environments: a task set with its interaction and rubric, defined, loaded by name, trained on.
 export { defineEnvironment } from './environments/define-environment.js';
+export { loadEnvironment } from './environments/load-environment.js';
+export { EnvironmentLoadError } from './environments/environment-errors.js';
 export type { Environment } from './environments/environment.js';
 export type { EnvironmentContext, PromptTask } from './environments/environment-types.js';
 export { functionTool } from './tools/function-tool.js';

@@ -58,6 +58,9 @@ export type { ChoiceLocation } from './training/errors.js';
 
 // Environments and their tools: the spec, a run, and the tool contract (sources, toolbox, results).
 export type { EnvironmentRun, EnvironmentStartOptions } from './environments/environment.js';
+export type { LoadEnvironmentOptions } from './environments/load-environment.js';
+export type { EnvironmentLoadErrorOptions } from './environments/environment-errors.js';
+export type { TrainerEnvironment, TrainerEnvironmentRun } from './training/rl-trainer.js';
 export type {
   DatasetSource,
   EnvironmentRolloutFn,
