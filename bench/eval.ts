@@ -2,7 +2,7 @@
  * What `evaluate` costs per rollout over the `gatherTrajectoryGroups` it runs on: the same
  * environment (the default agent loop, one model turn, a two-function rubric) on the same scripted
  * model (`ScriptedBackend` of `policyloop/testing`: the local service in-process over a scripted
- * engine), 32 tasks x 4 rollouts at concurrency 8. Three sides, interleaved in a rotating order in
+ * engine), 64 tasks x 4 rollouts at concurrency 8. Three sides, interleaved in a rotating order in
  * every round and compared within it:
  * - gather: `environment.start(...)` then a plain gather of the run's rollout and reward (the baseline);
  * - evaluate, in memory: `evaluate` without a folder (the rows, error accounting, pass@k);
@@ -11,7 +11,8 @@
  * Wall time and this process's CPU time per rollout; the ratios against the gather of the same
  * round, then their median and spread over the rounds. Target: evaluate to a folder <= 1.1x.
  *
- * Run: `npx tsx bench/eval.ts` (`--rounds N`, default 9). The machine and its load are printed.
+ * Run: `node --expose-gc --import tsx bench/eval.ts` (`--rounds N`, default 11; without
+ * `--expose-gc` each side may pay for the garbage of the one before). The machine and its load are printed.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
@@ -26,11 +27,11 @@ import {
 } from 'policyloop';
 import { ScriptedBackend } from 'policyloop/testing';
 
-const TASKS = 32;
+const TASKS = 64;
 const ROLLOUTS = 4;
 const CONCURRENCY = 8;
 const roundsFlag = process.argv.indexOf('--rounds');
-const ROUNDS = roundsFlag > 0 ? Number(process.argv[roundsFlag + 1]) : 9;
+const ROUNDS = roundsFlag > 0 ? Number(process.argv[roundsFlag + 1]) : 11;
 
 const tasks = Array.from({ length: TASKS }, (_, index) => ({ prompt: `word ${index}`, answer: `answer ${index}` }));
 const environment = defineEnvironment({
@@ -50,6 +51,8 @@ interface Measured {
 }
 
 async function measure(work: () => Promise<unknown>): Promise<Measured> {
+  // Each side starts without the garbage of the one before (run with node --expose-gc).
+  (globalThis as { gc?: () => void }).gc?.();
   const cpu = process.cpuUsage();
   const start = performance.now();
   await work();
