@@ -11,8 +11,11 @@
  * Wall time and this process's CPU time per rollout; the ratios against the gather of the same
  * round, then their median and spread over the rounds. Target: evaluate to a folder <= 1.1x.
  *
- * Run: `node --expose-gc --import tsx bench/eval.ts` (`--rounds N`, default 11; without
- * `--expose-gc` each side may pay for the garbage of the one before). The machine and its load are printed.
+ * Run: `npx tsx bench/eval.ts` (`--rounds N`, default 11; `--dir PARENT` writes the runs under
+ * PARENT instead of the system's temporary folder, e.g. `/dev/shm` to leave the disk out). With
+ * `node --expose-gc --import tsx bench/eval.ts` a full collection runs before each side (each
+ * side then starts without the garbage of the one before, but with a shrunk young generation).
+ * The machine and its load are printed.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
@@ -32,6 +35,8 @@ const ROLLOUTS = 4;
 const CONCURRENCY = 8;
 const roundsFlag = process.argv.indexOf('--rounds');
 const ROUNDS = roundsFlag > 0 ? Number(process.argv[roundsFlag + 1]) : 11;
+const dirFlag = process.argv.indexOf('--dir');
+const PARENT = dirFlag > 0 ? (process.argv[dirFlag + 1] as string) : os.tmpdir();
 
 const tasks = Array.from({ length: TASKS }, (_, index) => ({ prompt: `word ${index}`, answer: `answer ${index}` }));
 const environment = defineEnvironment({
@@ -84,7 +89,7 @@ const model = new PromptedModel({
   apiKey: connection.apiKey,
   fetch: connection.fetch,
 });
-const directory = await mkdtemp(path.join(os.tmpdir(), 'policyloop-bench-eval-'));
+const directory = await mkdtemp(path.join(PARENT, 'policyloop-bench-eval-'));
 
 const sides: Record<string, (round: number) => Promise<unknown>> = {
   gather: async () => {

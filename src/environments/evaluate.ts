@@ -77,7 +77,8 @@ export interface EvaluateOptions {
   concurrency?: number | undefined;
   /**
    * Request parameters every model call gets (`{ temperature: 0, max_tokens: 256 }`), handed to
-   * `environment.start` as `sampling`.
+   * `environment.start` as `sampling` (over the environment's own `sampling`, key by key; the
+   * metadata records the two merged).
    * @default {} (on `resume`: the run's)
    */
   sampling?: Readonly<Record<string, unknown>> | undefined;
@@ -356,6 +357,9 @@ class GroupWriter {
     const rows = this.queued;
     this.queued = [];
     if (rows.length === 0 || this.failure !== undefined) return;
+    // The first metadata.json before the first rows: a folder with rows always has one (resumable).
+    if (this.metadataWritten === Number.NEGATIVE_INFINITY) this.writeMetadata();
+    if (this.failure !== undefined) return;
     try {
       this.descriptor ??= openSync(path.join(this.directory as string, RESULTS_FILE), 'a');
       const bytes = Buffer.from(rowLines(rows));
@@ -456,12 +460,19 @@ export async function evaluate<T>(environment: Environment<T>, options: Evaluate
     checkSame(directory, 'the environment args', previous.env_args, envArgs);
     checkSame(directory, 'the model', previous.model, modelName);
     checkSame(directory, 'rolloutsPerExample', previous.rollouts_per_example, parsed.rolloutsPerExample);
-    checkSame(directory, 'sampling', previous.sampling, parsed.sampling);
+    checkSame(
+      directory,
+      'sampling',
+      previous.sampling,
+      parsed.sampling === undefined ? undefined : { ...environment.spec?.sampling, ...parsed.sampling },
+    );
     checkSame(directory, 'threshold', previous.threshold, parsed.threshold);
   }
   const rolloutsPerExample = parsed.rolloutsPerExample ?? previous?.rollouts_per_example ?? 1;
   const threshold = parsed.threshold ?? previous?.threshold ?? 0.5;
-  const sampling = { ...(parsed.sampling ?? previous?.sampling ?? {}) };
+  // What the rollouts get: the environment's own sampling under the evaluation's, key by key (as
+  // `start` merges them), recorded as it is in force.
+  const sampling = { ...environment.spec?.sampling, ...(parsed.sampling ?? previous?.sampling ?? {}) };
   const envId = parsed.envId ?? previous?.env_id ?? environment.name;
   const limit = parsed.examples ?? previous?.num_examples ?? Number.POSITIVE_INFINITY;
   const tasks = await firstTasks(environment.evalDataset(), limit);
@@ -500,8 +511,8 @@ export async function evaluate<T>(environment: Environment<T>, options: Evaluate
   if (parsed.resume !== undefined) {
     await writeFileAtomically(path.join(parsed.resume, RESULTS_FILE), rowLines(allRows()));
   }
-  // metadata.json comes with the first group written (or the end): a run killed before has
-  // nothing to resume, and its folder may be used again as `out`.
+  // metadata.json comes just before the first group's rows (or at the end): a run killed before
+  // has nothing to resume, and its folder may be used again as `out`.
 
   const remaining = tasks.map((_, exampleId) => exampleId).filter((exampleId) => !kept.has(exampleId));
   const writer = new GroupWriter(directory, metadata);
