@@ -130,6 +130,7 @@ for (const name of names) await sides[name]?.(-1 - names.indexOf(name));
 const wallRatios = new Map<string, number[]>(names.slice(1).map((name) => [name, []]));
 const cpuRatios = new Map<string, number[]>(names.slice(1).map((name) => [name, []]));
 const gatherCosts: number[] = [];
+const gatherCpu: number[] = [];
 for (let round = 0; round < ROUNDS; round += 1) {
   const order = names.map((_, index) => names[(index + round) % names.length] as string);
   const measured = new Map<string, Measured>();
@@ -137,6 +138,7 @@ for (let round = 0; round < ROUNDS; round += 1) {
     measured.set(name, await measure(() => (sides[name] as (round: number) => Promise<unknown>)(round)));
   const base = measured.get('gather') as Measured;
   gatherCosts.push(base.wall);
+  gatherCpu.push(base.cpu);
   const parts = [`gather ${base.wall.toFixed(0)} µs wall, ${base.cpu.toFixed(0)} µs CPU per rollout`];
   for (const name of names.slice(1)) {
     const side = measured.get(name) as Measured;
@@ -146,7 +148,9 @@ for (let round = 0; round < ROUNDS; round += 1) {
   }
   console.log(`round ${round + 1}: ${parts.join('; ')}`);
 }
-console.log(`gather: ${median(gatherCosts).toFixed(0)} µs wall per rollout (median)`);
+console.log(
+  `gather: ${median(gatherCosts).toFixed(0)} µs wall, ${median(gatherCpu).toFixed(0)} µs CPU per rollout (medians)`,
+);
 for (const name of names.slice(1)) {
   console.log(`${name} / gather, wall per rollout: ${spread(wallRatios.get(name) ?? [])}`);
   console.log(`${name} / gather, CPU per rollout: ${spread(cpuRatios.get(name) ?? [])}`);
