@@ -49,6 +49,9 @@ export { EnvironmentLoadError } from './environments/environment-errors.js';
 export type { Environment } from './environments/environment.js';
 export type { EnvironmentContext, PromptTask } from './environments/environment-types.js';
 export { functionTool } from './tools/function-tool.js';
+// Measuring a model on one, and scoring a saved evaluation again.
+export { evaluate } from './environments/evaluate.js';
+export { rescore } from './environments/rescore.js';
 
 // Rewards, and reading a trajectory.
 export type { RewardFn } from './rewards/reward-function.js';

@@ -139,3 +139,13 @@ export type { GroupJudge, JudgeCallOptions, JudgeScore, RelativeJudgeOptions } f
 export type { AssistantTextsOptions, HasMessagesAndChoices, ModelToolCall } from './rewards/trajectory-text.js';
 export type { JudgeFailure } from './rewards/reward-errors.js';
 export type { RunItem, RunReadOptions } from './schema/index.js';
+
+// Evaluation: its options, result, rows, files and pass@k.
+export type {
+  EvaluateOptions,
+  EvaluationProgress,
+  EvaluationResult,
+} from './environments/evaluate.js';
+export type { RescoreOptions, RescoreResult } from './environments/rescore.js';
+export type { EvaluationMetadata, EvaluationNumbers, EvaluationRow } from './environments/eval-files.js';
+export { passAllK, passAtK, passKValues } from './environments/pass-at-k.js';
