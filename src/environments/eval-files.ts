@@ -109,19 +109,97 @@ export interface EvaluationNumbers {
 }
 
 /** Mean and population standard deviation of `values` (NaN for none). */
-function meanAndStd(values: readonly number[]): { mean: number; std: number } {
-  if (values.length === 0) return { mean: Number.NaN, std: Number.NaN };
-  let sum = 0;
-  for (const value of values) sum += value;
-  const mean = sum / values.length;
-  let squares = 0;
-  for (const value of values) squares += (value - mean) ** 2;
-  return { mean, std: Math.sqrt(squares / values.length) };
+/** A running mean and population standard deviation (Welford's update: one pass, stable). */
+class RunningMoments {
+  count = 0;
+  mean = 0;
+  private squares = 0;
+
+  add(value: number): void {
+    this.count += 1;
+    const delta = value - this.mean;
+    this.mean += delta / this.count;
+    this.squares += delta * (value - this.mean);
+  }
+
+  /** The mean and population std so far (NaN for both before the first value). */
+  get result(): { mean: number; std: number } {
+    if (this.count === 0) return { mean: Number.NaN, std: Number.NaN };
+    return { mean: this.mean, std: Math.sqrt(Math.max(0, this.squares) / this.count) };
+  }
 }
 
 /**
- * The numbers of an evaluation from its rows: reward and metrics over the rows without error,
- * pass@k and pass^k over the tasks (a row is correct when it has no error and reward >= threshold).
+ * The numbers of an evaluation, kept up to date row by row: reward and metrics over the rows
+ * without error, pass@k and pass^k over the tasks (a row is correct when it has no error and
+ * reward >= threshold). Adding a group costs its own rows, not the run's: `metadata.json` is
+ * rewritten after every group.
+ * @example
+ * const summary = new RowSummary({ rolloutsPerExample: 4, threshold: 0.5 });
+ * summary.add(groupRows);
+ * summary.numbers().passAtK['1'];
+ */
+export class RowSummary {
+  private readonly reward = new RunningMoments();
+  private readonly metrics = new Map<string, RunningMoments>();
+  private readonly tasks = new Map<number, { n: number; c: number }>();
+  private errors = 0;
+
+  constructor(private readonly settings: { readonly rolloutsPerExample: number; readonly threshold: number }) {}
+
+  /** Counts `rows` in. */
+  add(rows: readonly EvaluationRow[]): void {
+    for (const row of rows) {
+      let task = this.tasks.get(row.example_id);
+      if (task === undefined) {
+        task = { n: 0, c: 0 };
+        this.tasks.set(row.example_id, task);
+      }
+      task.n += 1;
+      if (row.error !== null || row.reward === null) {
+        this.errors += 1;
+        continue;
+      }
+      this.reward.add(row.reward);
+      if (row.reward >= this.settings.threshold) task.c += 1;
+      for (const [name, value] of Object.entries(row.metrics)) {
+        const number = Number(value);
+        if (!Number.isFinite(number)) continue;
+        let moments = this.metrics.get(name);
+        if (moments === undefined) {
+          moments = new RunningMoments();
+          this.metrics.set(name, moments);
+        }
+        moments.add(number);
+      }
+    }
+  }
+
+  /** The numbers of the rows added so far. */
+  numbers(): EvaluationNumbers {
+    const reward = this.reward.result;
+    const avgMetrics: Record<string, number> = {};
+    const stdMetrics: Record<string, number> = {};
+    for (const name of [...this.metrics.keys()].sort()) {
+      const { mean, std } = (this.metrics.get(name) as RunningMoments).result;
+      avgMetrics[name] = mean;
+      stdMetrics[name] = std;
+    }
+    const { passAtK, passAllK } = summarizePassAtK([...this.tasks.values()], this.settings.rolloutsPerExample);
+    return {
+      avgReward: reward.mean,
+      stdReward: reward.std,
+      avgMetrics,
+      stdMetrics,
+      passAtK,
+      passAllK,
+      errors: this.errors,
+    };
+  }
+}
+
+/**
+ * The numbers of an evaluation from its rows (see {@link RowSummary}).
  * @example
  * const numbers = summarizeRows(rows, { rolloutsPerExample: 4, threshold: 0.5 });
  */
@@ -129,41 +207,9 @@ export function summarizeRows(
   rows: readonly EvaluationRow[],
   settings: { readonly rolloutsPerExample: number; readonly threshold: number },
 ): EvaluationNumbers {
-  const rewards: number[] = [];
-  const metricValues = new Map<string, number[]>();
-  const tasks = new Map<number, { n: number; c: number }>();
-  let errors = 0;
-  for (const row of rows) {
-    const task = tasks.get(row.example_id) ?? { n: 0, c: 0 };
-    tasks.set(row.example_id, task);
-    task.n += 1;
-    if (row.error !== null || row.reward === null) {
-      errors += 1;
-      continue;
-    }
-    rewards.push(row.reward);
-    if (row.reward >= settings.threshold) task.c += 1;
-    for (const [name, value] of Object.entries(row.metrics)) {
-      const number = Number(value);
-      if (!Number.isFinite(number)) continue;
-      let values = metricValues.get(name);
-      if (values === undefined) {
-        values = [];
-        metricValues.set(name, values);
-      }
-      values.push(number);
-    }
-  }
-  const reward = meanAndStd(rewards);
-  const avgMetrics: Record<string, number> = {};
-  const stdMetrics: Record<string, number> = {};
-  for (const name of [...metricValues.keys()].sort()) {
-    const { mean, std } = meanAndStd(metricValues.get(name) ?? []);
-    avgMetrics[name] = mean;
-    stdMetrics[name] = std;
-  }
-  const { passAtK, passAllK } = summarizePassAtK([...tasks.values()], settings.rolloutsPerExample);
-  return { avgReward: reward.mean, stdReward: reward.std, avgMetrics, stdMetrics, passAtK, passAllK, errors };
+  const summary = new RowSummary(settings);
+  summary.add(rows);
+  return summary.numbers();
 }
 
 /** The package's version (`metadata.json`'s `version`). */

@@ -34,6 +34,7 @@ import {
   readEvaluation,
   RESULTS_FILE,
   rowLines,
+  RowSummary,
   summarizeRows,
   writeFileAtomically,
   writeMetadata,
@@ -491,7 +492,11 @@ export async function evaluate<T>(environment: Environment<T>, options: Evaluate
   const kept = completeGroups(saved?.rows ?? [], { rolloutsPerExample, numExamples: tasks.length });
   const rowsByExample = new Map<number, EvaluationRow[]>(kept);
   const allRows = (): EvaluationRow[] => [...rowsByExample.values()].flat();
-  const metadata = (): EvaluationMetadata => metadataOf(settings, summarizeRows(allRows(), numbersSettings));
+  // The running numbers of metadata.json, a group's rows added as it ends (the final numbers are
+  // computed again from the rows in task order).
+  const running = new RowSummary(numbersSettings);
+  for (const rows of rowsByExample.values()) running.add(rows);
+  const metadata = (): EvaluationMetadata => metadataOf(settings, running.numbers());
   if (parsed.resume !== undefined) {
     await writeFileAtomically(path.join(parsed.resume, RESULTS_FILE), rowLines(allRows()));
   }
@@ -591,6 +596,7 @@ export async function evaluate<T>(environment: Environment<T>, options: Evaluate
         // The rows hold what is kept: the group's trajectories may go.
         ended.fill(undefined, from, to);
         rowsByExample.set(exampleId, rows);
+        running.add(rows);
         writer.add(rows);
         report();
       });
