@@ -21,7 +21,13 @@ import type {
   TrainResult,
   WaitOptions,
 } from './backend.js';
-import { checkJobOptions, checkSFTParams, checkTrainParams, checkWaitOptions } from './job-options.js';
+import {
+  checkJobOptions,
+  checkSFTParams,
+  checkTrainParams,
+  checkWaitOptions,
+  refuseUnofferedLoss,
+} from './job-options.js';
 import { metricByStep } from './history.js';
 import type { HistoryRow } from './history.js';
 import { modelInferenceName } from './inference-name.js';
@@ -286,7 +292,7 @@ export class TrainableModel extends PromptedModel<TrainableModelEvents> {
   ): Promise<TrainResult> {
     checkTrainParams(params);
     checkJobOptions(options);
-    this.registered();
+    refuseUnofferedLoss(this.registered().backend, params.lossFn, 'params.lossFn');
     const startedAt = Date.now();
     await this.finishPendingJob(options);
     const step = await this.getStep({ signal: options.signal });
