@@ -141,7 +141,7 @@ export class TinkerEngine implements Engine {
           ['body', 'messages'],
         );
     }
-    const prompt = promptTokens(text, request.messages, request.tools);
+    const prompt = promptTokens(text, request.messages, request.tools, request.chat_template_kwargs);
     if (prompt.length >= contextLength)
       throw new EngineInputError(
         `The prompt is ${prompt.length} tokens long, but ${policy.baseModel} has a context of ${contextLength} tokens: shorten the messages or tools.`,
