@@ -92,6 +92,16 @@ export interface TinkerCheckpoint {
   readonly time: string | null;
 }
 
+/** A training run (a training model) on the server. */
+export interface TinkerTrainingRun {
+  readonly trainingRunId: string;
+  readonly baseModel: string;
+  /** Its LoRA rank, when the server says. */
+  readonly loraRank: number | null;
+  /** When it was last used (ISO 8601), when the server says. */
+  readonly lastRequestTime: string | null;
+}
+
 /** What every call of the client takes. */
 export interface SubmitOptions {
   /** Aborts the call. */
