@@ -30,6 +30,8 @@ export class TinkerRestClient {
       checkpointType: String(checkpoint['checkpoint_type']),
       tinkerPath: String(checkpoint['tinker_path']),
       time: typeof checkpoint['time'] === 'string' ? checkpoint['time'] : null,
+      sizeBytes: typeof checkpoint['size_bytes'] === 'number' ? checkpoint['size_bytes'] : null,
+      expiresAt: typeof checkpoint['expires_at'] === 'string' ? checkpoint['expires_at'] : null,
     }));
   }
 
