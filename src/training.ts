@@ -84,6 +84,7 @@ export {
   type GroupEndEvent,
   type GatherProgressEvent,
   type RolloutEndEvent,
+  type RolloutWarningEvent,
   type RolloutErrorEvent,
   type RolloutStartEvent,
 } from './rollout/gather-events.js';
