@@ -15,6 +15,7 @@ export type {
   WaitOptions,
   JobOptions,
   TrainParams,
+  LossFn,
   SFTParams,
   SFTSource,
   TrainResult,
@@ -113,6 +114,7 @@ export {
   type GroupEndEvent,
   type GatherProgressEvent,
   type RolloutEndEvent,
+  type RolloutWarningEvent,
   type RolloutErrorEvent,
   type RolloutStartEvent,
 } from './rollout/gather-events.js';

@@ -17,6 +17,7 @@ import { declareReport } from './commands/report-command.js';
 import { declareRescore } from './commands/rescore-command.js';
 import { declareCheckpoints, declareHealth, declareJobs, declareModels } from './commands/resources-command.js';
 import { declareServe } from './commands/serve-command.js';
+import { declareTinker } from './commands/tinker-command.js';
 import { COMMON_HELP, type CommandContext } from './declaration.js';
 
 /** The package's version, for `--version`. */
@@ -37,6 +38,7 @@ const COMMANDS: readonly ((context: CommandContext) => Command)[] = [
   declareReport,
   declareEval,
   declareRescore,
+  declareTinker,
 ];
 
 /** Builds the program; `setExitCode` receives each action's exit code. */

@@ -83,7 +83,11 @@ export interface LossSettings {
 
 /** The loss of a job kind and its config (PPO or CISPO clipping bounds). */
 export function lossSettings(kind: 'rl' | 'sft', config: ExperimentalTrainingConfig | null): LossSettings {
-  const lossFunction = config?.loss_fn ?? (config?.ppo ? 'ppo' : 'cispo');
+  const named = config?.loss_fn ?? (config?.ppo ? 'ppo' : 'cispo');
+  // The service refuses other losses at the job's creation (they are a Tinker server's).
+  if (named !== 'ppo' && named !== 'cispo')
+    throw new Error(`The local engine trains with loss_fn "cispo" or "ppo", not "${named}".`);
+  const lossFunction = named;
   if (lossFunction === 'ppo') {
     const epsilon = config?.epsilon ?? 0.2;
     return { kind, lossFunction, low: 1 - epsilon, high: 1 + (config?.epsilon_high ?? epsilon) };

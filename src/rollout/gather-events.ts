@@ -62,12 +62,29 @@ export interface GatherProgressEvent {
   readonly rewardMean: number;
 }
 
+/**
+ * Something a user should know that fails nothing, said once per gather (library code writes
+ * nothing to the console: listen to print it). `unparsed_tool_call`: a reply held tool-call markup
+ * the engine could not parse (another model family's format, or a malformed call), so it stayed
+ * text; each trajectory counts such replies in its `tool_calls/unparsed` metric.
+ */
+export interface RolloutWarningEvent {
+  readonly code: 'unparsed_tool_call';
+  readonly message: string;
+  readonly groupIndex: number;
+  readonly index: number;
+  /** The first trajectory it was seen in. */
+  readonly trajectory: Trajectory;
+}
+
 /** Event names and payloads of a gather. */
 export interface GatherEventMap<S = unknown> {
   /** An attempt of a rollout starts. */
   'rollout:start': (event: RolloutStartEvent) => void;
   /** A rollout finished and was scored. */
   'rollout:end': (event: RolloutEndEvent) => void;
+  /** Once per gather: see {@link RolloutWarningEvent}. */
+  'rollout:warning': (event: RolloutWarningEvent) => void;
   /** An attempt failed (retried or kept as an exception). */
   'rollout:error': (event: RolloutErrorEvent) => void;
   /** Every rollout of a group settled and the group was scored. */

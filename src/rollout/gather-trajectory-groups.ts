@@ -27,7 +27,7 @@ import {
 import { type EndpointModel, GatherEndpoint, type RolloutEndpoint } from './endpoint/rollout-endpoint.js';
 import type { RolloutContext, RolloutFn } from './rollout-function.js';
 import { closeRolloutScope, openRolloutScope, type RolloutScope } from './rollout-scope.js';
-import { TrajectoryRecorder, takeTrajectory } from './trajectory-recorder.js';
+import { TrajectoryRecorder, takeTrajectory, UNPARSED_TOOL_CALLS } from './trajectory-recorder.js';
 
 /** What a group scorer gets besides the group. */
 export interface GroupScorerContext<S> {
@@ -325,6 +325,7 @@ class GatherRun<S> {
   /** The running attempts: `stop` aborts them (cheaper than a listener each on the gather's signal). */
   private readonly running = new Set<Attempt<S>>();
   private stopped = false;
+  private warnedUnparsed = false;
   private rejectGather: (error: unknown) => void = ignore;
   /** Rejects once the gather stops, with the error it stopped with. */
   private readonly stoppedEarly: Promise<never>;
@@ -559,6 +560,18 @@ class GatherRun<S> {
     this.done += 1;
     this.finished += 1;
     this.rewardSum += trajectory.reward;
+    const unparsed = trajectory.metrics?.[UNPARSED_TOOL_CALLS];
+    if (!this.warnedUnparsed && typeof unparsed === 'number' && unparsed > 0) {
+      this.warnedUnparsed = true;
+      if (this.heard('rollout:warning'))
+        this.emit('rollout:warning', {
+          code: 'unparsed_tool_call',
+          message: `A reply held tool-call markup (${unparsedFormats(trajectory)}) that the engine does not parse for this model, so it stayed text: the model writes another family's tool-call format, or a malformed call. Counted per trajectory in the \`${UNPARSED_TOOL_CALLS}\` metric; said once per gather.`,
+          groupIndex: attempt.groupIndex,
+          index: attempt.index,
+          trajectory,
+        });
+    }
     if (this.heard('rollout:end')) {
       this.emit('rollout:end', {
         groupIndex: attempt.groupIndex,
@@ -713,4 +726,14 @@ export async function gatherTrajectoryGroups<S>(
     scoreGroup: options.scoreGroup as GroupScorer<S> | undefined,
     events: options.events as GatherEmitter<S> | undefined,
   }).execute();
+}
+
+/** The families of the unparsed tool-call markup in a trajectory's replies (`mistral`, `hermes`, ...). */
+function unparsedFormats(trajectory: Trajectory): string {
+  const families = new Set<string>();
+  for (const item of trajectory.messages_and_choices ?? []) {
+    const family = (item as { unparsed_tool_call?: unknown }).unparsed_tool_call;
+    if (typeof family === 'string') families.add(family);
+  }
+  return [...families].join(', ') || 'unknown';
 }

@@ -41,6 +41,13 @@ let appendMessages: (history: ConversationRecorder, messages: readonly unknown[]
   undefined;
 
 /**
+ * The trajectory metric that counts its replies holding tool-call markup the engine could not
+ * parse (another family's format, or a malformed call): they stayed text. Averaged per step as
+ * every trajectory metric is (`train/tool_calls/unparsed`).
+ */
+export const UNPARSED_TOOL_CALLS = 'tool_calls/unparsed';
+
+/**
  * One conversation: messages (context) and Choices (trainable turns), in order, plus the tools it
  * offered. The main conversation of a trajectory and each sub-agent's `additional_histories` entry
  * are one of these.
@@ -93,6 +100,14 @@ export class ConversationRecorder {
   addChoice(choice: Choice): this {
     this.messagesAndChoices.push(clonePlain(choice));
     if (this.#owner !== undefined) appendOrderOf(this.#owner, this.#index, 1);
+    // A reply whose tool-call markup the engine could not parse (text layer's `unparsed_tool_call`).
+    if (typeof (choice as { unparsed_tool_call?: unknown }).unparsed_tool_call === 'string') {
+      const trajectory = this.#owner ?? (this instanceof TrajectoryRecorder ? this : undefined);
+      if (trajectory !== undefined) {
+        const before = trajectory.metrics[UNPARSED_TOOL_CALLS];
+        trajectory.metrics[UNPARSED_TOOL_CALLS] = (typeof before === 'number' ? before : 0) + 1;
+      }
+    }
     return this;
   }
 

@@ -28,6 +28,30 @@ export interface ParsedAssistantText {
   content: string | null;
   tool_calls?: ChatCompletionMessageToolCall[] | undefined;
   reasoning?: string | undefined;
+  /**
+   * The family whose tool-call markup the text holds when no call was parsed from it: another
+   * family's (`mistral` `[TOOL_CALLS]`, `hermes` `<tool_call>` in a Llama reply, ...), or this
+   * family's written wrong (an unclosed block, a body that is no call). Absent otherwise.
+   */
+  unparsedToolCall?: string | undefined;
+}
+
+/**
+ * Tool-call markup by family, for text the parser could not read as calls: what it looks like
+ * when a model writes another family's format (or its own, malformed).
+ */
+const TOOL_CALL_MARKUP: readonly (readonly [family: string, pattern: RegExp])[] = [
+  ['hermes', /<\/?tool_call>/],
+  ['llama3-json', /<\|python_tag\|>|^\s*\[?\s*\{\s*"name"\s*:\s*"[^"]*"\s*,\s*"(?:parameters|arguments)"\s*:/],
+  ['mistral', /\[TOOL_CALLS\]/],
+  ['functionary', /<function=[^>]+>/],
+  ['deepseek', /<｜tool▁calls?▁begin｜>|<｜tool▁call▁begin｜>/],
+  ['command-r', /Action:\s*```json/],
+];
+
+/** The family of the tool-call markup `text` holds, or undefined when it looks like none. */
+function toolCallMarkup(text: string): string | undefined {
+  return TOOL_CALL_MARKUP.find(([, pattern]) => pattern.test(text))?.[0];
 }
 
 const THINK_OPEN = '<think>';
@@ -215,6 +239,10 @@ export function parseAssistantText(
   // newlines that separate it from `</think>`, which the template adds back).
   const content = calls ? outside.trim() : reasoning === null ? answer : answer.replace(/^\n+/, '');
   result.content = content.length > 0 ? content : null;
+  if (!calls || calls.length === 0) {
+    const markup = toolCallMarkup(answer);
+    if (markup !== undefined) result.unparsedToolCall = markup;
+  }
   if (calls && calls.length > 0) {
     const customTools = new Set(
       (options.tools ?? []).flatMap((tool) => (tool.type === 'custom' ? [tool.custom.name] : [])),

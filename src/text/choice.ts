@@ -82,7 +82,12 @@ export function buildHfChoice(sequence: SampledText, index: number, options: HfC
     toolCalls = parsed.tool_calls as Choice['message']['tool_calls'];
     finishReason = 'tool_calls';
   }
+  // A reply of a request with tools that holds tool-call markup the parser could not read is
+  // flagged (`unparsed_tool_call`: the markup's family), never silently text: the recorder counts
+  // it in the trajectory's `tool_calls/unparsed` metric and the gather warns once.
+  const unparsed = options.parseTools && !toolCalls ? parsed.unparsedToolCall : undefined;
   return {
+    ...(unparsed !== undefined ? { unparsed_tool_call: unparsed } : {}),
     index,
     finish_reason: finishReason,
     message: {

@@ -60,6 +60,12 @@ export interface ParsedAssistant {
   tool_calls?: ToolCall[] | undefined;
   /** Qwen3's `<think>` text, absent when the completion has none (or it is empty). */
   reasoning?: string | undefined;
+  /**
+   * When no call was parsed but the text holds tool-call markup (another family's, or this
+   * family's written wrong): that markup's family (`hermes`, `llama3-json`, `mistral`,
+   * `functionary`, `deepseek`, `command-r`). The text stays `content`.
+   */
+  unparsedToolCall?: string | undefined;
 }
 
 /** Options of {@link TextLayer.decode}. */

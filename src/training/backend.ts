@@ -5,6 +5,7 @@
 import type { TrainingClient } from '../client/index.js';
 import type {
   ExperimentalTrainingConfig,
+  LossFn,
   SFTRow,
   SFTTrainingConfigInput,
   TrajectoryGroup,
@@ -14,6 +15,8 @@ import type { RetentionOptions } from './checkpoint-retention.js';
 import type { FollowJobOptions, JobProgress } from './follow-job.js';
 import type { JobEndEvent, JobSubmittedEvent } from './model-events.js';
 import type { ModelFiles } from './model-files.js';
+
+export type { LossFn };
 
 /** A live connection to a training service. */
 export interface BackendConnection {
@@ -52,6 +55,12 @@ export interface Backend {
   readonly kind: 'local' | 'hosted' | 'tinker';
   /** Directory for the local files of models (history, spool, SFT data). */
   readonly dataDir: string;
+  /**
+   * The RL losses this backend's service trains with (`TrainParams.lossFn`): `train` and
+   * `RLTrainer.run` refuse another one before anything is sampled or sent.
+   * @default not checked (a custom backend)
+   */
+  readonly lossFns?: readonly LossFn[] | undefined;
   /** Connects (starting the local service on first use) and returns the connection. */
   connect(options?: { signal?: AbortSignal | undefined }): Promise<BackendConnection>;
   /**
@@ -100,10 +109,14 @@ export interface TrainParams {
    */
   learningRate?: number | undefined;
   /**
-   * The RL loss.
-   * @default the service's (`cispo`)
+   * The RL loss. Each backend offers some ({@link Backend.lossFns}); another is refused before
+   * anything is sampled or sent, naming the loss and the backend.
+   * - `LocalBackend`: `cispo` or `ppo`. @default `cispo`
+   * - `HostedBackend`: `cispo` or `ppo`. @default the service's (`cispo`)
+   * - `TinkerBackend`: `importance_sampling`, `ppo`, `cispo` or `dro` (SkyRL 0.4.0 has no `dro`: it
+   *   refuses it at the step). @default `importance_sampling`
    */
-  lossFn?: 'cispo' | 'ppo' | undefined;
+  lossFn?: LossFn | undefined;
   /** Further `experimental_config` keys, sent as given (`learningRate`/`lossFn` win). */
   config?: Partial<ExperimentalTrainingConfig> | undefined;
   /**

@@ -284,8 +284,8 @@ describe('parseAssistant reads back the tool calls transformers rendered', () =>
       'one good and one broken block',
       '<tool_call>\n{"name": "add", "arguments": {}}\n</tool_call>\n<tool_call>\n{"name": \n</tool_call>',
     ],
-  ])('Qwen3: %s is plain content', (_label, text) => {
-    expect(layer('qwen3').parseAssistant(text)).toEqual({ content: text });
+  ])('Qwen3: %s is plain content, flagged as unparsed hermes markup', (_label, text) => {
+    expect(layer('qwen3').parseAssistant(text)).toEqual({ content: text, unparsedToolCall: 'hermes' });
   });
 
   it('Llama 3.1: the {"name", "parameters"} form becomes a tool call', () => {
@@ -326,8 +326,11 @@ describe('parseAssistant reads back the tool calls transformers rendered', () =>
     ['JSON that is not a call', '{"answer": 42}'],
     ['a call followed by prose', '{"name": "add", "parameters": {"a": 1}} and then I stop'],
     ['truncated JSON', '{"name": "add", "parameters": {"a": 1'],
-  ])('Llama 3.1: %s is plain content', (_label, text) => {
-    expect(layer('llama3.1').parseAssistant(text)).toEqual({ content: text });
+  ])('Llama 3.1: %s is plain content (flagged when it opens like a call)', (_label, text) => {
+    const opensLikeCall = /^\{"name": "/.test(text);
+    expect(layer('llama3.1').parseAssistant(text)).toEqual(
+      opensLikeCall ? { content: text, unparsedToolCall: 'llama3-json' } : { content: text },
+    );
   });
 
   it('a call to a custom tool of the request becomes a custom tool call', () => {

@@ -29,11 +29,16 @@ import { textFolderOf } from '../../text/hub-cache.js';
 import { loadDefaultTextLayer } from '../../text/loader.js';
 import type { TextLayer, TextLayerLoader } from '../../text/loader.js';
 import { promptTokens } from '../../text/prompt.js';
+import { APIError } from '../../client/errors.js';
 import { CheckpointRecords, readTinkerCheckpoint } from './checkpoint-record.js';
+import { TinkerRequestFailedError } from './errors.js';
 import { SamplingSessions } from './sampling-sessions.js';
 import type { TinkerClient } from './tinker-client.js';
 import { TinkerTrainingJobs } from './training-jobs.js';
 import type { LoraSettings, TinkerSequence } from './types.js';
+
+/** Tinker's `LossFnType` without `cross_entropy`: what an RL job may name (SkyRL 0.4.0 refuses `dro` itself). */
+const TINKER_RL_LOSSES = ['importance_sampling', 'ppo', 'cispo', 'dro'] as const;
 
 /** Completion tokens when a request names no `max_tokens` (and the context leaves room). */
 const DEFAULT_MAX_TOKENS = 4096;
@@ -81,6 +86,11 @@ export class TinkerEngine implements Engine {
   /** The base models the server trains. */
   baseModels(): readonly string[] {
     return this.options.baseModels;
+  }
+
+  /** The RL losses of the Tinker API (`forward_backward`'s `loss_fn` but SFT's `cross_entropy`). */
+  lossFns(): readonly string[] {
+    return TINKER_RL_LOSSES;
   }
 
   /** Why `id` cannot be registered: the server does not train it. */
@@ -133,7 +143,7 @@ export class TinkerEngine implements Engine {
           ['body', 'messages'],
         );
     }
-    const prompt = promptTokens(text, request.messages, request.tools);
+    const prompt = promptTokens(text, request.messages, request.tools, request.chat_template_kwargs);
     if (prompt.length >= contextLength)
       throw new EngineInputError(
         `The prompt is ${prompt.length} tokens long, but ${policy.baseModel} has a context of ${contextLength} tokens: shorten the messages or tools.`,
@@ -161,6 +171,14 @@ export class TinkerEngine implements Engine {
       result = await this.sessions.sample(policy, params, options);
     } catch (error) {
       if (options.signal?.aborted) throw error;
+      const refusal = refusalOf(error);
+      // The server refused what was asked (a 4xx, Tinker's category `user`): the caller's to fix, a 4xx here too.
+      if (refusal !== undefined)
+        throw new EngineInputError(
+          `The Tinker server at ${this.options.server} refused the request (HTTP ${refusal.status}): ${refusal.reason}`,
+          ['body'],
+          refusal.status,
+        );
       throw new EngineUnavailableError(
         `The Tinker server at ${this.options.server} could not sample: ${error instanceof Error ? error.message : String(error)}`,
         { cause: error },
@@ -260,4 +278,21 @@ function sampledText(sequence: TinkerSequence, text: TextLayer, stops: readonly 
     finishReason = 'stop';
   }
   return { tokens, logprobs, alternatives: tokens.map(() => []), text: decoded, finishReason };
+}
+
+/**
+ * The status and reason of a Tinker server's refusal of a request for its content: a failed
+ * future the server blames on the request (SkyRL's 400, Tinker's category `user`; answered 400),
+ * or a 4xx to the request itself (not 401/403, the server's key; not 408/429, which are retried).
+ * Undefined for anything else (the server's fault, no answer): that stays a 503.
+ */
+function refusalOf(error: unknown): { status: number; reason: string } | undefined {
+  if (error instanceof TinkerRequestFailedError && error.refusedRequest)
+    return { status: error.status ?? 400, reason: error.serverMessage };
+  if (error instanceof APIError && error.status !== undefined) {
+    const status = error.status;
+    if (status >= 400 && status < 500 && ![401, 403, 408, 429].includes(status))
+      return { status, reason: error.message };
+  }
+  return undefined;
 }
