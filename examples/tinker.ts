@@ -48,7 +48,11 @@ const trainer = new RLTrainer({
   groupsPerStep: 4,
   maxSteps: steps,
   maxStepsOffPolicy: 1,
-  train: { learningRate: Number(process.env['TINKER_LEARNING_RATE'] ?? 1e-4) },
+  // No rate: the backend's (1e-4, a LoRA rate; TINKER_LEARNING_RATE overrides it). Never the local engine's 5e-3.
+  train:
+    process.env['TINKER_LEARNING_RATE'] === undefined
+      ? {}
+      : { learningRate: Number(process.env['TINKER_LEARNING_RATE']) },
   progress: false,
 });
 trainer.on('step:end', ({ step, metrics }) => {

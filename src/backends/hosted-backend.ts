@@ -7,7 +7,7 @@ import { DEFAULT_DATA_DIR, resolveApiKey, resolveServiceURLs } from '../internal
 import { PolicyloopError } from '../internal/errors.js';
 import { option, optionsSchema, parseOptions } from '../internal/option-schema.js';
 import path from 'node:path';
-import type { Backend, BackendConnection, TrainingJobs } from '../training/backend.js';
+import type { Backend, BackendConnection, LossFn, TrainingJobs } from '../training/backend.js';
 import { ServiceJobs } from '../training/service-jobs.js';
 import { type ServiceClientOptions, serviceClientShape } from './backend-options.js';
 
@@ -64,6 +64,8 @@ const HostedBackendOptionsSchema = optionsSchema<HostedBackendOptions>()({
 export class HostedBackend implements Backend {
   /** Always `'hosted'`. */
   readonly kind = 'hosted' as const;
+  /** The hosted service's RL losses (its contract's `loss_fn`): `cispo` (its default) and `ppo`. */
+  readonly lossFns: readonly LossFn[] = ['cispo', 'ppo'];
   /** Absolute directory of the models' local files. */
   readonly dataDir: string;
   /** The training work on its service (jobs sent, retried where the service honours keys, followed). */

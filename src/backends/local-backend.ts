@@ -11,7 +11,7 @@ import { option, optionsSchema, parseOptions } from '../internal/option-schema.j
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { z } from 'zod';
-import type { Backend, BackendConnection, TrainingJobs } from '../training/backend.js';
+import type { Backend, BackendConnection, LossFn, TrainingJobs } from '../training/backend.js';
 import { ServiceJobs } from '../training/service-jobs.js';
 import {
   type InProcessServiceOptions,
@@ -82,6 +82,8 @@ interface ServiceHandle {
 export class LocalBackend implements Backend {
   /** Always `'local'`. */
   readonly kind = 'local' as const;
+  /** The local engine's RL losses: `cispo` (its default) and `ppo`. */
+  readonly lossFns: readonly LossFn[] = ['cispo', 'ppo'];
   /** Absolute directory of the store and of the models' local files. */
   readonly dataDir: string;
   /** The training work on its service (jobs sent, retried where the service honours keys, followed). */

@@ -13,7 +13,7 @@ import { InvalidArgumentError, PolicyloopError } from '../internal/errors.js';
 import { raceSignal } from '../internal/delay.js';
 import { option, optionsSchema, parseOptions } from '../internal/option-schema.js';
 import { z } from 'zod';
-import type { Backend, BackendConnection, TrainingJobs } from '../training/backend.js';
+import type { Backend, BackendConnection, LossFn, TrainingJobs } from '../training/backend.js';
 import { ServiceJobs } from '../training/service-jobs.js';
 import { type InProcessServiceOptions, inProcessServiceShape } from './backend-options.js';
 import { LocalBackend } from './local-backend.js';
@@ -133,6 +133,8 @@ interface Connected {
 export class TinkerBackend implements Backend {
   /** Always `'tinker'`. */
   readonly kind = 'tinker' as const;
+  /** A Tinker server's RL losses (Tinker's `LossFnType` but SFT's `cross_entropy`); `importance_sampling` is the default. SkyRL 0.4.0 has no `dro` and refuses it at the step. */
+  readonly lossFns: readonly LossFn[] = ['importance_sampling', 'ppo', 'cispo', 'dro'];
   /** Absolute directory of the in-process store and the models' local files. */
   readonly dataDir: string;
   /** The Tinker server's base URL. */

@@ -186,7 +186,7 @@ class LocalEngine implements Engine {
         ]);
     }
     return {
-      prompt: promptTokens(base.text, request.messages, request.tools),
+      prompt: promptTokens(base.text, request.messages, request.tools, request.chat_template_kwargs),
       contextLength: base.config.contextLength,
     };
   }
@@ -345,10 +345,19 @@ class LocalEngine implements Engine {
           parseTools: tools.length > 0 && pending.request.tool_choice !== 'none',
           makeId,
         };
+        // A prompt rendered with the request's template variables cannot be rendered again from
+        // the messages alone: such choices carry their token ids, which training then uses.
+        const templated = Object.keys(pending.request.chat_template_kwargs ?? {}).length > 0;
         const choices: Choice[] = mine.map((sequence, index) =>
           loaded.kind === 'builtin'
             ? buildChoice(sequence, index, { ...shape, customToolNames, tokenizer: tokenizerOf(loaded.config) })
-            : buildHfChoice(sequence, index, { ...shape, text: loaded.base.text, tools }),
+            : templated
+              ? ({
+                  ...buildHfChoice(sequence, index, { ...shape, text: loaded.base.text, tools }),
+                  prompt_token_ids: pending.prompt,
+                  token_ids: [...sequence.tokens],
+                } as Choice)
+              : buildHfChoice(sequence, index, { ...shape, text: loaded.base.text, tools }),
         );
         const completionTokens = mine.reduce((sum, sequence) => sum + sequence.sampledCount, 0);
         pending.resolve({

@@ -98,6 +98,13 @@ export interface Engine {
   ): Promise<EngineTrainingResult>;
 
   /**
+   * The RL losses (`experimental_config.loss_fn`) the engine trains with; the service answers a
+   * job naming another with a 422 that names the loss. Optional.
+   * @default ['cispo', 'ppo'] (the contract's, the local engine's)
+   */
+  lossFns?(): readonly string[];
+
+  /**
    * Why `id` is not among {@link baseModels}: where the engine looked and how to get the model
    * (the service answers a registration on it with this message). Optional.
    */

@@ -62,6 +62,11 @@ export const ChatCompletionRequestBody = z.looseObject({
   stream: z.boolean().nullable().optional(),
   stream_options: z.looseObject({ include_usage: z.boolean().optional() }).nullable().optional(),
   return_tokens_as_token_ids: z.boolean().nullable().optional(),
+  /**
+   * Extra variables for the model's chat template, as vLLM takes them (`apply_chat_template(**kwargs)`):
+   * `{ enable_thinking: false }` renders Qwen3's prompt without thinking. Real models only.
+   */
+  chat_template_kwargs: z.record(z.string(), z.unknown()).nullable().optional(),
 });
 export type ChatCompletionRequestBody = z.output<typeof ChatCompletionRequestBody>;
 

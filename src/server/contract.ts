@@ -19,6 +19,8 @@ import {
   ChatCompletionToolMessageParam,
   ChatCompletionUserMessageParam,
   CreateSFTTrainingJob,
+  CreateTrainingJob,
+  ExperimentalTrainingConfig,
   LogRequest,
   ModelCreate,
   ValidationError,
@@ -33,6 +35,8 @@ export interface ContractContext {
   readonly describeMissingBaseModel?: ((id: string) => string) | undefined;
   /** What SFT training data URLs may reach. */
   readonly trainingData: TrainingDataAccess;
+  /** The RL losses the engine trains with. @default the contract's (`cispo`, `ppo`) */
+  readonly lossFns?: readonly string[] | undefined;
 }
 
 /**
@@ -84,6 +88,27 @@ export function registerModelBody(context: ContractContext) {
         return `Unknown base model ${JSON.stringify(issue.input)}; expected one of: ${served.join(', ')}${why === undefined ? '' : `. ${why}`}`;
       },
     }),
+  });
+}
+
+/**
+ * The body of `POST /v1/preview/training-jobs` as this service takes it: the contract's
+ * `CreateTrainingJob`, with `experimental_config.loss_fn` one of the engine's losses (a Tinker
+ * server's `importance_sampling` and `dro` besides `cispo` and `ppo`), refused naming the loss.
+ */
+export function rlJobBody(context: ContractContext) {
+  const offered = context.lossFns;
+  if (offered === undefined) return CreateTrainingJob;
+  const lossFn = z
+    .string()
+    .refine((name) => offered.includes(name), {
+      error: (issue) =>
+        `This service's engine trains with no loss ${JSON.stringify(issue.input)}; expected one of: ${offered.join(', ')}`,
+    })
+    .nullable()
+    .optional();
+  return CreateTrainingJob.extend({
+    experimental_config: ExperimentalTrainingConfig.extend({ loss_fn: lossFn }).nullable().optional(),
   });
 }
 

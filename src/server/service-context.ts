@@ -91,5 +91,6 @@ export function contractContextOf(service: ServiceContext): ContractContext {
     describeMissingBaseModel:
       engine.describeMissingBaseModel === undefined ? undefined : (id) => engine.describeMissingBaseModel?.(id) ?? '',
     trainingData: service.options.trainingData,
+    lossFns: engine.lossFns?.(),
   };
 }

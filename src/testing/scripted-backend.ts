@@ -15,7 +15,7 @@ import { TrainingClient } from '../client/index.js';
 import { raceSignal } from '../internal/delay.js';
 import { PolicyloopError } from '../internal/errors.js';
 import { option, optionsSchema, parseOptions } from '../internal/option-schema.js';
-import type { Backend, BackendConnection, TrainingJobs } from '../training/backend.js';
+import type { Backend, BackendConnection, LossFn, TrainingJobs } from '../training/backend.js';
 import { ServiceJobs } from '../training/service-jobs.js';
 import {
   createScriptedEngine,
@@ -110,6 +110,8 @@ const IN_PROCESS_URL = 'http://scripted.policyloop.invalid/v1';
 export class ScriptedBackend implements Backend {
   /** `'local'`: the service is the local one (it reads SFT data from this machine). */
   readonly kind = 'local' as const;
+  /** The local backend's RL losses, as a stand-in for it. */
+  readonly lossFns: readonly LossFn[] = ['cispo', 'ppo'];
   /** Absolute directory of the store, the checkpoints and the models' local files. */
   readonly dataDir: string;
   /** The training work on its service, as on the local backend. */

@@ -15,6 +15,16 @@ import type { FollowJobOptions, JobProgress } from './follow-job.js';
 import type { JobEndEvent, JobSubmittedEvent } from './model-events.js';
 import type { ModelFiles } from './model-files.js';
 
+/**
+ * Every RL loss some backend accepts, by its wire name (`TrainParams.lossFn`). Which ones a
+ * backend offers is its {@link Backend.lossFns}: the local engine and the hosted service `cispo`
+ * and `ppo`; a Tinker server `importance_sampling`, `ppo`, `cispo` and `dro` (Tinker's
+ * `LossFnType` without `cross_entropy`, which is SFT's).
+ */
+export const LOSS_FUNCTIONS = ['importance_sampling', 'ppo', 'cispo', 'dro'] as const;
+/** One of {@link LOSS_FUNCTIONS}. */
+export type LossFn = (typeof LOSS_FUNCTIONS)[number];
+
 /** A live connection to a training service. */
 export interface BackendConnection {
   /** Typed client of the training API. */
@@ -52,6 +62,12 @@ export interface Backend {
   readonly kind: 'local' | 'hosted' | 'tinker';
   /** Directory for the local files of models (history, spool, SFT data). */
   readonly dataDir: string;
+  /**
+   * The RL losses this backend's service trains with (`TrainParams.lossFn`): `train` and
+   * `RLTrainer.run` refuse another one before anything is sampled or sent.
+   * @default not checked (a custom backend)
+   */
+  readonly lossFns?: readonly LossFn[] | undefined;
   /** Connects (starting the local service on first use) and returns the connection. */
   connect(options?: { signal?: AbortSignal | undefined }): Promise<BackendConnection>;
   /**
@@ -100,10 +116,14 @@ export interface TrainParams {
    */
   learningRate?: number | undefined;
   /**
-   * The RL loss.
-   * @default the service's (`cispo`)
+   * The RL loss. Each backend offers some ({@link Backend.lossFns}); another is refused before
+   * anything is sampled or sent, naming the loss and the backend.
+   * - `LocalBackend`: `cispo` or `ppo`. @default `cispo`
+   * - `HostedBackend`: `cispo` or `ppo`. @default the service's (`cispo`)
+   * - `TinkerBackend`: `importance_sampling`, `ppo`, `cispo` or `dro` (SkyRL 0.4.0 has no `dro`: it
+   *   refuses it at the step). @default `importance_sampling`
    */
-  lossFn?: 'cispo' | 'ppo' | undefined;
+  lossFn?: LossFn | undefined;
   /** Further `experimental_config` keys, sent as given (`learningRate`/`lossFn` win). */
   config?: Partial<ExperimentalTrainingConfig> | undefined;
   /**

@@ -7,7 +7,14 @@
 import { InvalidArgumentError } from '../internal/errors.js';
 import { option, optionsSchema, parseOptions, parseValue } from '../internal/option-schema.js';
 import type { ExperimentalTrainingConfig, SFTTrainingConfigInput } from '../schema/index.js';
-import type { JobOptions, SFTParams, TrainParams, WaitOptions } from './backend.js';
+import {
+  type Backend,
+  type JobOptions,
+  LOSS_FUNCTIONS,
+  type SFTParams,
+  type TrainParams,
+  type WaitOptions,
+} from './backend.js';
 import { checkFollowJobOptions, followJobShape } from './follow-job.js';
 
 const positive = () => option.number({ min: 0, exclusiveMin: true });
@@ -24,7 +31,7 @@ export const JobRequestShape = followJobShape;
 /** `train`'s training parameters. */
 export const TrainParamsShape = {
   learningRate: positive().optional(),
-  lossFn: option.oneOf(['cispo', 'ppo']).optional(),
+  lossFn: option.oneOf(LOSS_FUNCTIONS).optional(),
   config: option.options<Partial<ExperimentalTrainingConfig>>().optional(),
   allowTrainingWithoutLogprobs: option.boolean().optional(),
   maxStepsOffPolicy: option.number({ min: 0, allowInfinity: true, unit: 'steps' }).optional(),
@@ -95,4 +102,24 @@ function refuseRequestOptions(params: object | undefined): void {
       );
     }
   }
+}
+
+/**
+ * Refuses a `lossFn` the backend does not train with ({@link Backend.lossFns}), before anything is
+ * sampled or sent: `train` checks its params, `RLTrainer.run` its `train` option at the start.
+ * A backend that lists none is not checked.
+ * @example
+ * refuseUnofferedLoss(new HostedBackend(), 'importance_sampling', 'params.lossFn'); // throws InvalidArgumentError
+ */
+export function refuseUnofferedLoss(backend: Backend, lossFn: TrainParams['lossFn'], argument: string): void {
+  const offered = backend.lossFns;
+  if (lossFn === undefined || offered === undefined || offered.includes(lossFn)) return;
+  throw new InvalidArgumentError(
+    argument,
+    `Expected \`${argument}\` to be a loss the ${backend.kind} backend trains with (${offered.map((name) => `'${name}'`).join(', ')}), got '${lossFn}': ${backendName(backend.kind)} has no ${lossFn} loss.`,
+  );
+}
+
+function backendName(kind: Backend['kind']): string {
+  return kind === 'local' ? 'the local engine' : kind === 'hosted' ? 'the hosted service' : 'a Tinker server';
 }

@@ -68,7 +68,7 @@ export interface OpenAIClientOptions {
   /**
    * Request parameters filled into every request where it has no value (`undefined` or `null`;
    * `model` also when it is `''`); the request's own values win. Merged over the defaults
-   * `model` and `logprobs: true`.
+   * `model` and `logprobs: true` (and a trained model's `chatTemplateKwargs` as `chat_template_kwargs`).
    * @default { model: model.inferenceName(step), logprobs: true }
    */
   defaults?: Readonly<Record<string, unknown>> | undefined;
@@ -415,12 +415,25 @@ export class PromptedModel<Events extends EventEmitter.ValidEventTypes = {}> ext
     });
   }
 
-  /** `{ logprobs: true, ...defaults }` with `model` filled by the inference name where it has no value. */
+  /** Template variables every request of this model carries (a trained model's `chatTemplateKwargs`). */
+  protected chatTemplateDefaults(): Readonly<Record<string, unknown>> | undefined {
+    return undefined;
+  }
+
+  /**
+   * `{ logprobs: true, chat_template_kwargs?, ...defaults }` with `model` filled by the inference
+   * name where it has no value.
+   */
   private requestDefaults(options: {
     step?: number | undefined;
     defaults?: Readonly<Record<string, unknown>> | undefined;
   }): Record<string, unknown> {
-    const defaults: Record<string, unknown> = { logprobs: true, ...options.defaults };
+    const templateVariables = this.chatTemplateDefaults();
+    const defaults: Record<string, unknown> = {
+      logprobs: true,
+      ...(templateVariables === undefined ? {} : { chat_template_kwargs: { ...templateVariables } }),
+      ...options.defaults,
+    };
     const model = defaults['model'];
     if (model === undefined || model === null || model === '') defaults['model'] = this.inferenceName(options.step);
     return defaults;

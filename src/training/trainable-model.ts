@@ -21,7 +21,13 @@ import type {
   TrainResult,
   WaitOptions,
 } from './backend.js';
-import { checkJobOptions, checkSFTParams, checkTrainParams, checkWaitOptions } from './job-options.js';
+import {
+  checkJobOptions,
+  checkSFTParams,
+  checkTrainParams,
+  checkWaitOptions,
+  refuseUnofferedLoss,
+} from './job-options.js';
 import { metricByStep } from './history.js';
 import type { HistoryRow } from './history.js';
 import { modelInferenceName } from './inference-name.js';
@@ -63,12 +69,24 @@ export interface TrainableModelOptions {
    * @default the service's default entity for the key
    */
   entity?: string | undefined;
+  /**
+   * Chat-template variables sent with every chat completion of `openai()` and `fetch()` as
+   * `chat_template_kwargs` (vLLM's name; the local engine and `TinkerBackend` render real models'
+   * templates with them): `{ enable_thinking: false }` turns Qwen3's thinking off, so a short
+   * `max_tokens` is not spent inside `<think>`. A request's own `chat_template_kwargs` (or
+   * `defaults.chat_template_kwargs`) replaces it.
+   * @default none
+   * @example
+   * new TrainableModel({ project: 'p', name: 'n', baseModel: 'Qwen/Qwen3-8B', chatTemplateKwargs: { enable_thinking: false } });
+   */
+  chatTemplateKwargs?: Readonly<Record<string, unknown>> | undefined;
 }
 
 const TrainableModelSchema = optionsSchema<TrainableModelOptions>()({
   ...ModelNameShape,
   baseModel: option.nonEmptyString(),
   entity: option.nonEmptyString().optional(),
+  chatTemplateKwargs: option.options<Readonly<Record<string, unknown>>>().optional(),
 });
 
 const PruneParamsSchema = optionsSchema<PruneParams>()({
@@ -109,6 +127,7 @@ export class TrainableModel extends PromptedModel<TrainableModelEvents> {
   /** The base model it trains from. */
   readonly baseModel: string;
   private readonly requestedEntity: string | undefined;
+  private readonly templateVariables: Readonly<Record<string, unknown>> | undefined;
   private registration: Registration | undefined;
   private batcher: LogBatcher | undefined;
   private batcherOptions: Partial<LogBatcherOptions> = {};
@@ -130,6 +149,7 @@ export class TrainableModel extends PromptedModel<TrainableModelEvents> {
     super(parseOptions(TrainableModelSchema, options), ENDPOINT_AT_REGISTRATION);
     this.baseModel = options.baseModel;
     this.requestedEntity = options.entity;
+    this.templateVariables = options.chatTemplateKwargs === undefined ? undefined : { ...options.chatTemplateKwargs };
   }
 
   /** The entity: as given, or as the service reported at registration. */
@@ -197,6 +217,11 @@ export class TrainableModel extends PromptedModel<TrainableModelEvents> {
   async getStep(options: WaitOptions = {}): Promise<number> {
     checkWaitOptions(options);
     return latestStep(this.registered().connection, this.registered().model, options);
+  }
+
+  /** Its `chatTemplateKwargs`, sent as every request's `chat_template_kwargs` unless the request has its own. */
+  protected override chatTemplateDefaults(): Readonly<Record<string, unknown>> | undefined {
+    return this.templateVariables;
   }
 
   /**
@@ -286,7 +311,7 @@ export class TrainableModel extends PromptedModel<TrainableModelEvents> {
   ): Promise<TrainResult> {
     checkTrainParams(params);
     checkJobOptions(options);
-    this.registered();
+    refuseUnofferedLoss(this.registered().backend, params.lossFn, 'params.lossFn');
     const startedAt = Date.now();
     await this.finishPendingJob(options);
     const step = await this.getStep({ signal: options.signal });

@@ -35,6 +35,9 @@ import type { TinkerClient } from './tinker-client.js';
 import { TinkerTrainingJobs } from './training-jobs.js';
 import type { LoraSettings, TinkerSequence } from './types.js';
 
+/** Tinker's `LossFnType` without `cross_entropy`: what an RL job may name (SkyRL 0.4.0 refuses `dro` itself). */
+const TINKER_RL_LOSSES = ['importance_sampling', 'ppo', 'cispo', 'dro'] as const;
+
 /** Completion tokens when a request names no `max_tokens` (and the context leaves room). */
 const DEFAULT_MAX_TOKENS = 4096;
 
@@ -81,6 +84,11 @@ export class TinkerEngine implements Engine {
   /** The base models the server trains. */
   baseModels(): readonly string[] {
     return this.options.baseModels;
+  }
+
+  /** The RL losses of the Tinker API (`forward_backward`'s `loss_fn` but SFT's `cross_entropy`). */
+  lossFns(): readonly string[] {
+    return TINKER_RL_LOSSES;
   }
 
   /** Why `id` cannot be registered: the server does not train it. */
@@ -133,7 +141,7 @@ export class TinkerEngine implements Engine {
           ['body', 'messages'],
         );
     }
-    const prompt = promptTokens(text, request.messages, request.tools);
+    const prompt = promptTokens(text, request.messages, request.tools, request.chat_template_kwargs);
     if (prompt.length >= contextLength)
       throw new EngineInputError(
         `The prompt is ${prompt.length} tokens long, but ${policy.baseModel} has a context of ${contextLength} tokens: shorten the messages or tools.`,

@@ -1,7 +1,7 @@
 /** Training jobs (RL and SFT), their state and their events. */
-import { CreateTrainingJob, EventListQuery, type TrainingJobDetails } from '../../schema/index.js';
+import { EventListQuery, type TrainingJobDetails } from '../../schema/index.js';
 import type { Context } from 'hono';
-import { sftJobBody } from '../contract.js';
+import { rlJobBody, sftJobBody } from '../contract.js';
 import { HttpError, validationFailure } from '../http-error.js';
 import { idempotentWrite, type WriteRequest } from '../idempotent-write.js';
 import { operation } from '../operations.js';
@@ -25,7 +25,7 @@ export function registerJobRoutes(routes: RouteTable, service: ServiceContext): 
   // The job row and the Idempotency-Key's answer are stored in one transaction, then the job is
   // queued. A crash in between leaves a PENDING job, which the next start fails with its terminal event.
   const createRlJob = (context: Context, request: WriteRequest): Response => {
-    const body = parseBody(CreateTrainingJob, request.body);
+    const body = parseBody(rlJobBody(contractContextOf(service)), request.body);
     const model = requireModel(service, body.model_id);
     const { result: job, answer } = request.commit(
       () => store.jobs.create({ modelId: model.id, kind: 'rl', request: body }),
