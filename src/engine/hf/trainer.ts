@@ -5,7 +5,7 @@
 import type { Tensor, Tensor2D } from '@tensorflow/tfjs-core';
 import type { TensorFlow } from '../tensorflow.js';
 import { AdamW } from '../optimizer.js';
-import { checkCancelled, runSteps, truncate } from '../trainer.js';
+import { checkCancelled, referenceScorer, runSteps, truncate } from '../trainer.js';
 import type { DifferentiableModel, TrainingHooks } from '../trainer.js';
 import type { HfModelConfig } from './config.js';
 import type { EngineTrainingJob, EngineTrainingResult } from '../types.js';
@@ -181,14 +181,27 @@ export async function runHfTrainingJob(
   }
   const trainable = trainableAdapter(tf, model, settings, weights);
   // No sliding window on these models: sequences are truncated, not cropped.
-  const metrics = await runSteps(tf, job, hooks, trainable, optimizer, {
-    contextLength: model.config.contextLength,
-    rl: (groups, config) => {
-      const data = buildHfRlData(groups, config, model.text);
-      return { data, ...truncate(model.config, data.sequences) };
+  const metrics = await runSteps(
+    tf,
+    job,
+    hooks,
+    trainable,
+    optimizer,
+    {
+      contextLength: model.config.contextLength,
+      rl: (groups, config) => {
+        const data = buildHfRlData(groups, config, model.text);
+        return { data, ...truncate(model.config, data.sequences) };
+      },
+      sft: (rows, assistantTurns) => truncate(model.config, buildHfSftSequences(rows, assistantTurns, model.text)),
     },
-    sft: (rows, assistantTurns) => truncate(model.config, buildHfSftSequences(rows, assistantTurns, model.text)),
-  });
+    async (checkpointPath) => {
+      // The base model: the adapter's B matrices start at zero, so an initial adapter is LoRA off.
+      if (checkpointPath === null) return referenceScorer(tf, trainable, initialLora(model.config, settings));
+      const adapter = await readAdapter(checkpointPath, model.config);
+      return referenceScorer(tf, trainableAdapter(tf, model, adapter.settings, adapter.weights), adapter.weights);
+    },
+  );
   checkCancelled(hooks);
   const state = optimizer.state();
   await writeAdapter(job.outputPath, model.config, settings, weights, job.policy.baseModel, {
