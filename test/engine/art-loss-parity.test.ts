@@ -16,7 +16,7 @@ import { loadTensorFlow } from '../../src/engine/backend.js';
 import { objectiveSettings, objectiveTokenLosses } from '../../src/engine/objective.js';
 import type { ObjectiveSums } from '../../src/engine/objective.js';
 import type { TensorFlow } from '../../src/engine/tensorflow.js';
-import type { ExperimentalTrainingConfig } from '../../src/schema/index.js';
+import type { ExperimentalTrainingConfig } from 'policyloop/schema';
 
 const FIXTURE = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../fixtures/reference/art-loss.json');
 
