@@ -177,8 +177,12 @@ export type PassArguments = [
   offsets: readonly number[],
 ];
 
-/** The built-in models as {@link DifferentiableModel}s: every weight is trained. */
-function builtInDifferentiable(tf: TensorFlow, config: ModelConfig, weights: HostWeights): DifferentiableModel {
+/**
+ * The built-in models as {@link DifferentiableModel}s: every weight is trained.
+ * @example
+ * const model = builtInDifferentiable(tf, modelConfigOf('policyloop/tiny-chat'), initialWeights(config));
+ */
+export function builtInDifferentiable(tf: TensorFlow, config: ModelConfig, weights: HostWeights): DifferentiableModel {
   return {
     vocabularySize: config.vocabularySize,
     contextLength: config.contextLength,
