@@ -6,7 +6,7 @@ import type { Tensor, Tensor2D } from '@tensorflow/tfjs-core';
 import type { TensorFlow } from '../tensorflow.js';
 import { AdamW } from '../optimizer.js';
 import { checkCancelled, referenceScorer, runSteps, truncate } from '../trainer.js';
-import type { DifferentiableModel, TrainingHooks } from '../trainer.js';
+import type { DifferentiableModel, ReferenceLoader, TrainingHooks } from '../trainer.js';
 import type { HfModelConfig } from './config.js';
 import type { EngineTrainingJob, EngineTrainingResult } from '../types.js';
 import type { HostWeights } from '../weights.js';
@@ -152,6 +152,23 @@ export function trainableAdapter(
 }
 
 /**
+ * The KL penalty's reference policies of an adapter trained on `model`: the base model (null;
+ * LoRA off: a fresh adapter's B matrices are zero) or a PEFT adapter folder of the same base.
+ * @example
+ * const reference = await hfReferenceLoader(tf, model, settings)(null); // the base model's logprobs
+ */
+export function hfReferenceLoader(tf: TensorFlow, model: HfBaseModel, settings: LoraSettings): ReferenceLoader {
+  return async (checkpointPath) => {
+    if (checkpointPath === null) {
+      const off = initialLora(model.config, settings);
+      return referenceScorer(tf, trainableAdapter(tf, model, settings, off), off);
+    }
+    const adapter = await readAdapter(checkpointPath, model.config);
+    return referenceScorer(tf, trainableAdapter(tf, model, adapter.settings, adapter.weights), adapter.weights);
+  };
+}
+
+/**
  * Runs a training job on the Hugging Face model in `directory` and writes the adapter checkpoint
  * to `job.outputPath`. Rejects with an Error whose message is fit for the user.
  */
@@ -195,12 +212,7 @@ export async function runHfTrainingJob(
       },
       sft: (rows, assistantTurns) => truncate(model.config, buildHfSftSequences(rows, assistantTurns, model.text)),
     },
-    async (checkpointPath) => {
-      // The base model: the adapter's B matrices start at zero, so an initial adapter is LoRA off.
-      if (checkpointPath === null) return referenceScorer(tf, trainable, initialLora(model.config, settings));
-      const adapter = await readAdapter(checkpointPath, model.config);
-      return referenceScorer(tf, trainableAdapter(tf, model, adapter.settings, adapter.weights), adapter.weights);
-    },
+    hfReferenceLoader(tf, model, settings),
   );
   checkCancelled(hooks);
   const state = optimizer.state();
