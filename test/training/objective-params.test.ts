@@ -109,7 +109,9 @@ describe('ObjectiveParams', () => {
 
   it('refuses a value out of range before sending, naming the parameter', async () => {
     const { backend, model } = await registered('range');
-    await expect(model.train(groups, { advantageBalance: 2 })).rejects.toThrow("Expected `advantageBalance` to be a number >= -1, at most 1, got 2");
+    await expect(model.train(groups, { advantageBalance: 2 })).rejects.toThrow(
+      'Expected `advantageBalance` to be a number >= -1, at most 1, got 2',
+    );
     await expect(model.train(groups, { importanceSamplingLevel: 'seq' as 'sequence' })).rejects.toThrow(
       /"token", "sequence", "average", "geometric_average"/,
     );
