@@ -138,10 +138,17 @@ export class TinkerBackend implements Backend {
   readonly lossFns: readonly LossFn[] = ['importance_sampling', 'ppo', 'cispo', 'dro'];
   /**
    * The objective parameters it honours: the advantages are computed on the client
-   * (`scaleRewards`, `advantageBalance`); the server's losses take no other knob from this backend
-   * yet, so the rest are refused before sampling.
+   * (`scaleRewards`, `advantageBalance`), and `epsilon` / `epsilonHigh` become the `ppo` and `cispo`
+   * losses' `clip_low_threshold` / `clip_high_threshold` (with `importance_sampling` or `dro` they
+   * fail the step); the server's losses take no other knob from this backend yet, so the rest are
+   * refused before sampling.
    */
-  readonly objectiveParams: readonly (keyof ObjectiveParams)[] = ['scaleRewards', 'advantageBalance'];
+  readonly objectiveParams: readonly (keyof ObjectiveParams)[] = [
+    'scaleRewards',
+    'advantageBalance',
+    'epsilon',
+    'epsilonHigh',
+  ];
   /** Absolute directory of the in-process store and the models' local files. */
   readonly dataDir: string;
   /** The Tinker server's base URL. */
