@@ -15,6 +15,7 @@ import { declareHistory } from './commands/history-command.js';
 import { declareReport } from './commands/report-command.js';
 import { declareCheckpoints, declareHealth, declareJobs, declareModels } from './commands/resources-command.js';
 import { declareServe } from './commands/serve-command.js';
+import { declareTinker } from './commands/tinker-command.js';
 import { COMMON_HELP, type CommandContext } from './declaration.js';
 
 /** The package's version, for `--version`. */
@@ -33,6 +34,7 @@ const COMMANDS: readonly ((context: CommandContext) => Command)[] = [
   declareHistory,
   declareChat,
   declareReport,
+  declareTinker,
 ];
 
 /** Builds the program; `setExitCode` receives each action's exit code. */

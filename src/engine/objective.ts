@@ -57,6 +57,9 @@ export interface ObjectiveSettings {
  */
 export function objectiveSettings(config: ExperimentalTrainingConfig | null): ObjectiveSettings {
   const lossFunction = config?.loss_fn ?? (config?.ppo ? 'ppo' : 'cispo');
+  // The service refuses other losses at the job's creation (they are a Tinker server's).
+  if (lossFunction !== 'ppo' && lossFunction !== 'cispo')
+    throw new Error(`The local engine trains with loss_fn "cispo" or "ppo", not "${lossFunction}".`);
   const epsilon = config?.epsilon ?? (lossFunction === 'ppo' ? 0.2 : 1);
   const epsilonHigh = config?.epsilon_high ?? (lossFunction === 'ppo' ? epsilon : 4);
   const truthy = (value: number | null | undefined): number | null => (value ? value : null);

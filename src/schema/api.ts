@@ -88,6 +88,16 @@ const loraOptions = {
 };
 
 /**
+ * Every RL loss some service of this family trains with, by its wire name: the hosted service's
+ * contract names `cispo` and `ppo`; a Tinker server (through `TinkerBackend`'s in-process
+ * service) also `importance_sampling` and `dro`. Which ones a backend offers is its `lossFns`.
+ * @example
+ * LossFn.parse('importance_sampling');
+ */
+export const LossFn = z.enum(['importance_sampling', 'ppo', 'cispo', 'dro']);
+export type LossFn = z.infer<typeof LossFn>;
+
+/**
  * RL training options. Every key is optional and nullable; real clients send all of them with
  * unset ones `null`. Which ones the local engine honours is listed in `docs/engine.md`.
  */
@@ -105,7 +115,7 @@ export const ExperimentalTrainingConfig = z.object({
   kl_ref_adapter_path: z.string().nullable().optional(),
   learning_rate: nullableNumber,
   logprob_calculation_chunk_size: nullableInt,
-  loss_fn: z.enum(['cispo', 'ppo']).nullable().optional(),
+  loss_fn: LossFn.nullable().optional(),
   mask_prob_ratio: nullableBoolean,
   max_negative_advantage_importance_sampling_weight: nullableNumber,
   normalize_advantages: nullableBoolean,

@@ -35,7 +35,7 @@ export interface ContractContext {
   readonly describeMissingBaseModel?: ((id: string) => string) | undefined;
   /** What SFT training data URLs may reach. */
   readonly trainingData: TrainingDataAccess;
-  /** The RL losses the engine trains with. @default the contract's (`cispo`, `ppo`) */
+  /** The RL losses the engine trains with. @default the local engine's (`cispo`, `ppo`) */
   readonly lossFns?: readonly string[] | undefined;
 }
 
@@ -91,14 +91,16 @@ export function registerModelBody(context: ContractContext) {
   });
 }
 
+/** The losses of an engine that names none: the local engine's, the hosted contract's. */
+const LOCAL_ENGINE_LOSSES: readonly string[] = ['cispo', 'ppo'];
+
 /**
  * The body of `POST /v1/preview/training-jobs` as this service takes it: the contract's
  * `CreateTrainingJob`, with `experimental_config.loss_fn` one of the engine's losses (a Tinker
  * server's `importance_sampling` and `dro` besides `cispo` and `ppo`), refused naming the loss.
  */
 export function rlJobBody(context: ContractContext) {
-  const offered = context.lossFns;
-  if (offered === undefined) return CreateTrainingJob;
+  const offered = context.lossFns ?? LOCAL_ENGINE_LOSSES;
   const lossFn = z
     .string()
     .refine((name) => offered.includes(name), {

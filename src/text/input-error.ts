@@ -11,6 +11,11 @@ export class EngineInputError extends Error {
     message: string,
     /** Where in the request the problem is, FastAPI style (e.g. `['body', 'messages']`). */
     readonly loc: readonly (string | number)[] = ['body'],
+    /**
+     * The 4xx to answer with: 422 (a validation error naming `loc`), or the status a remote
+     * engine's server refused the request with (a Tinker server's 400), kept as it came.
+     */
+    readonly status: number = 422,
   ) {
     super(message);
   }

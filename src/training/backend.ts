@@ -5,6 +5,7 @@
 import type { TrainingClient } from '../client/index.js';
 import type {
   ExperimentalTrainingConfig,
+  LossFn,
   SFTRow,
   SFTTrainingConfigInput,
   TrajectoryGroup,
@@ -16,15 +17,7 @@ import type { ObjectiveParams } from './objective-params.js';
 import type { JobEndEvent, JobSubmittedEvent } from './model-events.js';
 import type { ModelFiles } from './model-files.js';
 
-/**
- * Every RL loss some backend accepts, by its wire name (`TrainParams.lossFn`). Which ones a
- * backend offers is its {@link Backend.lossFns}: the local engine and the hosted service `cispo`
- * and `ppo`; a Tinker server `importance_sampling`, `ppo`, `cispo` and `dro` (Tinker's
- * `LossFnType` without `cross_entropy`, which is SFT's).
- */
-export const LOSS_FUNCTIONS = ['importance_sampling', 'ppo', 'cispo', 'dro'] as const;
-/** One of {@link LOSS_FUNCTIONS}. */
-export type LossFn = (typeof LOSS_FUNCTIONS)[number];
+export type { LossFn };
 
 /** A live connection to a training service. */
 export interface BackendConnection {

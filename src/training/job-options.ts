@@ -6,15 +6,8 @@
  */
 import { InvalidArgumentError } from '../internal/errors.js';
 import { option, optionsSchema, parseOptions, parseValue } from '../internal/option-schema.js';
-import type { ExperimentalTrainingConfig, SFTTrainingConfigInput } from '../schema/index.js';
-import {
-  type Backend,
-  type JobOptions,
-  LOSS_FUNCTIONS,
-  type SFTParams,
-  type TrainParams,
-  type WaitOptions,
-} from './backend.js';
+import { type ExperimentalTrainingConfig, LossFn, type SFTTrainingConfigInput } from '../schema/index.js';
+import type { Backend, JobOptions, SFTParams, TrainParams, WaitOptions } from './backend.js';
 import { checkFollowJobOptions, followJobShape } from './follow-job.js';
 import { ObjectiveParamsShape, setObjectiveParams } from './objective-params.js';
 import type { ObjectiveParams } from './objective-params.js';
@@ -33,7 +26,7 @@ export const JobRequestShape = followJobShape;
 /** `train`'s training parameters. */
 export const TrainParamsShape = {
   learningRate: positive().optional(),
-  lossFn: option.oneOf(LOSS_FUNCTIONS).optional(),
+  lossFn: option.oneOf(LossFn.options as [LossFn, ...LossFn[]]).optional(),
   config: option.options<Partial<ExperimentalTrainingConfig>>().optional(),
   allowTrainingWithoutLogprobs: option.boolean().optional(),
   maxStepsOffPolicy: option.number({ min: 0, allowInfinity: true, unit: 'steps' }).optional(),

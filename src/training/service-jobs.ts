@@ -81,8 +81,7 @@ export class ServiceJobs implements TrainingJobs {
       params.learningRate ?? params.config?.learning_rate ?? (await this.backend.defaultLearningRate());
     const config: Partial<ExperimentalTrainingConfig> = { ...params.config, ...objectiveConfig(params) };
     if (learningRate !== null && learningRate !== undefined) config.learning_rate = learningRate;
-    // The wire type names the hosted contract's two; a Tinker backend's in-process service takes its server's.
-    if (params.lossFn !== undefined) config.loss_fn = params.lossFn as ExperimentalTrainingConfig['loss_fn'];
+    if (params.lossFn !== undefined) config.loss_fn = params.lossFn;
     if (params.allowTrainingWithoutLogprobs === true) config.allow_training_without_logprobs = true;
 
     // Journaled before the POST and cleared after the history row: a process killed anywhere in

@@ -19,14 +19,19 @@ export class TinkerRequestFailedError extends PolicyloopError {
   readonly category: string | undefined;
   /** The future's id on the server. */
   readonly requestId: string;
+  /** The server's text alone. */
+  readonly serverMessage: string;
+  /** The HTTP status the failure came with (SkyRL's 400), when it came as one. */
+  readonly status: number | undefined;
 
   /**
    * @param operation The Tinker operation.
    * @param requestId The future's id.
    * @param serverMessage The server's text.
    * @param category Tinker's category, when given.
+   * @param status The HTTP status of the failure, when it came as one.
    */
-  constructor(operation: string, requestId: string, serverMessage: string, category?: string) {
+  constructor(operation: string, requestId: string, serverMessage: string, category?: string, status?: number) {
     super(
       `Tinker ${operation} failed on the server: ${serverMessage}${category ? ` (category ${category})` : ''} [request ${requestId}]`,
       { retryable: category === 'server' },
@@ -34,6 +39,16 @@ export class TinkerRequestFailedError extends PolicyloopError {
     this.operation = operation;
     this.category = category;
     this.requestId = requestId;
+    this.serverMessage = serverMessage;
+    this.status = status;
+  }
+
+  /**
+   * Whether the server refused the request for what it asked (Tinker's category `user`, or a
+   * 4xx such as SkyRL's 400 for a handled error), not for a fault of its own.
+   */
+  get refusedRequest(): boolean {
+    return this.category === 'user' || (this.status !== undefined && this.status >= 400 && this.status < 500);
   }
 }
 

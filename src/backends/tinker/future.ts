@@ -181,7 +181,7 @@ export class TinkerFuture {
       typeof body === 'object' &&
       typeof (body as { detail?: unknown }).detail === 'string'
     )
-      throw new TinkerRequestFailedError(operation, requestId, (body as { detail: string }).detail);
+      throw new TinkerRequestFailedError(operation, requestId, (body as { detail: string }).detail, undefined, status);
     throw APIError.generate(status, body, `Tinker retrieve_future for ${operation} failed`, response.headers);
   }
 

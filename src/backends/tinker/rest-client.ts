@@ -5,7 +5,7 @@
  */
 import { APIError } from '../../client/errors.js';
 import type { TinkerHttp } from './http.js';
-import type { SubmitOptions, TinkerCheckpoint } from './types.js';
+import type { SubmitOptions, TinkerCheckpoint, TinkerTrainingRun } from './types.js';
 
 /**
  * The checkpoints on one server.
@@ -30,7 +30,39 @@ export class TinkerRestClient {
       checkpointType: String(checkpoint['checkpoint_type']),
       tinkerPath: String(checkpoint['tinker_path']),
       time: typeof checkpoint['time'] === 'string' ? checkpoint['time'] : null,
+      sizeBytes: typeof checkpoint['size_bytes'] === 'number' ? checkpoint['size_bytes'] : null,
+      expiresAt: typeof checkpoint['expires_at'] === 'string' ? checkpoint['expires_at'] : null,
     }));
+  }
+
+  /**
+   * Every training run (training model) the server keeps for this key, page by page
+   * (`GET training_runs?limit&offset`, as the SDK's `list_training_runs`).
+   */
+  async listTrainingRuns(options: SubmitOptions = {}): Promise<TinkerTrainingRun[]> {
+    const runs: TinkerTrainingRun[] = [];
+    const limit = 100;
+    for (let offset = 0; ; offset += limit) {
+      const answer = (await this.http.json(
+        'GET',
+        `training_runs?limit=${limit}&offset=${offset}`,
+        undefined,
+        options,
+      )) as {
+        training_runs?: Record<string, unknown>[];
+        cursor?: { total_count?: unknown };
+      };
+      const page = answer.training_runs ?? [];
+      for (const run of page)
+        runs.push({
+          trainingRunId: String(run['training_run_id']),
+          baseModel: String(run['base_model']),
+          loraRank: typeof run['lora_rank'] === 'number' ? run['lora_rank'] : null,
+          lastRequestTime: typeof run['last_request_time'] === 'string' ? run['last_request_time'] : null,
+        });
+      const total = answer.cursor?.total_count;
+      if (page.length < limit || (typeof total === 'number' && offset + page.length >= total)) return runs;
+    }
   }
 
   /** Deletes a checkpoint by its `tinker://<model>/<kind>/<name>` path (a 404 counts as deleted). */

@@ -26,6 +26,7 @@ import type {
   TinkerCheckpoint,
   TinkerDatum,
   TinkerSampleResult,
+  TinkerTrainingRun,
 } from './types.js';
 
 export { TINKER_SDK_VERSION } from './http.js';
@@ -39,6 +40,7 @@ export type {
   TinkerDatumOutput,
   TinkerSampleResult,
   TinkerSequence,
+  TinkerTrainingRun,
 } from './types.js';
 
 /** Options of {@link TinkerClient}: the transport's, and the time a future may take. */
@@ -178,6 +180,11 @@ export class TinkerClient {
   /** Samples `numSamples` continuations of a token prompt in a sampling session. */
   sample(samplingSessionId: string, params: SampleParams, options: SubmitOptions = {}): Promise<TinkerSampleResult> {
     return this.sampling.sample(samplingSessionId, params, options);
+  }
+
+  /** Every training run the server keeps for this key (`GET training_runs`, all pages). */
+  listTrainingRuns(options: SubmitOptions = {}): Promise<TinkerTrainingRun[]> {
+    return this.rest.listTrainingRuns(options);
   }
 
   /** The checkpoints of a training model (`GET training_runs/{id}/checkpoints`). */

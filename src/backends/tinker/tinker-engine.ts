@@ -29,7 +29,9 @@ import { textFolderOf } from '../../text/hub-cache.js';
 import { loadDefaultTextLayer } from '../../text/loader.js';
 import type { TextLayer, TextLayerLoader } from '../../text/loader.js';
 import { promptTokens } from '../../text/prompt.js';
+import { APIError } from '../../client/errors.js';
 import { CheckpointRecords, readTinkerCheckpoint } from './checkpoint-record.js';
+import { TinkerRequestFailedError } from './errors.js';
 import { SamplingSessions } from './sampling-sessions.js';
 import type { TinkerClient } from './tinker-client.js';
 import { TinkerTrainingJobs } from './training-jobs.js';
@@ -169,6 +171,14 @@ export class TinkerEngine implements Engine {
       result = await this.sessions.sample(policy, params, options);
     } catch (error) {
       if (options.signal?.aborted) throw error;
+      const refusal = refusalOf(error);
+      // The server refused what was asked (a 4xx, Tinker's category `user`): the caller's to fix, a 4xx here too.
+      if (refusal !== undefined)
+        throw new EngineInputError(
+          `The Tinker server at ${this.options.server} refused the request (HTTP ${refusal.status}): ${refusal.reason}`,
+          ['body'],
+          refusal.status,
+        );
       throw new EngineUnavailableError(
         `The Tinker server at ${this.options.server} could not sample: ${error instanceof Error ? error.message : String(error)}`,
         { cause: error },
@@ -268,4 +278,21 @@ function sampledText(sequence: TinkerSequence, text: TextLayer, stops: readonly 
     finishReason = 'stop';
   }
   return { tokens, logprobs, alternatives: tokens.map(() => []), text: decoded, finishReason };
+}
+
+/**
+ * The status and reason of a Tinker server's refusal of a request for its content: a failed
+ * future the server blames on the request (SkyRL's 400, Tinker's category `user`; answered 400),
+ * or a 4xx to the request itself (not 401/403, the server's key; not 408/429, which are retried).
+ * Undefined for anything else (the server's fault, no answer): that stays a 503.
+ */
+function refusalOf(error: unknown): { status: number; reason: string } | undefined {
+  if (error instanceof TinkerRequestFailedError && error.refusedRequest)
+    return { status: error.status ?? 400, reason: error.serverMessage };
+  if (error instanceof APIError && error.status !== undefined) {
+    const status = error.status;
+    if (status >= 400 && status < 500 && ![401, 403, 408, 429].includes(status))
+      return { status, reason: error.message };
+  }
+  return undefined;
 }

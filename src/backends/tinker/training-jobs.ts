@@ -15,6 +15,7 @@ import type { TextLayer } from '../../text/loader.js';
 import { writeTinkerCheckpoint } from './checkpoint-record.js';
 import type { CheckpointRecords, TinkerCheckpointRecord } from './checkpoint-record.js';
 import { TINKER_DEFAULT_LEARNING_RATE } from './defaults.js';
+import { TinkerRequestFailedError } from './errors.js';
 import type { TinkerClient } from './tinker-client.js';
 import type { LoraSettings, TinkerDatum } from './types.js';
 
@@ -134,7 +135,13 @@ export class TinkerTrainingJobs {
     if (known) void client.unloadModel(known.id).catch(() => undefined);
     this.models.delete(modelId);
     const record = checkpointPath === null ? null : await this.settings.records.get(checkpointPath);
-    const id = await client.createModel(baseModel, record?.lora ?? this.settings.lora, { signal });
+    const lora = record?.lora ?? this.settings.lora;
+    let id: string;
+    try {
+      id = await client.createModel(baseModel, lora, { signal });
+    } catch (error) {
+      throw loraRefusal(error, lora, this.settings.server) ?? error;
+    }
     if (record && record.statePath === null)
       throw new Error(
         `The Tinker server no longer holds the training model of ${checkpointPath}, and that checkpoint has no saved state to resume from (it was trained with resumableState: false): train on from a new model, or keep resumableState on.`,
@@ -159,6 +166,31 @@ export class TinkerTrainingJobs {
     if (known)
       void this.settings.client.unloadModel(known.id, { signal: AbortSignal.timeout(30_000) }).catch(() => undefined);
   }
+}
+
+/**
+ * A server's refusal to create a training model of this rank, or one more adapter, as an error
+ * that names what to change (`lora.rank` of `TinkerBackend`; closing other backends), with the
+ * server's own words; undefined for any other failure. SkyRL 0.4.0 says "LoRA rank 32 must be
+ * between 1 and 16" and "Maximum number of LoRA adapters (4) reached"; a server that states its
+ * limits elsewhere is met the same way.
+ */
+function loraRefusal(error: unknown, lora: LoraSettings, server: string): Error | undefined {
+  if (!(error instanceof TinkerRequestFailedError) || !error.refusedRequest) return undefined;
+  const said = error.serverMessage;
+  if (/\brank\b/i.test(said)) {
+    const most = /between 1 and (\d+)/.exec(said)?.[1];
+    return new Error(
+      `The Tinker server at ${server} cannot hold a LoRA adapter of rank ${lora.rank}: "${said}". Set \`lora.rank\` of TinkerBackend to ${most === undefined ? 'a rank it holds' : `at most ${most}`} (new TinkerBackend({ lora: { rank: ${most ?? 16} } })); a checkpoint trained at rank ${lora.rank} keeps that rank.`,
+      { cause: error },
+    );
+  }
+  if (/adapters?\b/i.test(said) && /maximum|max|reached|no (free|available)/i.test(said))
+    return new Error(
+      `The Tinker server at ${server} holds no more LoRA adapters: "${said}". Close the backends (or other scripts) that keep training models loaded there, or start the server with more adapters (SkyRL's \`max_lora_adapters\`).`,
+      { cause: error },
+    );
+  return undefined;
 }
 
 /** One RL step: the learned sequences' forward/backward with the job's loss, then one optimizer step. */

@@ -90,6 +90,20 @@ export interface TinkerCheckpoint {
   readonly checkpointType: string;
   readonly tinkerPath: string;
   readonly time: string | null;
+  /** Its size in bytes, when the server says (hosted Tinker; SkyRL 0.4.0 does not). */
+  readonly sizeBytes?: number | null | undefined;
+  /** When the server deletes it (ISO 8601); null: never, or the server does not say. */
+  readonly expiresAt?: string | null | undefined;
+}
+
+/** A training run (a training model) on the server. */
+export interface TinkerTrainingRun {
+  readonly trainingRunId: string;
+  readonly baseModel: string;
+  /** Its LoRA rank, when the server says. */
+  readonly loraRank: number | null;
+  /** When it was last used (ISO 8601), when the server says. */
+  readonly lastRequestTime: string | null;
 }
 
 /** What every call of the client takes. */

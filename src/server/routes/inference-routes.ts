@@ -109,6 +109,7 @@ function completionError(
   }
   if (error instanceof EngineUnavailableError) return new HttpError(503, error.message, { 'retry-after': '5' });
   if (error instanceof EngineInputError) {
+    if (error.status !== 422) return new HttpError(error.status, error.message);
     return new RequestValidationError([
       { loc: error.loc.length > 0 ? [...error.loc] : ['body'], msg: error.message, type: 'value_error' },
     ]);

@@ -16,6 +16,7 @@ export const entries = {
   'policyloop/client': 'src/client/index.ts',
   'policyloop/server': 'src/server/index.ts',
   'policyloop/testing': 'src/testing/index.ts',
+  'policyloop/tinker': 'src/tinker.ts',
 } as const;
 
 /**

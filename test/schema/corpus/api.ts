@@ -116,6 +116,15 @@ export const apiCases: CorpusCase[] = [
     ],
     ['unknown-key', { learning_rate: 1e-5, future_option: 1 }],
   ]),
+  ...cases('LossFn', true, [
+    ['importance-sampling', 'importance_sampling'],
+    ['dro', 'dro'],
+    ['cispo', 'cispo'],
+  ]),
+  ...cases('LossFn', false, [
+    ['grpo', 'grpo'],
+    ['cross-entropy', 'cross_entropy'],
+  ]),
   ...cases('ExperimentalTrainingConfig', false, [
     ['loss-fn-unknown', { loss_fn: 'grpo' }],
     ['learning-rate-string', { learning_rate: '1e-5' }],
