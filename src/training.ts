@@ -22,6 +22,7 @@ export type {
   PruneParams,
   PruneResult,
 } from './training/backend.js';
+export type { ObjectiveParams } from './training/objective-params.js';
 export type {
   TrainableModelEvents,
   TrainingJobKind,

@@ -14,6 +14,7 @@ import { raceSignal } from '../internal/delay.js';
 import { option, optionsSchema, parseOptions } from '../internal/option-schema.js';
 import { z } from 'zod';
 import type { Backend, BackendConnection, LossFn, TrainingJobs } from '../training/backend.js';
+import type { ObjectiveParams } from '../training/objective-params.js';
 import { ServiceJobs } from '../training/service-jobs.js';
 import { type InProcessServiceOptions, inProcessServiceShape } from './backend-options.js';
 import { LocalBackend } from './local-backend.js';
@@ -135,6 +136,19 @@ export class TinkerBackend implements Backend {
   readonly kind = 'tinker' as const;
   /** A Tinker server's RL losses (Tinker's `LossFnType` but SFT's `cross_entropy`); `importance_sampling` is the default. SkyRL 0.4.0 has no `dro` and refuses it at the step. */
   readonly lossFns: readonly LossFn[] = ['importance_sampling', 'ppo', 'cispo', 'dro'];
+  /**
+   * The objective parameters it honours: the advantages are computed on the client
+   * (`scaleRewards`, `advantageBalance`), and `epsilon` / `epsilonHigh` become the `ppo` and `cispo`
+   * losses' `clip_low_threshold` / `clip_high_threshold` (with `importance_sampling` or `dro` they
+   * fail the step); the server's losses take no other knob from this backend yet, so the rest are
+   * refused before sampling.
+   */
+  readonly objectiveParams: readonly (keyof ObjectiveParams)[] = [
+    'scaleRewards',
+    'advantageBalance',
+    'epsilon',
+    'epsilonHigh',
+  ];
   /** Absolute directory of the in-process store and the models' local files. */
   readonly dataDir: string;
   /** The Tinker server's base URL. */

@@ -189,13 +189,18 @@ function reductionGradients(tf: TensorFlow): GradConfig[] {
   ];
 }
 
-/** Square, Rsqrt, Sigmoid, Exp, Neg, Cast and Identity. */
+/** Square, Sqrt, Rsqrt, Sigmoid, Exp, Neg, Cast and Identity. */
 function unaryGradients(tf: TensorFlow): GradConfig[] {
   return [
     {
       kernelName: 'Square',
       inputsToSave: ['x'],
       gradFunc: (dy, saved) => ({ x: () => tf.mul(dy as Tensor, tf.mul(saved[0] as Tensor, 2)) }),
+    },
+    {
+      kernelName: 'Sqrt',
+      outputsToSave: [true],
+      gradFunc: (dy, saved) => ({ x: () => tf.div(dy as Tensor, tf.mul(saved[0] as Tensor, 2)) }),
     },
     {
       kernelName: 'Rsqrt',

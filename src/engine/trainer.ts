@@ -17,6 +17,14 @@ import type { EngineTrainingEvent, EngineTrainingJob, EngineTrainingResult } fro
 import { initialWeights, readCheckpointWeights, readOptimizerState, writeCheckpoint } from './weights.js';
 import type { HostWeights } from './weights.js';
 import { maxOf } from '../internal/arrays.js';
+import {
+  addObjectiveSums,
+  emptyObjectiveSums,
+  objectiveConfigProblem,
+  objectiveSettings,
+  objectiveTokenLosses,
+} from './objective.js';
+import type { ObjectiveSettings, ObjectiveSums } from './objective.js';
 
 /**
  * Learning rate of RL jobs whose `experimental_config.learning_rate` is null or absent.
@@ -71,28 +79,63 @@ export interface StepResult {
   readonly meanRatio: number;
   readonly clippedFraction: number;
   readonly approximateKl: number;
+  /** The RL objective's sums over the step's tokens (zero for SFT). */
+  readonly sums: ObjectiveSums;
 }
 
-/** Which loss a step computes. */
-export interface LossSettings {
+/** Which loss a step computes: SFT's cross-entropy, or the RL objective of {@link objectiveSettings}. */
+export interface LossSettings extends ObjectiveSettings {
   readonly kind: 'rl' | 'sft';
-  readonly lossFunction: 'cispo' | 'ppo';
-  readonly low: number;
-  readonly high: number;
 }
 
-/** The loss of a job kind and its config (PPO or CISPO clipping bounds). */
+/**
+ * The loss of a job kind and its config (the RL objective's settings, `art/loss.py`'s defaults).
+ * @example
+ * computeStep(tf, model, sequences, lossSettings('rl', { importance_sampling_level: 'sequence' }));
+ */
 export function lossSettings(kind: 'rl' | 'sft', config: ExperimentalTrainingConfig | null): LossSettings {
-  const named = config?.loss_fn ?? (config?.ppo ? 'ppo' : 'cispo');
-  // The service refuses other losses at the job's creation (they are a Tinker server's).
-  if (named !== 'ppo' && named !== 'cispo')
-    throw new Error(`The local engine trains with loss_fn "cispo" or "ppo", not "${named}".`);
-  const lossFunction = named;
-  if (lossFunction === 'ppo') {
-    const epsilon = config?.epsilon ?? 0.2;
-    return { kind, lossFunction, low: 1 - epsilon, high: 1 + (config?.epsilon_high ?? epsilon) };
-  }
-  return { kind, lossFunction, low: 1 - (config?.epsilon ?? 1), high: 1 + (config?.epsilon_high ?? 4) };
+  return { kind, ...objectiveSettings(config) };
+}
+
+/**
+ * The reference policy's logprob of `targets[i]` at flat position `positions[i]` of right-padded
+ * `tokens` `[batch, length]` (no gradient): what the KL penalty compares with.
+ */
+export type ReferenceScorer = (
+  tokens: Int32Array,
+  batch: number,
+  length: number,
+  positions: Int32Array,
+  offsets: readonly number[],
+  targets: Int32Array,
+) => Float32Array;
+
+/**
+ * A {@link ReferenceScorer} of `model`'s forward pass with other `weights` (an earlier checkpoint,
+ * the base weights, another adapter), run outside any gradient tape.
+ * @example
+ * const reference = referenceScorer(tf, trainable, await loadPolicyWeights(config, null));
+ */
+export function referenceScorer(
+  tf: TensorFlow,
+  model: Pick<DifferentiableModel, 'vocabularySize' | 'forward' | 'tokenLogprobs'>,
+  weights: HostWeights,
+): ReferenceScorer {
+  return (tokens, batch, length, positions, offsets, targets) =>
+    tf.tidy(() => {
+      const parameters = Object.fromEntries(
+        [...weights.entries()].map(([name, tensor]) => [name, tf.tensor(tensor.data, [...tensor.shape])]),
+      );
+      const scores = model.tokenLogprobs
+        ? model.tokenLogprobs(parameters, tokens, batch, length, positions, offsets, targets)
+        : targetScores(
+            tf,
+            tf.logSoftmax(model.forward(parameters, tokens, batch, length, positions, offsets)) as Tensor2D,
+            targets,
+            model.vocabularySize,
+          );
+      return Float32Array.from(scores.logprobs.dataSync());
+    });
 }
 
 /**
@@ -134,8 +177,12 @@ export type PassArguments = [
   offsets: readonly number[],
 ];
 
-/** The built-in models as {@link DifferentiableModel}s: every weight is trained. */
-function builtInDifferentiable(tf: TensorFlow, config: ModelConfig, weights: HostWeights): DifferentiableModel {
+/**
+ * The built-in models as {@link DifferentiableModel}s: every weight is trained.
+ * @example
+ * const model = builtInDifferentiable(tf, modelConfigOf('policyloop/tiny-chat'), initialWeights(config));
+ */
+export function builtInDifferentiable(tf: TensorFlow, config: ModelConfig, weights: HostWeights): DifferentiableModel {
   return {
     vocabularySize: config.vocabularySize,
     contextLength: config.contextLength,
@@ -192,6 +239,7 @@ export function computeStep(
   config: DifferentiableModel,
   sequences: readonly TrainingSequence[],
   settings: LossSettings,
+  reference?: ReferenceScorer,
 ): StepResult {
   const weights = config.weights;
   const names = [...weights.keys()];
@@ -203,9 +251,18 @@ export function computeStep(
     0,
   );
   if (trainableTokens === 0)
-    return { loss: 0, entropy: 0, gradients, trainableTokens, meanRatio: 1, clippedFraction: 0, approximateKl: 0 };
-  const totals: StepTotals = { loss: 0, entropy: 0, ratio: 0, clipped: 0, kl: 0 };
-  const step: StepContext = { tf, config, names, settings, trainableTokens, totals, gradients };
+    return {
+      loss: 0,
+      entropy: 0,
+      gradients,
+      trainableTokens,
+      meanRatio: 1,
+      clippedFraction: 0,
+      approximateKl: 0,
+      sums: emptyObjectiveSums(),
+    };
+  const totals: StepTotals = { loss: 0, entropy: 0, sums: emptyObjectiveSums() };
+  const step: StepContext = { tf, config, names, settings, trainableTokens, totals, gradients, reference };
   for (const pass of trainingPasses(config, sequences)) {
     const inputs = passInputs(config.contextLength, pass);
     if (inputs !== null) accumulatePass(step, inputs);
@@ -215,19 +272,18 @@ export function computeStep(
     entropy: totals.entropy / trainableTokens,
     gradients,
     trainableTokens,
-    meanRatio: totals.ratio / trainableTokens || 1,
-    clippedFraction: totals.clipped / trainableTokens,
-    approximateKl: totals.kl / trainableTokens,
+    meanRatio: totals.sums.ratio / trainableTokens || 1,
+    clippedFraction: totals.sums.clipped / trainableTokens,
+    approximateKl: totals.sums.kl / trainableTokens,
+    sums: totals.sums,
   };
 }
 
-/** Sums over the passes of one step: loss, entropy, and the RL ratios' sum, clipped count and KL. */
+/** Sums over the passes of one step: loss, entropy, and the RL objective's sums. */
 interface StepTotals {
   loss: number;
   entropy: number;
-  ratio: number;
-  clipped: number;
-  kl: number;
+  readonly sums: ObjectiveSums;
 }
 
 /** What every pass of one step shares. */
@@ -242,6 +298,8 @@ interface StepContext {
   readonly totals: StepTotals;
   /** The step's gradients by weight name, summed over its passes. */
   readonly gradients: Map<string, Float32Array>;
+  /** The KL penalty's reference policy (RL with `kl_penalty_coef` > 0). */
+  readonly reference?: ReferenceScorer | undefined;
 }
 
 /**
@@ -259,6 +317,8 @@ interface PassInputs {
   readonly mask: Float32Array;
   readonly advantages: Float32Array;
   readonly oldLogprobs: Float32Array;
+  /** The row (sequence) of each learned position. */
+  readonly rows: Int32Array;
 }
 
 /** The inputs of a pass over `pass`, or null when it has no learned position. */
@@ -304,6 +364,7 @@ function passInputs(contextLength: number, pass: readonly TrainingSequence[]): P
     mask: pick(mask),
     advantages: pick(advantages),
     oldLogprobs: pick(old),
+    rows: Int32Array.from(selected, (index) => Math.floor(index / steps)),
   };
 }
 
@@ -315,6 +376,11 @@ function accumulatePass(step: StepContext, pass: PassInputs): void {
     const tensor = config.weights.get(name) as { shape: readonly number[]; data: Float32Array };
     return tf.tensor(tensor.data, [...tensor.shape]);
   });
+  // The reference policy's logprobs, outside the gradient tape.
+  const reference =
+    settings.kind === 'rl' && settings.klPenaltyCoef > 0 && step.reference
+      ? step.reference(inputs, batch, steps, positions, offsets, pass.targets)
+      : undefined;
   let entropyTensor: Tensor | null = null;
   const { value, grads } = tf.valueAndGrads((...parameters: Tensor[]) => {
     const byName = Object.fromEntries(names.map((name, index) => [name, parameters[index] as Tensor]));
@@ -331,7 +397,7 @@ function accumulatePass(step: StepContext, pass: PassInputs): void {
     entropyTensor = tf.keep(tf.sum(tf.mul(scores.entropy, maskTensor)));
     scores.entropy.dispose();
     if (settings.kind === 'sft') return tf.div(tf.neg(tf.sum(tf.mul(tokenLogprobs, maskTensor))), trainableTokens);
-    return policyLoss(step, pass, tokenLogprobs, maskTensor);
+    return policyLoss(step, pass, tokenLogprobs, maskTensor, reference);
   })(parameterTensors);
   totals.loss += value.dataSync()[0] as number;
   totals.entropy += entropyTensor ? ((entropyTensor as Tensor).dataSync()[0] as number) : 0;
@@ -348,45 +414,26 @@ function accumulatePass(step: StepContext, pass: PassInputs): void {
 }
 
 /**
- * The RL loss of a pass (CISPO or clipped PPO) from the learned tokens' logprobs, inside the
- * gradient tape; adds the importance ratios' sum, clipped count and KL estimate to the step's.
+ * The RL loss of a pass ({@link objectiveTokenLosses}) from the learned tokens' logprobs, inside the
+ * gradient tape, over the step's trained tokens; adds the objective's sums to the step's.
  */
-function policyLoss(step: StepContext, pass: PassInputs, tokenLogprobs: Tensor, maskTensor: Tensor): Tensor {
+function policyLoss(
+  step: StepContext,
+  pass: PassInputs,
+  tokenLogprobs: Tensor,
+  maskTensor: Tensor,
+  reference: Float32Array | undefined,
+): Tensor {
   const { tf, settings, trainableTokens, totals } = step;
-  const pickedOld = pass.oldLogprobs;
-  const pickedMask = pass.mask;
-  const current = tokenLogprobs.dataSync();
-  const oldValues = new Float32Array(pickedOld.length);
-  const ratios = new Float32Array(pickedOld.length);
-  // Summed in locals, in the order the step's totals would be: the same floating-point result.
-  let ratioSum = totals.ratio;
-  let klSum = totals.kl;
-  let clipped = totals.clipped;
-  for (let index = 0; index < pickedOld.length; index += 1) {
-    const previous = Number.isNaN(pickedOld[index] as number)
-      ? (current[index] as number)
-      : (pickedOld[index] as number);
-    oldValues[index] = previous;
-    ratios[index] = Math.exp((current[index] as number) - previous);
-    if ((pickedMask[index] as number) > 0) {
-      ratioSum += ratios[index] as number;
-      klSum += previous - (current[index] as number);
-      if ((ratios[index] as number) < settings.low || (ratios[index] as number) > settings.high) clipped += 1;
-    }
-  }
-  totals.ratio = ratioSum;
-  totals.kl = klSum;
-  totals.clipped = clipped;
-  const weighted = tf.mul(tf.tensor1d(pass.advantages), maskTensor);
-  if (settings.lossFunction === 'cispo') {
-    // CISPO: the clipped importance weight is a constant (no gradient through it).
-    const clippedRatios = ratios.map((ratio) => Math.min(Math.max(ratio, settings.low), settings.high));
-    return tf.div(tf.neg(tf.sum(tf.mul(tf.mul(tokenLogprobs, tf.tensor1d(clippedRatios)), weighted))), trainableTokens);
-  }
-  const ratio = tf.exp(tf.sub(tokenLogprobs, tf.tensor1d(oldValues)));
-  const unclipped = tf.mul(ratio, weighted);
-  const clippedObjective = tf.mul(tf.clipByValue(ratio, settings.low, settings.high), weighted);
-  return tf.div(tf.neg(tf.sum(tf.minimum(unclipped, clippedObjective))), trainableTokens);
+  const { losses, sums } = objectiveTokenLosses(tf, settings, tokenLogprobs, {
+    sampled: pass.oldLogprobs,
+    advantages: pass.advantages,
+    sequenceIds: pass.rows,
+    sequenceCount: pass.batch,
+    reference,
+  });
+  addObjectiveSums(totals.sums, sums);
+  return tf.div(tf.sum(tf.mul(losses, maskTensor)), trainableTokens);
 }
 
 /** Cuts sequences longer than the context (plus one target token); counts the cut ones. */
@@ -490,6 +537,67 @@ export interface SequenceBuilder {
 }
 
 /**
+ * Loads the KL penalty's reference policy of a job: the base weights (null; LoRA off for an
+ * adapter) or a checkpoint or adapter directory.
+ */
+export type ReferenceLoader = (checkpointPath: string | null) => Promise<ReferenceScorer>;
+
+/**
+ * The reference policy of an RL job's KL penalty: the one the service resolved (`job.klReference`),
+ * else `kl_ref_adapter_path`, else the base weights (null).
+ * @example
+ * klReferencePath({ ...job, config: { kl_penalty_coef: 0.1 } }); // null: the base model
+ */
+export function klReferencePath(job: Extract<EngineTrainingJob, { kind: 'rl' }>): string | null {
+  if (job.klReference !== undefined) return job.klReference.checkpointPath;
+  return job.config?.kl_ref_adapter_path ?? null;
+}
+
+/**
+ * The factor on an RL step's learning rate: the step's reward std (mean over groups) with
+ * `scale_learning_rate_by_reward_std_dev`, times the number of trained sequences to the power
+ * `num_trajectories_learning_rate_multiplier_power` (ART's unsloth trainer: trajectories to that
+ * power). 1 when neither is set.
+ * @example
+ * learningRateMultiplier({ num_trajectories_learning_rate_multiplier_power: 0.5 }, data, sequences); // √(trained sequences)
+ */
+export function learningRateMultiplier(
+  config: ExperimentalTrainingConfig | null,
+  data: Pick<RlData, 'rewardStdDev'>,
+  sequences: readonly TrainingSequence[],
+): number {
+  let factor = 1;
+  if (config?.scale_learning_rate_by_reward_std_dev) factor *= data.rewardStdDev;
+  const power = config?.num_trajectories_learning_rate_multiplier_power ?? 0;
+  if (power !== 0) factor *= sequences.filter((sequence) => sequence.mask.includes(1)).length ** power;
+  return factor;
+}
+
+/** The step metrics of the objective's keys, each where it acts. */
+function objectiveMetrics(
+  settings: LossSettings,
+  step: StepResult,
+  multiplier: number,
+  config: ExperimentalTrainingConfig | null,
+): Record<string, number> {
+  const { sums, trainableTokens } = step;
+  const tokens = Math.max(1, trainableTokens);
+  const metrics: Record<string, number> = { advantage: sums.advantage / tokens };
+  if (multiplier !== 1) metrics['learning_rate_multiplier'] = multiplier;
+  if (settings.level !== 'token' && sums.sequences > 0)
+    metrics['sequence_importance_ratio'] = sums.sequenceRatio / sums.sequences;
+  if (settings.ratioCap !== null) metrics['capped_fraction'] = sums.capped / tokens;
+  if (settings.maskProbRatio) metrics['masked_fraction'] = sums.masked / tokens;
+  if (settings.klPenaltyCoef > 0) metrics['kl_ref'] = sums.klReference / tokens;
+  if (settings.truncatedImportanceSampling !== null) {
+    metrics['tis_truncated_fraction'] = sums.truncated / tokens;
+    metrics['tis_weight'] = sums.truncatedWeight / tokens;
+  }
+  if (config?.advantage_balance) metrics['advantage_balance'] = config.advantage_balance;
+  return metrics;
+}
+
+/**
  * The gradient steps of a job, shared by every model: one RL step over all its sequences, or SFT
  * batches with their learning-rate schedule. Emits `training_started` and `gradient_step` events,
  * updates `trainable.weights` through `optimizer`, and returns the last metrics (the checkpoint's).
@@ -501,17 +609,24 @@ export async function runSteps(
   trainable: DifferentiableModel,
   optimizer: AdamW,
   build: SequenceBuilder,
+  reference?: ReferenceLoader,
 ): Promise<Record<string, number>> {
   let metrics: Record<string, number> = {};
   if (job.kind === 'rl') {
+    const problem = objectiveConfigProblem(job.config);
+    if (problem !== null) throw new Error(problem);
     const { data, sequences, truncated } = build.rl(job.trajectoryGroups, job.config);
     // A step without a trainable token would change nothing yet use up a step: fail the job.
     if (!sequences.some((sequence) => sequence.mask.includes(1)))
       throw new Error(nothingToTrain(data, truncated, build.contextLength));
-    const learningRate = job.config?.learning_rate ?? DEFAULT_LEARNING_RATE;
+    const baseRate = job.config?.learning_rate ?? DEFAULT_LEARNING_RATE;
+    const multiplier = learningRateMultiplier(job.config, data, sequences);
+    const learningRate = baseRate * multiplier;
+    const settings = lossSettings('rl', job.config);
+    const scorer = settings.klPenaltyCoef > 0 && reference ? await reference(klReferencePath(job)) : undefined;
     hooks.onEvent({ type: 'training_started', data: { num_sequences: 1 } });
     checkCancelled(hooks);
-    const step = computeStep(tf, trainable, sequences, lossSettings('rl', job.config));
+    const step = computeStep(tf, trainable, sequences, settings, scorer);
     checkCancelled(hooks);
     // No trainable token left (checked above; kept for safety): no update, not even weight decay.
     const gradNorm = step.trainableTokens > 0 ? optimizer.step(step.gradients, learningRate) : 0;
@@ -532,6 +647,7 @@ export async function runSteps(
       clip_fraction: step.clippedFraction,
       kl_div: step.approximateKl,
       scale_rewards: scalesRewards(job.config) ? 1 : 0,
+      ...objectiveMetrics(settings, step, multiplier, job.config),
     };
     hooks.onEvent({ type: 'gradient_step', data: metrics });
   } else {
@@ -598,18 +714,29 @@ export async function runTrainingJob(job: EngineTrainingJob, hooks: TrainingHook
     weights,
     job.policy.checkpointPath ? await readOptimizerState(config, job.policy.checkpointPath) : null,
   );
-  const metrics = await runSteps(tf, job, hooks, builtInDifferentiable(tf, config, weights), optimizer, {
-    contextLength: config.contextLength,
-    rl: (groups, trainingConfig) => {
-      const data = buildRlData(groups, trainingConfig, tokenizerOf(config));
-      const truncation = truncate(config, data.sequences);
-      return { data, sequences: cropToReceptiveField(config, truncation.sequences), truncated: truncation.truncated };
+  const metrics = await runSteps(
+    tf,
+    job,
+    hooks,
+    builtInDifferentiable(tf, config, weights),
+    optimizer,
+    {
+      contextLength: config.contextLength,
+      rl: (groups, trainingConfig) => {
+        const data = buildRlData(groups, trainingConfig, tokenizerOf(config));
+        const truncation = truncate(config, data.sequences);
+        return { data, sequences: cropToReceptiveField(config, truncation.sequences), truncated: truncation.truncated };
+      },
+      sft: (rows, assistantTurns) => {
+        const truncation = truncate(config, buildSftSequences(rows, assistantTurns, tokenizerOf(config)));
+        return { sequences: cropToReceptiveField(config, truncation.sequences), truncated: truncation.truncated };
+      },
     },
-    sft: (rows, assistantTurns) => {
-      const truncation = truncate(config, buildSftSequences(rows, assistantTurns, tokenizerOf(config)));
-      return { sequences: cropToReceptiveField(config, truncation.sequences), truncated: truncation.truncated };
+    async (checkpointPath) => {
+      const differentiable = builtInDifferentiable(tf, config, await loadPolicyWeights(config, checkpointPath));
+      return referenceScorer(tf, differentiable, differentiable.weights);
     },
-  });
+  );
   checkCancelled(hooks);
   await writeCheckpoint(job.outputPath, weights, optimizer.state(), {
     format: 'policyloop-checkpoint',

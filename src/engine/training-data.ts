@@ -47,6 +47,20 @@ export function scalesRewards(config: ExperimentalTrainingConfig | null): boolea
   return config?.scale_rewards ?? config?.normalize_advantages ?? true;
 }
 
+/**
+ * `advantage_balance` (b in [-1, 1]) applied to an advantage as ART's packing does: with b > 0 the
+ * negative advantages are scaled by 1 − b, with b < 0 the positive ones by 1 + b (1: only positive
+ * advantages train, -1: only negative ones; 0 or absent: unchanged).
+ * @example
+ * balancedAdvantage(-2, 0.5); // -1
+ * balancedAdvantage(2, 0.5); // 2
+ */
+export function balancedAdvantage(advantage: number, balance: number | null | undefined): number {
+  if (!balance) return advantage;
+  if (balance > 0) return advantage > 0 ? advantage : advantage * (1 - balance);
+  return advantage < 0 ? advantage : advantage * (1 + balance);
+}
+
 /** One conversation of a trajectory (its main one or an additional history) and where it is in the request. */
 export interface RlHistory {
   readonly items: TrajectoryGroup['trajectories'][number]['messages_and_choices'];
@@ -57,8 +71,9 @@ export interface RlHistory {
 
 /**
  * The group statistics of RL data, shared by every model's sequence builder: advantage = reward -
- * group mean (divided by the group std unless `scale_rewards`/`normalize_advantages` is false);
- * groups whose rewards are all equal are skipped. Calls `visit` with each history (the main
+ * group mean (divided by the group std unless `scale_rewards`/`normalize_advantages` is false),
+ * then weighed by `advantage_balance` ({@link balancedAdvantage}); groups whose rewards are all
+ * equal are skipped. Calls `visit` with each history (the main
  * conversation and each additional history, trained alike) of every trajectory in a trainable
  * group, with the trajectory's advantage.
  */
@@ -93,7 +108,10 @@ export function visitRlHistories(
     if (std < 1e-9) return;
     groupsTrainable += 1;
     group.trajectories.forEach((trajectory, trajectoryIndex) => {
-      const advantage = scale ? ((trajectory.reward ?? 0) - mean) / (std + 1e-6) : (trajectory.reward ?? 0) - mean;
+      const advantage = balancedAdvantage(
+        scale ? ((trajectory.reward ?? 0) - mean) / (std + 1e-6) : (trajectory.reward ?? 0) - mean,
+        config?.advantage_balance,
+      );
       // The main conversation and each additional history (sub-agent) are trained alike.
       const histories = [
         {

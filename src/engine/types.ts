@@ -43,6 +43,13 @@ export type EngineTrainingJob =
       readonly step: number;
       readonly trajectoryGroups: readonly TrajectoryGroup[];
       readonly config: ExperimentalTrainingConfig | null;
+      /**
+       * The policy the KL penalty (`kl_penalty_coef` > 0) compares with, as the service resolved
+       * `kl_ref_adapter_path`, `kl_penalty_reference_step` or `kl_penalty_step_lag`: a checkpoint
+       * (or adapter) directory, or null for the base weights (LoRA off).
+       * @default `kl_ref_adapter_path`, else the base weights
+       */
+      readonly klReference?: { readonly checkpointPath: string | null } | undefined;
     }
   | {
       readonly kind: 'sft';

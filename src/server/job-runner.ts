@@ -11,6 +11,7 @@ import PQueue from 'p-queue';
 import { CreateSFTTrainingJob, CreateTrainingJob } from '../schema/index.js';
 import type { Engine, EngineTrainingEvent, EngineTrainingJob } from '../engine/types.js';
 import { raceSignal } from '../internal/delay.js';
+import { klReferenceOf } from './kl-reference.js';
 import { policyRef } from './policy-refs.js';
 import type { Store } from './store/index.js';
 import { loadTrainingData } from './training-data.js';
@@ -196,7 +197,8 @@ export class JobRunner {
     try {
       await rm(outputPath, { recursive: true, force: true });
       await mkdir(dirname(outputPath), { recursive: true });
-      const policy = policyRef(dataDir, model, store.checkpoints.newest(model.id));
+      const newest = store.checkpoints.newest(model.id);
+      const policy = policyRef(dataDir, model, newest);
       const request: unknown = JSON.parse(job.request);
       let engineJob: EngineTrainingJob;
       if (job.kind === 'rl') {
@@ -209,6 +211,12 @@ export class JobRunner {
           step,
           trajectoryGroups: body.trajectory_groups,
           config: body.experimental_config ?? null,
+          klReference: klReferenceOf(
+            body.experimental_config ?? null,
+            store.checkpoints.all(model.id),
+            newest?.step ?? 0,
+            dataDir,
+          ),
         };
       } else {
         const body = CreateSFTTrainingJob.parse(request);

@@ -13,6 +13,7 @@ import type {
 } from '../schema/index.js';
 import type { RetentionOptions } from './checkpoint-retention.js';
 import type { FollowJobOptions, JobProgress } from './follow-job.js';
+import type { ObjectiveParams } from './objective-params.js';
 import type { JobEndEvent, JobSubmittedEvent } from './model-events.js';
 import type { ModelFiles } from './model-files.js';
 
@@ -61,6 +62,12 @@ export interface Backend {
    * @default not checked (a custom backend)
    */
   readonly lossFns?: readonly LossFn[] | undefined;
+  /**
+   * The objective's typed parameters ({@link ObjectiveParams}) this backend's service honours:
+   * `train` and `RLTrainer.run` refuse another one before anything is sampled or sent.
+   * @default every one (the local engine and the hosted service honour them all)
+   */
+  readonly objectiveParams?: readonly (keyof ObjectiveParams)[] | undefined;
   /** Connects (starting the local service on first use) and returns the connection. */
   connect(options?: { signal?: AbortSignal | undefined }): Promise<BackendConnection>;
   /**
@@ -102,7 +109,7 @@ export type JobOptions = FollowJobOptions;
  * The training parameters of `TrainableModel.train`, its second argument (request options such as
  * `signal` and `timeout` go in the third, a {@link JobOptions}).
  */
-export interface TrainParams {
+export interface TrainParams extends ObjectiveParams {
   /**
    * The learning rate.
    * @default the backend's: the engine's tuned value on the local backend, the service's own on the hosted one
@@ -117,7 +124,10 @@ export interface TrainParams {
    *   refuses it at the step). @default `importance_sampling`
    */
   lossFn?: LossFn | undefined;
-  /** Further `experimental_config` keys, sent as given (`learningRate`/`lossFn` win). */
+  /**
+   * Further `experimental_config` keys, sent as given (`learningRate`, `lossFn` and the objective's
+   * typed parameters, {@link ObjectiveParams}, win).
+   */
   config?: Partial<ExperimentalTrainingConfig> | undefined;
   /**
    * Train even when Choices lack logprobs (the service then uses the current policy's).

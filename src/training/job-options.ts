@@ -9,6 +9,8 @@ import { option, optionsSchema, parseOptions, parseValue } from '../internal/opt
 import { type ExperimentalTrainingConfig, LossFn, type SFTTrainingConfigInput } from '../schema/index.js';
 import type { Backend, JobOptions, SFTParams, TrainParams, WaitOptions } from './backend.js';
 import { checkFollowJobOptions, followJobShape } from './follow-job.js';
+import { ObjectiveParamsShape, setObjectiveParams } from './objective-params.js';
+import type { ObjectiveParams } from './objective-params.js';
 
 const positive = () => option.number({ min: 0, exclusiveMin: true });
 
@@ -29,6 +31,7 @@ export const TrainParamsShape = {
   allowTrainingWithoutLogprobs: option.boolean().optional(),
   maxStepsOffPolicy: option.number({ min: 0, allowInfinity: true, unit: 'steps' }).optional(),
   log: option.boolean().optional(),
+  ...ObjectiveParamsShape,
 };
 
 /** `trainSFT`'s training parameters. */
@@ -110,6 +113,29 @@ export function refuseUnofferedLoss(backend: Backend, lossFn: TrainParams['lossF
   throw new InvalidArgumentError(
     argument,
     `Expected \`${argument}\` to be a loss the ${backend.kind} backend trains with (${offered.map((name) => `'${name}'`).join(', ')}), got '${lossFn}': ${backendName(backend.kind)} has no ${lossFn} loss.`,
+  );
+}
+
+/**
+ * Refuses the objective's typed parameters the backend does not honour ({@link Backend.objectiveParams}),
+ * before anything is sampled or sent, naming the parameter and the backend. A backend that lists
+ * none honours them all.
+ * @example
+ * refuseUnhonouredObjective(new TinkerBackend(), { klPenaltyCoef: 0.1 }, 'params'); // throws InvalidArgumentError
+ */
+export function refuseUnhonouredObjective(
+  backend: Backend,
+  params: ObjectiveParams | undefined,
+  argument: string,
+): void {
+  const honoured = backend.objectiveParams;
+  if (params === undefined || honoured === undefined) return;
+  const refused = setObjectiveParams(params).filter((name) => !honoured.includes(name));
+  const first = refused[0];
+  if (first === undefined) return;
+  throw new InvalidArgumentError(
+    `${argument}.${first}`,
+    `Expected \`${argument}.${first}\` to be left out: ${backendName(backend.kind)} does not honour it (it honours ${honoured.length > 0 ? honoured.map((name) => `\`${name}\``).join(', ') : 'none of the objective parameters'}), and training would silently ignore it.`,
   );
 }
 

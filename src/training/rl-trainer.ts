@@ -8,7 +8,7 @@ import { z } from 'zod';
 import { PolicyloopError, userAbortError } from '../internal/errors.js';
 import { invalidOption, option, optionsSchema, parseOptions } from '../internal/option-schema.js';
 import type { ProgressStream } from '../rollout/progress-bar.js';
-import { JobRequestShape, refuseUnofferedLoss, TrainParamsShape } from './job-options.js';
+import { JobRequestShape, refuseUnhonouredObjective, refuseUnofferedLoss, TrainParamsShape } from './job-options.js';
 import { PromptedModel } from './prompted-model.js';
 import { RLRun } from './rl-run.js';
 import type {
@@ -243,7 +243,10 @@ export class RLTrainer<S> extends EventEmitter<RLTrainerEvents> {
     if (this.running) throw new PolicyloopError('This RLTrainer is already running; await its run() first.');
     if (signal?.aborted) throw userAbortError(signal, 'The run');
     // Before the first rollout: a loss the backend lacks would fail only the first step's job.
-    if (this.model.isRegistered) refuseUnofferedLoss(this.model.backend, this.config.train?.lossFn, 'train.lossFn');
+    if (this.model.isRegistered) {
+      refuseUnofferedLoss(this.model.backend, this.config.train?.lossFn, 'train.lossFn');
+      refuseUnhonouredObjective(this.model.backend, this.config.train, 'train');
+    }
     this.running = true;
     try {
       const host = { config: this.config, events: this, stream: this.progressStream() };

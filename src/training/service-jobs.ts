@@ -3,6 +3,7 @@
  * how a job is sent (retried or not), journaled, followed to its end and recorded, how SFT data
  * reaches the service, and how checkpoints are deleted.
  */
+import { objectiveConfig } from './objective-params.js';
 import { randomUUID } from 'node:crypto';
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
@@ -78,7 +79,7 @@ export class ServiceJobs implements TrainingJobs {
     const connection = await this.backend.connect({ signal: options.signal });
     const learningRate =
       params.learningRate ?? params.config?.learning_rate ?? (await this.backend.defaultLearningRate());
-    const config: Partial<ExperimentalTrainingConfig> = { ...params.config };
+    const config: Partial<ExperimentalTrainingConfig> = { ...params.config, ...objectiveConfig(params) };
     if (learningRate !== null && learningRate !== undefined) config.learning_rate = learningRate;
     if (params.lossFn !== undefined) config.loss_fn = params.lossFn;
     if (params.allowTrainingWithoutLogprobs === true) config.allow_training_without_logprobs = true;

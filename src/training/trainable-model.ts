@@ -26,6 +26,7 @@ import {
   checkSFTParams,
   checkTrainParams,
   checkWaitOptions,
+  refuseUnhonouredObjective,
   refuseUnofferedLoss,
 } from './job-options.js';
 import { metricByStep } from './history.js';
@@ -312,6 +313,7 @@ export class TrainableModel extends PromptedModel<TrainableModelEvents> {
     checkTrainParams(params);
     checkJobOptions(options);
     refuseUnofferedLoss(this.registered().backend, params.lossFn, 'params.lossFn');
+    refuseUnhonouredObjective(this.registered().backend, params, 'params');
     const startedAt = Date.now();
     await this.finishPendingJob(options);
     const step = await this.getStep({ signal: options.signal });

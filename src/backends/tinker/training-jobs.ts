@@ -210,10 +210,14 @@ async function trainRl(
   options.onEvent({ type: 'training_started', data: { num_sequences: 1 } });
   const datums = sequences.map(rlDatum);
   const lossFn = lossFunctionOf(job.config);
+  const lossFnConfig = tinkerLossConfig(lossFn, job.config);
   const learningRate = job.config?.learning_rate ?? TINKER_DEFAULT_LEARNING_RATE;
   // Submitted back to back: the server runs them in seq_id order.
   const [output, optimizer] = await Promise.all([
-    client.forwardBackward(trainingModelId, datums, lossFn, { signal: options.signal }),
+    client.forwardBackward(trainingModelId, datums, lossFn, {
+      signal: options.signal,
+      ...(lossFnConfig === undefined ? {} : { lossFnConfig }),
+    }),
     client.optimStep(trainingModelId, { learningRate }, { signal: options.signal }),
   ]);
   let learned = 0;
@@ -311,6 +315,32 @@ async function trainSft(
     ...metrics,
     mean_loss: totalTokens > 0 ? lossSum / totalTokens : 0,
     num_trainable_tokens_total: totalTokens,
+  };
+}
+
+/**
+ * The clip settings of a Tinker server's loss (`forward_backward`'s `loss_fn_config`) from the
+ * job's `epsilon` / `epsilon_high`: `ppo` and `cispo` clip the ratio to
+ * `[clip_low_threshold, clip_high_threshold]` = `[1 − epsilon, 1 + epsilon_high]` (`epsilon_high`
+ * defaults to `epsilon` for `ppo`, as ART's); a bound not given is left to the server's default.
+ * `importance_sampling` and `dro` take no clip: either key set with them fails the step, naming it.
+ * @example
+ * tinkerLossConfig('ppo', { epsilon: 0.1 }); // { clip_low_threshold: 0.9, clip_high_threshold: 1.1 }
+ */
+export function tinkerLossConfig(
+  lossFn: string,
+  config: ExperimentalTrainingConfig | null,
+): Record<string, number> | undefined {
+  const epsilon = config?.epsilon ?? undefined;
+  const high = config?.epsilon_high ?? (lossFn === 'ppo' ? epsilon : undefined);
+  if (epsilon === undefined && high === undefined) return undefined;
+  if (lossFn !== 'ppo' && lossFn !== 'cispo')
+    throw new Error(
+      `experimental_config.${epsilon !== undefined ? 'epsilon' : 'epsilon_high'} is a clip of the ppo and cispo losses; a Tinker server's ${lossFn} loss has none. Leave it out, or train with loss_fn "ppo" or "cispo".`,
+    );
+  return {
+    ...(epsilon === undefined ? {} : { clip_low_threshold: 1 - epsilon }),
+    ...(high === undefined ? {} : { clip_high_threshold: 1 + high }),
   };
 }
 

@@ -5,8 +5,8 @@
 import type { Tensor, Tensor2D } from '@tensorflow/tfjs-core';
 import type { TensorFlow } from '../tensorflow.js';
 import { AdamW } from '../optimizer.js';
-import { checkCancelled, runSteps, truncate } from '../trainer.js';
-import type { DifferentiableModel, TrainingHooks } from '../trainer.js';
+import { checkCancelled, referenceScorer, runSteps, truncate } from '../trainer.js';
+import type { DifferentiableModel, ReferenceLoader, TrainingHooks } from '../trainer.js';
 import type { HfModelConfig } from './config.js';
 import type { EngineTrainingJob, EngineTrainingResult } from '../types.js';
 import type { HostWeights } from '../weights.js';
@@ -152,6 +152,23 @@ export function trainableAdapter(
 }
 
 /**
+ * The KL penalty's reference policies of an adapter trained on `model`: the base model (null;
+ * LoRA off: a fresh adapter's B matrices are zero) or a PEFT adapter folder of the same base.
+ * @example
+ * const reference = await hfReferenceLoader(tf, model, settings)(null); // the base model's logprobs
+ */
+export function hfReferenceLoader(tf: TensorFlow, model: HfBaseModel, settings: LoraSettings): ReferenceLoader {
+  return async (checkpointPath) => {
+    if (checkpointPath === null) {
+      const off = initialLora(model.config, settings);
+      return referenceScorer(tf, trainableAdapter(tf, model, settings, off), off);
+    }
+    const adapter = await readAdapter(checkpointPath, model.config);
+    return referenceScorer(tf, trainableAdapter(tf, model, adapter.settings, adapter.weights), adapter.weights);
+  };
+}
+
+/**
  * Runs a training job on the Hugging Face model in `directory` and writes the adapter checkpoint
  * to `job.outputPath`. Rejects with an Error whose message is fit for the user.
  */
@@ -181,14 +198,22 @@ export async function runHfTrainingJob(
   }
   const trainable = trainableAdapter(tf, model, settings, weights);
   // No sliding window on these models: sequences are truncated, not cropped.
-  const metrics = await runSteps(tf, job, hooks, trainable, optimizer, {
-    contextLength: model.config.contextLength,
-    rl: (groups, config) => {
-      const data = buildHfRlData(groups, config, model.text);
-      return { data, ...truncate(model.config, data.sequences) };
+  const metrics = await runSteps(
+    tf,
+    job,
+    hooks,
+    trainable,
+    optimizer,
+    {
+      contextLength: model.config.contextLength,
+      rl: (groups, config) => {
+        const data = buildHfRlData(groups, config, model.text);
+        return { data, ...truncate(model.config, data.sequences) };
+      },
+      sft: (rows, assistantTurns) => truncate(model.config, buildHfSftSequences(rows, assistantTurns, model.text)),
     },
-    sft: (rows, assistantTurns) => truncate(model.config, buildHfSftSequences(rows, assistantTurns, model.text)),
-  });
+    hfReferenceLoader(tf, model, settings),
+  );
   checkCancelled(hooks);
   const state = optimizer.state();
   await writeAdapter(job.outputPath, model.config, settings, weights, job.policy.baseModel, {
