@@ -109,3 +109,21 @@ export type { GroupJudge, JudgeCallOptions, JudgeScore, RelativeJudgeOptions } f
 export type { AssistantTextsOptions, HasMessagesAndChoices, ModelToolCall } from './rewards/trajectory-text.js';
 export type { JudgeFailure } from './rewards/reward-errors.js';
 export type { RunItem, RunReadOptions } from './schema/index.js';
+
+// MCP servers: the options and config types of `mcpServer`, and of `generateTasks`.
+export type {
+  McpCommandConfig,
+  McpConfigContext,
+  McpServerConfig,
+  McpServerConfigSource,
+  McpServerOptions,
+  McpToolSource,
+  McpUrlConfig,
+} from './tools/mcp/mcp-server.js';
+export type { McpServerFailure } from './tools/mcp/mcp-errors.js';
+export type {
+  GeneratedTask,
+  GenerateTasksOptions,
+  GenerateTasksParams,
+  TaskWriterModel,
+} from './tools/mcp/generate-tasks.js';
