@@ -4,6 +4,7 @@
  * streamable HTTP with a call cut by its timeout, the start's refusals, and the processes left
  * after each way a rollout can end (counted by a marker in their environment).
  */
+import { spawn } from 'node:child_process';
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -384,5 +385,64 @@ describe('mcpServer leaves no process behind', () => {
     expect(markedProcesses(mark)).toHaveLength(2);
     await run.close();
     expect(markedProcesses(mark)).toEqual([]);
+  });
+});
+
+describe('an interrupted script leaves no server process behind', () => {
+  /** Runs the interrupted script until `ready`, then sends it `signal`; resolves how it ended. */
+  async function interrupt(signal: NodeJS.Signals, env: Record<string, string> = {}) {
+    const mark = newMark();
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', path.join(import.meta.dirname, 'support', 'interrupted-script.ts')],
+      {
+        env: { ...process.env, [MARK_VARIABLE]: mark, ROLLOUTS: '2', ...env },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    cleanups.push(async () => {
+      child.kill('SIGKILL');
+      for (const pid of markedProcesses(mark)) process.kill(pid, 'SIGKILL');
+    });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+    });
+    child.stderr.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+    });
+    const ended = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+      child.once('exit', (code, exitSignal) => resolve({ code, signal: exitSignal })),
+    );
+    expect(await eventually(() => output.includes('ready'), 60_000), output).toBe(true);
+    // The script carries the mark too: count its servers.
+    const servers = (): number[] => markedProcesses(mark).filter((pid) => pid !== child.pid);
+    const before = servers().length;
+    child.kill(signal);
+    const end = await ended;
+    const gone = await eventually(() => markedProcesses(mark).length === 0, 5_000);
+    return { before, end, gone, output };
+  }
+
+  it('on SIGINT: the servers are killed and the script ends as Node would (by the signal)', async () => {
+    const { before, end, gone } = await interrupt('SIGINT');
+    expect(before).toBe(4); // two servers, each with its helper
+    expect(end).toEqual({ code: null, signal: 'SIGINT' });
+    expect(gone).toBe(true);
+  });
+
+  it('on SIGTERM: the same', async () => {
+    const { before, end, gone } = await interrupt('SIGTERM');
+    expect(before).toBe(4);
+    expect(end).toEqual({ code: null, signal: 'SIGTERM' });
+    expect(gone).toBe(true);
+  });
+
+  it("a script's own SIGINT handler still runs (the default is not forced): the servers are gone all the same", async () => {
+    const { before, end, gone, output } = await interrupt('SIGINT', { HANDLE_SIGNAL: 'SIGINT' });
+    expect(before).toBe(4);
+    expect(output).toContain('handled');
+    expect(end).toEqual({ code: 0, signal: null });
+    expect(gone).toBe(true);
   });
 });
