@@ -42,6 +42,12 @@ export { captureFetch } from './rollout/capture-fetch.js';
 export type { ChatCompletionsClient } from './schema/chat-client.js';
 export { captureInto, currentTrajectory, recordTrajectory } from './rollout/rollout-scope.js';
 
+// Environments: a task set with its interaction and rubric, defined, loaded by name, trained on.
+export { defineEnvironment } from './environments/define-environment.js';
+export type { Environment } from './environments/environment.js';
+export type { EnvironmentContext, PromptTask } from './environments/environment-types.js';
+export { functionTool } from './tools/function-tool.js';
+
 // Rewards, and reading a trajectory.
 export type { RewardFn } from './rewards/reward-function.js';
 export { combineRewards } from './rewards/combine-rewards.js';

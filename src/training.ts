@@ -56,6 +56,28 @@ export type { HistoryRow, HistoryDifference } from './training/history.js';
 export type { RetentionOptions } from './training/checkpoint-retention.js';
 export type { ChoiceLocation } from './training/errors.js';
 
+// Environments and their tools: the spec, a run, and the tool contract (sources, toolbox, results).
+export type { EnvironmentRun, EnvironmentStartOptions } from './environments/environment.js';
+export type {
+  DatasetSource,
+  EnvironmentRolloutFn,
+  EnvironmentSpec,
+  EnvironmentTool,
+  RolloutOutcome,
+} from './environments/environment-types.js';
+export type { FunctionTool, FunctionToolContext, FunctionToolOptions, JsonSchema } from './tools/function-tool.js';
+export type {
+  RolloutTools,
+  StartedToolSource,
+  Toolbox,
+  ToolCallOptions,
+  ToolDefinition,
+  ToolResult,
+  ToolRolloutInfo,
+  ToolSource,
+  ToolSourceStartOptions,
+} from './tools/tool-types.js';
+
 // Building blocks: SFT rows, following a job, the log batcher.
 export { toSFTRows } from './training/sft-data.js';
 export { followTrainingJob, type FollowJobOptions, type FollowedJob, type JobProgress } from './training/follow-job.js';

@@ -12,6 +12,7 @@ import type { ChatCompletionMessageParam, TrajectoryInput } from '../schema/inde
 import type { FunctionTool } from '../tools/function-tool.js';
 import type { Toolbox, ToolSource } from '../tools/tool-types.js';
 import type { PromptedModel } from '../training/prompted-model.js';
+import type { TrainableModel } from '../training/trainable-model.js';
 
 /**
  * Tasks: an array, an iterable, an async iterable, or a function returning one (called when a run
@@ -43,7 +44,7 @@ export interface EnvironmentContext extends RolloutContext {
    * serves training and evaluation. Call it through `model.openai()` (or `model.fetch()`) so that
    * every completion is recorded.
    */
-  readonly model: PromptedModel;
+  readonly model: PromptedModel | TrainableModel;
   /**
    * Request parameters the run asks for (an evaluation's `temperature`, `maxTokens` as
    * `max_tokens`, ...): the default loop sends them; a rollout of its own should spread them into

@@ -3,12 +3,13 @@ import type { RewardFn } from '../rewards/reward-function.js';
 import type { GroupScorer } from '../rollout/gather-trajectory-groups.js';
 import type { RolloutFn } from '../rollout/rollout-function.js';
 import type { PromptedModel } from '../training/prompted-model.js';
+import type { TrainableModel } from '../training/trainable-model.js';
 import type { EnvironmentSpec } from './environment-types.js';
 
 /** Options of {@link Environment.start}. */
 export interface EnvironmentStartOptions {
-  /** The model the rollouts call (`context.model`). */
-  model: PromptedModel;
+  /** The model the rollouts call (`context.model`): the one trained or evaluated. */
+  model: PromptedModel | TrainableModel;
   /** Request parameters every model call of the default loop sends (`context.sampling`). */
   sampling?: Readonly<Record<string, unknown>> | undefined;
   /** Aborts the start (tool sources starting). */

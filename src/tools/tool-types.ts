@@ -38,6 +38,8 @@ export interface ToolRolloutInfo {
 export interface ToolCallOptions {
   /** Aborts the call (the rollout's signal). */
   readonly signal?: AbortSignal | undefined;
+  /** The id of the model's tool call this answers (a function tool's `context.toolCallId`). */
+  readonly toolCallId?: string | undefined;
 }
 
 /** The tools one rollout got from one source; closed when the rollout ends. */

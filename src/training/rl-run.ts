@@ -22,7 +22,17 @@ import { bestStep, pruneRun } from './run-retention.js';
 import { baselineRoute } from './prompted-model.js';
 import type { EndpointModel } from '../rollout/endpoint/rollout-endpoint.js';
 import type { PromptedModel } from './prompted-model.js';
-import type { RLStopReason, RLTrainerEvents, RLTrainerSummary, TrainerConfig } from './rl-types.js';
+import type { RewardSpec } from '../rewards/combine-rewards.js';
+import type { GroupScorer } from '../rollout/gather-trajectory-groups.js';
+import type { RolloutFn } from '../rollout/rollout-function.js';
+import type {
+  RLStopReason,
+  RLTrainerEvents,
+  RLTrainerSummary,
+  TrainerConfig,
+  TrainerEnvironment,
+  TrainerEnvironmentRun,
+} from './rl-types.js';
 import { ScenarioSource } from './scenario-source.js';
 import { learningRateAt } from './schedules.js';
 import { runWithPinnedSteps } from './step-pin.js';
@@ -47,6 +57,29 @@ interface PendingBatch {
 }
 
 type Totals = { -readonly [K in keyof RLTrainerSummary['totals']]: number };
+
+/** A run's validation, its scenarios known (the options', or the environment's held-out tasks). */
+interface Validation<S> {
+  readonly scenarios: readonly S[];
+  readonly every: number;
+  readonly groupSize: number;
+  readonly baselines: readonly PromptedModel[];
+}
+
+/** What a run plays: the options' rollout, reward and judge, else its environment's. */
+interface RunParts<S> {
+  readonly rollout: RolloutFn<S>;
+  readonly reward: RewardSpec<S> | undefined;
+  readonly scoreGroup: GroupScorer<S> | undefined;
+  readonly validation: Validation<S> | undefined;
+}
+
+/** The default validation on an environment's held-out tasks (as `validation`'s own defaults). */
+const ENVIRONMENT_VALIDATION: Omit<Validation<never>, 'scenarios'> & { readonly scenarios?: undefined } = {
+  every: 10,
+  groupSize: 1,
+  baselines: [],
+};
 
 /** What a run needs of its trainer. */
 export interface RunHost<S> {
@@ -96,6 +129,10 @@ export class RLRun<S> {
   private lastTrainEnd = this.started;
   private source: ScenarioSource<S> | undefined;
   private inferenceName = '';
+  /** The environment started for this run, closed when it ends. */
+  private environmentRun: TrainerEnvironmentRun<S> | undefined;
+  /** Set by `start`. */
+  private parts: RunParts<S> | undefined;
 
   /** A run of `host`'s trainer, stopped by `signal`. */
   constructor(host: RunHost<S>, model: TrainableModel, signal: AbortSignal | undefined) {
@@ -129,13 +166,22 @@ export class RLRun<S> {
     }
   }
 
-  /** Finishes a step a killed run left, reads the step, and validates it unless a rerun did. */
+  /**
+   * Starts the environment (if any), finishes a step a killed run left, reads the step, and
+   * validates it unless a rerun did.
+   */
   private async start(): Promise<number> {
     const { model, stopper } = this;
+    const { config } = this.host;
+    this.parts = await this.startParts();
     await raceSignal(model.finishPendingJob({ signal: stopper.signal }), stopper.signal);
     this.latest = await model.getStep({ signal: stopper.signal });
     const startStep = this.latest;
-    this.source = new ScenarioSource(this.host.config.scenarios, startStep * this.host.config.groupsPerStep);
+    const offset = startStep * config.groupsPerStep;
+    this.source =
+      config.scenarios === undefined
+        ? new ScenarioSource(epochs(config.environment as TrainerEnvironment<S>, offset), 0)
+        : new ScenarioSource(config.scenarios, offset);
     this.inferenceName = model.inferenceName();
     // A rerun does not validate a step again.
     const validated = (await model.history()).some(
@@ -248,9 +294,43 @@ export class RLRun<S> {
     return true;
   }
 
+  /**
+   * What the run plays: the environment started (its rollout, reward and judge, and its held-out
+   * tasks for validation), each overridden by the options that are given.
+   */
+  private async startParts(): Promise<RunParts<S>> {
+    const { config } = this.host;
+    const environment = config.environment;
+    if (environment !== undefined) {
+      this.environmentRun = await raceSignal(
+        environment.start({ model: this.model, signal: this.stopper.signal }),
+        this.stopper.signal,
+      );
+    }
+    const run = this.environmentRun;
+    let validation: Validation<S> | undefined;
+    if (config.validation !== false && (config.validation !== undefined || environment?.hasEvalDataset === true)) {
+      const given = config.validation ?? ENVIRONMENT_VALIDATION;
+      const scenarios = given.scenarios ?? (await readAll((environment as TrainerEnvironment<S>).evalDataset()));
+      if (scenarios.length === 0 && config.validation !== undefined) {
+        throw new PolicyloopError(
+          `The environment \`${environment?.name}\` has no held-out tasks to validate on: its evalDataset is empty.`,
+        );
+      }
+      validation = scenarios.length === 0 ? undefined : { ...given, scenarios };
+    }
+    return {
+      rollout: config.rollout ?? (run as TrainerEnvironmentRun<S>).rollout,
+      reward: config.reward ?? run?.reward,
+      scoreGroup: config.scoreGroup ?? run?.scoreGroup,
+      validation,
+    };
+  }
+
   /** After a step trained: a validation of the new checkpoint when one is due, then retention. */
   private async afterStep(): Promise<void> {
-    const { validation, keep } = this.host.config;
+    const { keep } = this.host.config;
+    const validation = this.parts?.validation;
     if (validation !== undefined && this.latest % validation.every === 0 && !this.stopper.signal.aborted) {
       this.validate(this.latest);
     }
@@ -364,19 +444,20 @@ export class RLRun<S> {
     events?: GatherEmitter<S>,
   ): Promise<TrajectoryGroup[]> {
     const options = this.host.config;
+    const parts = this.parts as RunParts<S>;
     const onTokens = (tokens: number): void => {
       this.totals.tokens += tokens;
     };
     return runWithPinnedSteps({ routes: new Map([[this.inferenceName, route]]), onTokens }, () =>
-      gatherTrajectoryGroups(scenarios, options.rollout, {
+      gatherTrajectoryGroups(scenarios, parts.rollout, {
         // A rollout that throws costs that rollout: retried once, then kept in its group.
         maxRetries: 1,
         maxExceptions: 0.25,
         ...options.gather,
         events,
         groupSize: size,
-        reward: options.reward,
-        scoreGroup: options.scoreGroup,
+        reward: parts.reward,
+        scoreGroup: parts.scoreGroup,
         sampledStep: () => sampledStep,
         signal: gatherSignal,
         model: target,
@@ -386,7 +467,7 @@ export class RLRun<S> {
 
   /** Validates `step` in the background (`val/*` row, `validation:end`), then prunes. */
   private validate(step: number): void {
-    if (this.host.config.validation === undefined) return;
+    if (this.parts?.validation === undefined) return;
     this.validating.add(step);
     const work = async (): Promise<void> => {
       try {
@@ -401,7 +482,7 @@ export class RLRun<S> {
 
   /** Scores each baseline once, at the start step, with the validation rollouts. */
   private validateBaselines(startStep: number): void {
-    for (const baseline of this.host.config.validation?.baselines ?? []) {
+    for (const baseline of this.parts?.validation?.baselines ?? []) {
       this.track(this.validation(baseline, baselineRoute(baseline), startStep));
     }
   }
@@ -412,7 +493,7 @@ export class RLRun<S> {
     route: StepRoute,
     step: number,
   ): Promise<void> {
-    const validation = this.host.config.validation;
+    const validation = this.parts?.validation;
     if (validation === undefined) return;
     const groups = await this.gather(
       validation.scenarios,
@@ -444,6 +525,7 @@ export class RLRun<S> {
     this.throwFailure();
     if (signal?.aborted) throw userAbortError(signal, 'The run');
     if (keep !== undefined) await this.prune(true);
+    await this.environmentRun?.close();
     await model.flushLogs();
     const best = await bestStep(model, keep);
     return {
@@ -464,6 +546,8 @@ export class RLRun<S> {
     if (!this.stopper.signal.aborted) this.stopper.abort(new PolicyloopError('The run ended.'));
     await this.filling;
     await this.drain();
+    // Closing twice is nothing: a run that finished closed it already, and reported its error.
+    await this.environmentRun?.close().catch(() => undefined);
     await this.model.flushLogs().catch(() => undefined);
   }
 
@@ -529,6 +613,32 @@ class LearningSignal {
 }
 
 const seconds = (from: number, to: number = performance.now()): number => (to - from) / 1000;
+
+/** Every item of `items`, in order. */
+async function readAll<T>(items: AsyncIterable<T>): Promise<T[]> {
+  const all: T[] = [];
+  for await (const item of items) all.push(item);
+  return all;
+}
+
+/**
+ * An environment's training tasks epoch after epoch (each epoch a new read of its dataset), the
+ * first `offset` skipped (a rerun resumes at its step's tasks, as an array of scenarios does). An
+ * empty epoch ends it, so an empty dataset ends the run (`scenarios_exhausted`).
+ */
+async function* epochs<S>(environment: TrainerEnvironment<S>, offset: number): AsyncGenerator<S, void, undefined> {
+  let skip = offset;
+  for (;;) {
+    let count = 0;
+    for await (const task of environment.dataset()) {
+      count += 1;
+      if (skip > 0) skip -= 1;
+      else yield task;
+    }
+    if (count === 0) return;
+    skip %= count;
+  }
+}
 
 function numericMetrics(row: Readonly<Record<string, unknown>>): Record<string, number> {
   const metrics: Record<string, number> = {};

@@ -38,6 +38,8 @@ export type {
   StepEndEvent,
   StepStartEvent,
   TrainerConfig,
+  TrainerEnvironment,
+  TrainerEnvironmentRun,
   ValidationEndEvent,
 } from './rl-types.js';
 
@@ -45,10 +47,9 @@ const positiveInteger = () => option.integer({ min: 1 });
 
 /** `validation`: held-out scenarios (not empty), how often, and prompted baselines. */
 const ValidationSchema = optionsSchema<RLValidationOptions<unknown>>()({
-  scenarios: option.like<readonly unknown[]>(
-    (value) => Array.isArray(value) && value.length > 0,
-    'a non-empty array of scenarios',
-  ),
+  scenarios: option
+    .like<readonly unknown[]>((value) => Array.isArray(value) && value.length > 0, 'a non-empty array of scenarios')
+    .optional(),
   every: positiveInteger().default(10),
   groupSize: positiveInteger().default(1),
   baselines: z
@@ -78,18 +79,36 @@ const BudgetSchema = optionsSchema<RLBudget>()({
   tokens: positiveInteger().optional(),
 });
 
+/** The options as the schema checks them: `validation: false` is taken out first (see {@link checkOptions}). */
+type CheckedOptions = Omit<RLTrainerOptions<unknown>, 'validation'> & {
+  validation?: RLValidationOptions<unknown> | undefined;
+};
+
+const SCENARIOS_EXPECTED = 'a non-empty array, an iterable or an async iterable of scenarios';
+
 /** `new RLTrainer(options)`: each option declared once, checked in the order documented. */
-const TrainerSchema = optionsSchema<RLTrainerOptions<unknown>>()({
+const TrainerSchema = optionsSchema<CheckedOptions>()({
   model: option.like<TrainableModel>((value) => value instanceof TrainableModel, 'a registered TrainableModel'),
-  scenarios: option.like<RLTrainerOptions<unknown>['scenarios']>(
-    (value) =>
-      value !== null &&
-      typeof value === 'object' &&
-      (Symbol.iterator in value || Symbol.asyncIterator in value) &&
-      !(Array.isArray(value) && value.length === 0),
-    'a non-empty array, an iterable or an async iterable of scenarios',
-  ),
-  rollout: option.function<RLTrainerOptions<unknown>['rollout']>(),
+  environment: option
+    .like<NonNullable<RLTrainerOptions<unknown>['environment']>>(
+      (value) =>
+        typeof value?.start === 'function' &&
+        typeof value?.dataset === 'function' &&
+        typeof value?.evalDataset === 'function',
+      'an environment (from defineEnvironment or loadEnvironment)',
+    )
+    .optional(),
+  scenarios: option
+    .like<NonNullable<RLTrainerOptions<unknown>['scenarios']>>(
+      (value) =>
+        value !== null &&
+        typeof value === 'object' &&
+        (Symbol.iterator in value || Symbol.asyncIterator in value) &&
+        !(Array.isArray(value) && value.length === 0),
+      SCENARIOS_EXPECTED,
+    )
+    .optional(),
+  rollout: option.function<NonNullable<RLTrainerOptions<unknown>['rollout']>>().optional(),
   reward: option
     .like<NonNullable<RLTrainerOptions<unknown>['reward']>>(
       (value) => typeof value === 'function' || (typeof value === 'object' && value !== null),
@@ -140,14 +159,35 @@ const RunOptionsSchema = optionsSchema<RLRunOptions>()({ signal: option.signal()
 
 /** The options, checked, with defaults (rules across options after the schema). */
 function checkOptions<S>(options: RLTrainerOptions<S>): TrainerConfig<S> {
-  const given = parseOptions(TrainerSchema, options);
+  // `validation: false` turns an environment's validation off; the schema checks the objects.
+  const off = (options as { validation?: unknown } | undefined)?.validation === false;
+  const given = parseOptions(TrainerSchema, off ? { ...options, validation: undefined } : options);
+  if (given.environment === undefined) {
+    // Without an environment, the scenarios and the rollout are the script's own.
+    const expected = `${SCENARIOS_EXPECTED} (or an \`environment\` that gives them)`;
+    if (given.scenarios === undefined) throw invalidOption('scenarios', undefined, expected);
+    if (given.rollout === undefined)
+      throw invalidOption('rollout', undefined, 'a function (or an `environment` that gives one)');
+    if (given.validation !== undefined && given.validation.scenarios === undefined) {
+      throw invalidOption(
+        'validation.scenarios',
+        undefined,
+        'a non-empty array of scenarios (or an `environment` with an evalDataset)',
+      );
+    }
+  }
   const { groupSize, groupsPerStep } = given;
   const minGroupSize = given.minGroupSize ?? Math.min(2, groupSize);
   if (minGroupSize > groupSize) {
     throw invalidOption('minGroupSize', minGroupSize, `an integer from 1 to ${groupSize} (the groupSize)`);
   }
   // The schema returns each option as given (scenarios, functions) with the defaults applied.
-  return { ...given, collapseAfter: given.collapseAfter ?? 4 * groupsPerStep, minGroupSize } as TrainerConfig<S>;
+  return {
+    ...given,
+    validation: off ? false : given.validation,
+    collapseAfter: given.collapseAfter ?? 4 * groupsPerStep,
+    minGroupSize,
+  } as TrainerConfig<S>;
 }
 
 /**

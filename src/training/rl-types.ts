@@ -3,6 +3,7 @@
  * its run (`rl-run.ts`) both depend on them and not on each other.
  */
 import type { RewardSpec } from '../rewards/combine-rewards.js';
+import type { RewardFn } from '../rewards/reward-function.js';
 import type { GatherOptions, GroupScorer } from '../rollout/gather-trajectory-groups.js';
 import type { ProgressStream } from '../rollout/progress-bar.js';
 import type { RolloutFn } from '../rollout/rollout-function.js';
@@ -14,8 +15,11 @@ import type { TrainableModel } from './trainable-model.js';
 
 /** Validation of an {@link RLTrainer} run. */
 export interface RLValidationOptions<S> {
-  /** The held-out scenarios, all rolled out at each validation. */
-  scenarios: readonly S[];
+  /**
+   * The held-out scenarios, all rolled out at each validation.
+   * @default the `environment`'s `evalDataset` (required without an environment)
+   */
+  scenarios?: readonly S[] | undefined;
   /**
    * Validate every this many steps (at steps that are multiples of it), and at the start.
    * @default 10
@@ -69,17 +73,70 @@ export interface RLBudget {
   tokens?: number | undefined;
 }
 
+/**
+ * An environment started for a trainer's run: what `Environment.start` gives (the rollout of a
+ * task with the environment's tools, setup and cleanup; its reward and group judge).
+ */
+export interface TrainerEnvironmentRun<S> {
+  /** One rollout of a task. */
+  readonly rollout: RolloutFn<S>;
+  /** The reward of each trajectory (the rubric combined), if any. */
+  readonly reward: RewardFn<S> | undefined;
+  /** The group judge, if any. */
+  readonly scoreGroup: GroupScorer<S> | undefined;
+  /** Stops what the run started; the trainer calls it when its run ends, whatever the outcome. */
+  close(): Promise<void>;
+}
+
+/**
+ * What an {@link RLTrainer} needs of an environment (an `Environment` from `defineEnvironment` or
+ * `loadEnvironment` is one): its tasks, train and held-out, and a run of it for a model.
+ * @example
+ * const trainer = new RLTrainer({ model, environment: await loadEnvironment('@acme/env-math'), maxSteps: 50 });
+ */
+export interface TrainerEnvironment<S> {
+  /** The environment's name. */
+  readonly name: string;
+  /** Whether it has held-out tasks of its own (then the trainer validates on them by default). */
+  readonly hasEvalDataset: boolean;
+  /** The training tasks, read in order (the trainer reads them again for each epoch). */
+  dataset(): AsyncIterable<S>;
+  /** The held-out tasks, read in order (read once at the start of a run, for validation). */
+  evalDataset(): AsyncIterable<S>;
+  /** Starts it for a run of `model` (tool sources start), once per `run()`. */
+  start(options: { model: TrainableModel; signal?: AbortSignal | undefined }): Promise<TrainerEnvironmentRun<S>>;
+}
+
 /** Options of `new RLTrainer(...)`. */
 export interface RLTrainerOptions<S> {
   /** The registered model to train. */
   model: TrainableModel;
-  /** The training scenarios: an array (cycled) or an iterable or async iterable (read once, in order). */
-  scenarios: readonly S[] | Iterable<S> | AsyncIterable<S>;
-  /** One rollout of a scenario, as `gatherTrajectoryGroups` takes it. */
-  rollout: RolloutFn<S>;
-  /** The reward of each trajectory, as `gatherTrajectoryGroups` takes it. */
+  /**
+   * The task set to train on (`defineEnvironment`, `loadEnvironment`): it gives the scenarios
+   * (its `dataset`, cycled epoch after epoch), the rollout, the reward, the group judge and, when
+   * it has an `evalDataset`, the validation scenarios (every 10 steps). Each of these options,
+   * when given, wins over the environment's. Started when a run starts, closed when it ends.
+   */
+  environment?: TrainerEnvironment<S> | undefined;
+  /**
+   * The training scenarios: an array (cycled) or an iterable or async iterable (read once, in order).
+   * @default the `environment`'s dataset (required without an environment)
+   */
+  scenarios?: readonly S[] | Iterable<S> | AsyncIterable<S> | undefined;
+  /**
+   * One rollout of a scenario, as `gatherTrajectoryGroups` takes it.
+   * @default the `environment`'s rollout (required without an environment)
+   */
+  rollout?: RolloutFn<S> | undefined;
+  /**
+   * The reward of each trajectory, as `gatherTrajectoryGroups` takes it.
+   * @default the `environment`'s reward
+   */
   reward?: RewardSpec<S> | undefined;
-  /** Scores each group as a whole (e.g. `relativeJudge`), as `gatherTrajectoryGroups` takes it. */
+  /**
+   * Scores each group as a whole (e.g. `relativeJudge`), as `gatherTrajectoryGroups` takes it.
+   * @default the `environment`'s scoreGroup
+   */
   scoreGroup?: GroupScorer<S> | undefined;
   /**
    * Rollouts per scenario.
@@ -106,8 +163,12 @@ export interface RLTrainerOptions<S> {
    * @default 4 * groupsPerStep
    */
   collapseAfter?: number | undefined;
-  /** Validation at the start and every `every` steps (`val/*` rows in the history). */
-  validation?: RLValidationOptions<S> | undefined;
+  /**
+   * Validation at the start and every `every` steps (`val/*` rows in the history); `false` for
+   * none (with an environment that has an `evalDataset`, validation is on by default).
+   * @default on the `environment`'s `evalDataset` when it has one, every 10 steps; else none
+   */
+  validation?: RLValidationOptions<S> | false | undefined;
   /** Checkpoint retention as the run goes; without it every checkpoint is kept. */
   keep?: RLKeepOptions | undefined;
   /** Limits on steps, wall time and tokens of this run. */
@@ -293,6 +354,7 @@ export type TrainerConfig<S> = Readonly<
   > & {
     readonly validation?:
       | Readonly<WithDefaults<RLValidationOptions<S>, 'every' | 'groupSize' | 'baselines'>>
+      | false
       | undefined;
     readonly keep?: Readonly<WithDefaults<RLKeepOptions, 'best' | 'latest' | 'metric'>> | undefined;
   }

@@ -37,6 +37,8 @@ const allowed: Record<string, Rule[] | 'anything'> = {
   rewards: [...any('schema', 'internal'), typesOnly('client')],
   rollout: [...any('schema', 'internal', 'rewards'), typesOnly('client')],
   training: any('schema', 'internal', 'client', 'rollout', 'rewards'),
+  tools: any('schema', 'internal'),
+  environments: any('schema', 'internal', 'client', 'rollout', 'rewards', 'training', 'tools'),
   backends: [
     ...any('schema', 'internal', 'client', 'rollout', 'rewards', 'training', 'text'),
     // The local service is loaded lazily, by the local backend only: `policyloop` stays light.
@@ -62,7 +64,17 @@ const allowed: Record<string, Rule[] | 'anything'> = {
   server: any('schema', 'internal', 'engine'),
   testing: 'anything',
   cli: 'anything',
-  'index.ts': any('schema', 'internal', 'client', 'rollout', 'rewards', 'training', 'backends'),
+  'index.ts': any(
+    'schema',
+    'internal',
+    'client',
+    'rollout',
+    'rewards',
+    'training',
+    'backends',
+    'tools',
+    'environments',
+  ),
 };
 
 /** The top folder of a path under `src/` (`index.ts` for a file directly in it), or undefined outside. */
