@@ -9,6 +9,7 @@ import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { InvalidArgumentError, McpServerError, mcpServer } from 'policyloop';
+import type { RolloutTools, StartedToolSource, ToolRolloutInfo } from 'policyloop/training';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
   eventually,
@@ -20,10 +21,6 @@ import {
   referenceServer,
   startHttpEverything,
 } from './support/mcp-harness.js';
-
-type StartedToolSource = Awaited<ReturnType<ReturnType<typeof mcpServer>['start']>>;
-type RolloutTools = Awaited<ReturnType<StartedToolSource['open']>>;
-type ToolRolloutInfo = Parameters<StartedToolSource['open']>[0];
 
 const node = process.execPath;
 const cleanups: (() => Promise<unknown>)[] = [];

@@ -405,6 +405,8 @@ function toolsOf(
 /** A fresh server (or session) for each rollout. */
 function rolloutScoped(settings: Settings, listing: Listing): StartedToolSource {
   const open = new Set<McpConnection>();
+  // Starts under way: a runner that stopped waiting for one (an aborted rollout) may close the run first.
+  const starting = new Set<Promise<unknown>>();
   return {
     name: settings.name,
     definitions: listing.definitions,
@@ -418,8 +420,16 @@ function rolloutScoped(settings: Settings, listing: Listing): StartedToolSource 
           return rollout.tempDir;
         },
       });
-      const connection = await connect(settings, config, signal);
-      open.add(connection);
+      const connecting = connect(settings, config, signal);
+      const settled = connecting.then(
+        (connection) => {
+          open.add(connection);
+        },
+        () => {},
+      );
+      starting.add(settled);
+      void settled.finally(() => starting.delete(settled));
+      const connection = await connecting;
       let closed = false;
       const close = async (): Promise<void> => {
         closed = true;
@@ -434,7 +444,9 @@ function rolloutScoped(settings: Settings, listing: Listing): StartedToolSource 
       return toolsOf(settings, listing, () => (closed ? undefined : connection), close);
     },
     async close() {
-      // Servers of rollouts not closed (a runner that did not close them) stop with the run.
+      // Servers of rollouts not closed (a runner that did not close them, or stopped waiting for
+      // their start) stop with the run.
+      while (starting.size > 0) await Promise.all([...starting]);
       await Promise.all([...open].map((connection) => connection.close()));
       open.clear();
     },
