@@ -44,9 +44,14 @@ export { captureInto, currentTrajectory, recordTrajectory } from './rollout/roll
 
 // Environments: a task set with its interaction and rubric, defined, loaded by name, trained on.
 export { defineEnvironment } from './environments/define-environment.js';
+export { loadEnvironment } from './environments/load-environment.js';
+export { EnvironmentLoadError } from './environments/environment-errors.js';
 export type { Environment } from './environments/environment.js';
 export type { EnvironmentContext, PromptTask } from './environments/environment-types.js';
 export { functionTool } from './tools/function-tool.js';
+// Measuring a model on one, and scoring a saved evaluation again.
+export { evaluate } from './environments/evaluate.js';
+export { rescore } from './environments/rescore.js';
 
 // Rewards, and reading a trajectory.
 export type { RewardFn } from './rewards/reward-function.js';

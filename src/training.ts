@@ -58,6 +58,9 @@ export type { ChoiceLocation } from './training/errors.js';
 
 // Environments and their tools: the spec, a run, and the tool contract (sources, toolbox, results).
 export type { EnvironmentRun, EnvironmentStartOptions } from './environments/environment.js';
+export type { LoadEnvironmentOptions } from './environments/load-environment.js';
+export type { EnvironmentLoadErrorOptions } from './environments/environment-errors.js';
+export type { TrainerEnvironment, TrainerEnvironmentRun } from './training/rl-trainer.js';
 export type {
   DatasetSource,
   EnvironmentRolloutFn,
@@ -149,3 +152,13 @@ export type {
   GenerateTasksParams,
   TaskWriterModel,
 } from './tools/mcp/generate-tasks.js';
+
+// Evaluation: its options, result, rows, files and pass@k.
+export type {
+  EvaluateOptions,
+  EvaluationProgress,
+  EvaluationResult,
+} from './environments/evaluate.js';
+export type { RescoreOptions, RescoreResult } from './environments/rescore.js';
+export type { EvaluationMetadata, EvaluationNumbers, EvaluationRow } from './environments/eval-files.js';
+export { passAllK, passAtK, passKValues } from './environments/pass-at-k.js';

@@ -17,19 +17,23 @@ const root = path.resolve(import.meta.dirname, '..');
 // `--import tsx` resolves from the working directory, which is empty: name this repository's tsx.
 const tsx = pathToFileURL(path.join(root, 'node_modules', 'tsx', 'dist', 'loader.mjs')).href;
 
-async function runExample(name: string, extra: NodeJS.ProcessEnv = {}): Promise<string> {
-  const cwd = await mkdtemp(path.join(tmpdir(), `policyloop-example-${name}-`));
+async function runExample(name: string, extra: NodeJS.ProcessEnv = {}, args: readonly string[] = []): Promise<string> {
+  const cwd = await mkdtemp(path.join(tmpdir(), `policyloop-example-${name.replaceAll('/', '-')}-`));
   try {
     const environment: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: '1', ...extra };
     // The hosted example must take its offline path here, whatever the developer's shell holds.
     delete environment['WANDB_API_KEY'];
     delete environment['POLICYLOOP_API_KEY'];
     delete environment['OPENAI_API_KEY'];
-    const { stdout } = await run(process.execPath, ['--import', tsx, path.join(root, 'examples', `${name}.ts`)], {
-      cwd,
-      env: { ...environment, TSX_TSCONFIG_PATH: path.join(root, 'tsconfig.json') },
-      timeout: 300_000,
-    });
+    const { stdout } = await run(
+      process.execPath,
+      ['--import', tsx, path.join(root, 'examples', `${name}.ts`), ...args],
+      {
+        cwd,
+        env: { ...environment, TSX_TSCONFIG_PATH: path.join(root, 'tsconfig.json') },
+        timeout: 300_000,
+      },
+    );
     return stdout;
   } finally {
     await rm(cwd, { recursive: true, force: true });
@@ -48,6 +52,31 @@ describe('examples', () => {
     expect(output).toMatch(/^train\/reward by step: 0\.25 0\.25 0\.50 0\.75$/m);
     expect(output).toMatch(/^kept checkpoints: 4$/m);
     expect(output).toMatch(/^trained 4 steps on the scripted backend in \d+ ms$/m);
+  }, 300_000);
+
+  it('environments/train trains on the uppercase environment, each rubric mean on its step line (a short run)', async () => {
+    const output = await runExample('environments/train', { POLICYLOOP_EXAMPLE_STEPS: '2' });
+    expect(output).toMatch(
+      /^validation at step 0: reward \d\.\d{3}, characters \d\.\d{3}, capitals \d\.\d{3}, exact \d\.\d{3}, num_turns 1\.000, tool_calls 0\.000$/m,
+    );
+    expect(
+      output.match(/^step [12]: reward \d\.\d{3}, characters \d\.\d{3}, capitals \d\.\d{3}, exact \d\.\d{3}, /gm),
+    ).toHaveLength(2);
+    expect(output).toMatch(/^trained uppercase to step 2; history in .*history\.jsonl$/m);
+  }, 300_000);
+
+  it('environments/train loads the calculator environment by path and trains on it with its tools (a short run)', async () => {
+    const file = path.join(root, 'examples', 'environments', 'calculator.ts');
+    const output = await runExample('environments/train', { POLICYLOOP_EXAMPLE_STEPS: '1' }, [
+      file,
+      'policyloop/agent-chat',
+    ]);
+    expect(output).toMatch(
+      /^validation at step 0: reward \d\.\d{3}, correct \d\.\d{3}, numeric \d\.\d{3}, used_tool \d\.\d{3}, /m,
+    );
+    expect(output).toMatch(
+      /^(trained calculator to step 1; history in .*history\.jsonl|no learning signal on calculator: .*)$/m,
+    );
   }, 300_000);
 
   it('tool-agent gathers tool-calling rollouts and trains on them', async () => {

@@ -10,9 +10,11 @@ import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { Command, CommanderError, Option } from 'commander';
 import { declareChat } from './commands/chat-command.js';
+import { declareEval } from './commands/eval-command.js';
 import { declareExport } from './commands/export-command.js';
 import { declareHistory } from './commands/history-command.js';
 import { declareReport } from './commands/report-command.js';
+import { declareRescore } from './commands/rescore-command.js';
 import { declareCheckpoints, declareHealth, declareJobs, declareModels } from './commands/resources-command.js';
 import { declareServe } from './commands/serve-command.js';
 import { COMMON_HELP, type CommandContext } from './declaration.js';
@@ -33,6 +35,8 @@ const COMMANDS: readonly ((context: CommandContext) => Command)[] = [
   declareHistory,
   declareChat,
   declareReport,
+  declareEval,
+  declareRescore,
 ];
 
 /** Builds the program; `setExitCode` receives each action's exit code. */

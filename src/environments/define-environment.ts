@@ -51,6 +51,12 @@ const EnvironmentSpecSchema = optionsSchema<EnvironmentSpec<unknown>>()({
   dataset: datasetOption(),
   evalDataset: datasetOption().optional(),
   rollout: option.function<EnvironmentRolloutFn<unknown>>().optional(),
+  sampling: option
+    .like<Readonly<Record<string, unknown>>>(
+      (value) => typeof value === 'object' && value !== null && !Array.isArray(value),
+      'an object of request parameters',
+    )
+    .optional(),
   systemPrompt: option.string().optional(),
   maxTurns: option.integer({ min: 1 }).default(10),
   tools: z
@@ -166,7 +172,9 @@ class DefinedEnvironment<T> implements Environment<T> {
   async start(options: EnvironmentStartOptions): Promise<EnvironmentRun<T>> {
     const { model, sampling = {}, signal } = parseOptions(StartOptionsSchema, options);
     const sources = await startSources(this.checked.tools ?? [], signal);
-    return new Run(this.checked, sources, { model, sampling, reward: this.reward, rubric: this.rubric });
+    // The spec's sampling under the run's: an evaluation's flags win key by key.
+    const merged = Object.freeze({ ...this.checked.sampling, ...sampling });
+    return new Run(this.checked, sources, { model, sampling: merged, reward: this.reward, rubric: this.rubric });
   }
 }
 

@@ -90,6 +90,12 @@ export interface EnvironmentSpec<T> {
    * tool calls of each turn and returning the results (errors included) as tool messages.
    */
   rollout?: EnvironmentRolloutFn<T> | undefined;
+  /**
+   * Request parameters of every model call of the default loop (`max_tokens`, `temperature`, ...),
+   * and what `context.sampling` holds for a rollout of its own; a run's own sampling
+   * (`start({ sampling })`, an evaluation's flags) wins key by key.
+   */
+  sampling?: Readonly<Record<string, unknown>> | undefined;
   /** The default loop's system message. */
   systemPrompt?: string | undefined;
   /**

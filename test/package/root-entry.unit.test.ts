@@ -14,6 +14,7 @@ import * as rewards from '../../src/rewards/reward-errors.js';
 import * as rollout from '../../src/rollout/rollout-errors.js';
 import * as schema from 'policyloop/schema';
 import * as training from '../../src/training/errors.js';
+import * as environments from '../../src/environments/environment-errors.js';
 import { exportedNames } from './support/exports.js';
 
 /** At most this many names (values and types) in the root entry; docs/architecture.md says why. */
@@ -37,7 +38,7 @@ describe('the root entry', () => {
   });
 
   it('exports every error class of the parts a script uses (the same classes)', () => {
-    const parts = { client, internalErrors, rewards, rollout, training };
+    const parts = { client, internalErrors, rewards, rollout, training, environments };
     const classes = Object.values(parts).flatMap(errorClasses);
     expect(classes.length).toBeGreaterThan(20);
     for (const [name, value] of classes) expect(rootExports[name], name).toBe(value);

@@ -1,0 +1,34 @@
+/**
+ * A single-turn environment: "uppercase this word", answered in one reply by the default agent
+ * loop (no tools). Its rubric: `characters`, the fraction of characters right (dense, so a tiny
+ * model climbs it), `capitals`, the fraction of capital letters (weight 0.5: shaping a random model
+ * climbs from its first step), and `exact`, an exact match (weight 0: a metric, and what "correct"
+ * means in an evaluation). Held-out words are the evalDataset.
+ * Train on it: npx tsx examples/environments/train.ts
+ * Evaluate a model on it: npx policyloop eval examples/environments/uppercase.ts
+ */
+import { defineEnvironment, exactMatch, finalAssistantText } from 'policyloop';
+import { capitalsReward, makeScenarios, reward, scenarioOf, type UppercaseScenario } from '../tasks/uppercase.js';
+
+/** One task: a word as the prompt, its capitals as the answer. */
+interface UppercaseTask {
+  prompt: string;
+  answer: string;
+}
+
+const asTask = ({ word, answer }: UppercaseScenario): UppercaseTask => ({ prompt: word, answer });
+
+export default defineEnvironment({
+  name: 'uppercase',
+  // Functions: the words are made when a run reads them (a large or remote set would be read lazily).
+  dataset: () => makeScenarios(1, 64).map(asTask),
+  evalDataset: () => makeScenarios(2, 16).map(asTask),
+  // An answer is 4 letters: a short limit keeps each rollout (and training) fast.
+  sampling: { max_tokens: 8 },
+  reward: {
+    characters: (trajectory, task) => reward(scenarioOf(task.prompt), finalAssistantText(trajectory)),
+    // Shaping a random model can climb from its first step: the fraction of capital letters.
+    capitals: { fn: (trajectory) => capitalsReward(finalAssistantText(trajectory)), weight: 0.5 },
+    exact: { fn: exactMatch((task) => task.answer), weight: 0 },
+  },
+});
