@@ -172,14 +172,28 @@ export class ProcessTransport {
     const child = this.child;
     const pid = child?.pid;
     if (child === undefined || pid === undefined) return;
+    const exited = new Promise<void>((resolve) => {
+      if (this.exitInfo !== undefined) resolve();
+      else child.once('exit', () => resolve());
+    });
     child.stdin?.end();
-    const leaderGone = (): boolean => this.exitInfo !== undefined;
-    const gone = (): boolean => leaderGone() && !groupAlive(pid);
-    if (!(await waitUntil(gone, GRACE_MS))) {
+    // The leader's exit is an event (no polling); what it left in its group is polled.
+    const gone = async (ms: number): Promise<boolean> => {
+      const end = Date.now() + ms;
+      const leader = await new Promise<boolean>((resolve) => {
+        const timer = setTimeout(() => resolve(false), ms);
+        void exited.then(() => {
+          clearTimeout(timer);
+          resolve(true);
+        });
+      });
+      return leader && waitUntil(() => !groupAlive(pid), Math.max(0, end - Date.now()));
+    };
+    if (!(await gone(GRACE_MS))) {
       signalGroup(pid, 'SIGTERM');
-      if (!(await waitUntil(gone, GRACE_MS))) {
+      if (!(await gone(GRACE_MS))) {
         signalGroup(pid, 'SIGKILL');
-        await waitUntil(gone, GRACE_MS);
+        await gone(GRACE_MS);
       }
     }
     untrackGroup(pid);
