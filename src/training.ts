@@ -146,6 +146,7 @@ export type {
   McpUrlConfig,
 } from './tools/mcp/mcp-server.js';
 export type { McpServerFailure } from './tools/mcp/mcp-errors.js';
+export type { McpEndpoint, ServeMcpOptions } from './tools/mcp/serve-mcp.js';
 export type {
   GeneratedTask,
   GenerateTasksOptions,
