@@ -32,7 +32,7 @@ const tasks: PromptTask[] = [
   { prompt: 'Note that the meeting is at 3pm.' },
   { prompt: 'What do you remember?' },
   { prompt: 'List the files you have.' },
-  { prompt: 'Remember that Bo is Ada\'s brother.' },
+  { prompt: "Remember that Bo is Ada's brother." },
 ];
 const held: PromptTask[] = [{ prompt: 'Remember that Cy likes jazz.' }, { prompt: 'Write "hi" to a.txt.' }];
 

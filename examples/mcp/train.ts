@@ -29,7 +29,10 @@ function freePort(): Promise<number> {
 // server-everything over streamable HTTP: one process, a session per rollout.
 const port = await freePort();
 const { command, args } = referenceServer('everything', ['streamableHttp']);
-const everything = spawn(command, args, { env: { ...process.env, PORT: String(port) }, stdio: ['ignore', 'ignore', 'pipe'] });
+const everything = spawn(command, args, {
+  env: { ...process.env, PORT: String(port) },
+  stdio: ['ignore', 'ignore', 'pipe'],
+});
 await new Promise<void>((resolve, reject) => {
   let stderr = '';
   everything.stderr?.on('data', (chunk: Buffer) => {
