@@ -83,7 +83,6 @@ export {
 // MCP servers as tool sources of an environment, and training tasks written from tools.
 export { mcpServer } from './tools/mcp/mcp-server.js';
 export { generateTasks } from './tools/mcp/generate-tasks.js';
-export { serveMcp } from './tools/mcp/serve-mcp.js';
 
 // Every error a script may catch.
 export {

@@ -146,7 +146,8 @@ export type {
   McpUrlConfig,
 } from './tools/mcp/mcp-server.js';
 export type { McpServerFailure } from './tools/mcp/mcp-errors.js';
-export type { McpEndpoint, ServeMcpOptions } from './tools/mcp/serve-mcp.js';
+// A rollout's tools at a loopback MCP URL, for agent frameworks with their own MCP client.
+export { serveMcp, type McpEndpoint, type ServeMcpOptions } from './tools/mcp/serve-mcp.js';
 export type {
   GeneratedTask,
   GenerateTasksOptions,

@@ -17,9 +17,9 @@ import {
   gatherTrajectoryGroups,
   LocalBackend,
   mcpServer,
-  serveMcp,
   TrainableModel,
 } from 'policyloop';
+import { serveMcp } from 'policyloop/training';
 import { referenceServer } from './reference-servers.js';
 
 setTracingDisabled(true);

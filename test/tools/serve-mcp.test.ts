@@ -6,14 +6,8 @@
  */
 import path from 'node:path';
 import { MCPServerStreamableHttp } from '@openai/agents';
-import {
-  defineEnvironment,
-  functionTool,
-  gatherTrajectoryGroups,
-  mcpServer,
-  serveMcp,
-  TrainableModel,
-} from 'policyloop';
+import { defineEnvironment, functionTool, gatherTrajectoryGroups, mcpServer, TrainableModel } from 'policyloop';
+import { serveMcp } from 'policyloop/training';
 import { ScriptedBackend } from 'policyloop/testing';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { z } from 'zod';
