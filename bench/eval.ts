@@ -2,7 +2,7 @@
  * What `evaluate` costs per rollout over the `gatherTrajectoryGroups` it runs on: the same
  * environment (the default agent loop, one model turn, a two-function rubric) on the same scripted
  * model (`ScriptedBackend` of `policyloop/testing`: the local service in-process over a scripted
- * engine), 32 tasks x 4 rollouts at concurrency 8. Three sides, interleaved in a rotating order in
+ * engine), 64 tasks x 4 rollouts at concurrency 8. Three sides, interleaved in a rotating order in
  * every round and compared within it:
  * - gather: `environment.start(...)` then a plain gather of the run's rollout and reward (the baseline);
  * - evaluate, in memory: `evaluate` without a folder (the rows, error accounting, pass@k);
@@ -11,7 +11,11 @@
  * Wall time and this process's CPU time per rollout; the ratios against the gather of the same
  * round, then their median and spread over the rounds. Target: evaluate to a folder <= 1.1x.
  *
- * Run: `npx tsx bench/eval.ts` (`--rounds N`, default 9). The machine and its load are printed.
+ * Run: `npx tsx bench/eval.ts` (`--rounds N`, default 11; `--dir PARENT` writes the runs under
+ * PARENT instead of the system's temporary folder, e.g. `/dev/shm` to leave the disk out). With
+ * `node --expose-gc --import tsx bench/eval.ts` a full collection runs before each side (each
+ * side then starts without the garbage of the one before, but with a shrunk young generation).
+ * The machine and its load are printed.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
@@ -26,11 +30,13 @@ import {
 } from 'policyloop';
 import { ScriptedBackend } from 'policyloop/testing';
 
-const TASKS = 32;
+const TASKS = 64;
 const ROLLOUTS = 4;
 const CONCURRENCY = 8;
 const roundsFlag = process.argv.indexOf('--rounds');
-const ROUNDS = roundsFlag > 0 ? Number(process.argv[roundsFlag + 1]) : 9;
+const ROUNDS = roundsFlag > 0 ? Number(process.argv[roundsFlag + 1]) : 11;
+const dirFlag = process.argv.indexOf('--dir');
+const PARENT = dirFlag > 0 ? (process.argv[dirFlag + 1] as string) : os.tmpdir();
 
 const tasks = Array.from({ length: TASKS }, (_, index) => ({ prompt: `word ${index}`, answer: `answer ${index}` }));
 const environment = defineEnvironment({
@@ -50,6 +56,8 @@ interface Measured {
 }
 
 async function measure(work: () => Promise<unknown>): Promise<Measured> {
+  // Each side starts without the garbage of the one before (run with node --expose-gc).
+  (globalThis as { gc?: () => void }).gc?.();
   const cpu = process.cpuUsage();
   const start = performance.now();
   await work();
@@ -81,7 +89,7 @@ const model = new PromptedModel({
   apiKey: connection.apiKey,
   fetch: connection.fetch,
 });
-const directory = await mkdtemp(path.join(os.tmpdir(), 'policyloop-bench-eval-'));
+const directory = await mkdtemp(path.join(PARENT, 'policyloop-bench-eval-'));
 
 const sides: Record<string, (round: number) => Promise<unknown>> = {
   gather: async () => {
@@ -122,6 +130,7 @@ for (const name of names) await sides[name]?.(-1 - names.indexOf(name));
 const wallRatios = new Map<string, number[]>(names.slice(1).map((name) => [name, []]));
 const cpuRatios = new Map<string, number[]>(names.slice(1).map((name) => [name, []]));
 const gatherCosts: number[] = [];
+const gatherCpu: number[] = [];
 for (let round = 0; round < ROUNDS; round += 1) {
   const order = names.map((_, index) => names[(index + round) % names.length] as string);
   const measured = new Map<string, Measured>();
@@ -129,6 +138,7 @@ for (let round = 0; round < ROUNDS; round += 1) {
     measured.set(name, await measure(() => (sides[name] as (round: number) => Promise<unknown>)(round)));
   const base = measured.get('gather') as Measured;
   gatherCosts.push(base.wall);
+  gatherCpu.push(base.cpu);
   const parts = [`gather ${base.wall.toFixed(0)} µs wall, ${base.cpu.toFixed(0)} µs CPU per rollout`];
   for (const name of names.slice(1)) {
     const side = measured.get(name) as Measured;
@@ -138,7 +148,9 @@ for (let round = 0; round < ROUNDS; round += 1) {
   }
   console.log(`round ${round + 1}: ${parts.join('; ')}`);
 }
-console.log(`gather: ${median(gatherCosts).toFixed(0)} µs wall per rollout (median)`);
+console.log(
+  `gather: ${median(gatherCosts).toFixed(0)} µs wall, ${median(gatherCpu).toFixed(0)} µs CPU per rollout (medians)`,
+);
 for (const name of names.slice(1)) {
   console.log(`${name} / gather, wall per rollout: ${spread(wallRatios.get(name) ?? [])}`);
   console.log(`${name} / gather, CPU per rollout: ${spread(cpuRatios.get(name) ?? [])}`);

@@ -25,7 +25,7 @@ export type ClientWork<A extends unknown[]> = (
 
 /** The connection options listed under every command that talks to a service, for the program's help. */
 export const COMMON_HELP = `
-Connection (every command but serve):
+Connection (health, models, checkpoints, jobs, history, chat, report; eval takes its own --base-url):
   --base-url URL   the training API (default: $POLICYLOOP_BASE_URL, else the hosted service)
   --api-key KEY    its key (default: $POLICYLOOP_API_KEY, else $WANDB_API_KEY)
   --json           machine-readable output (JSON lines for lists and streams)`;

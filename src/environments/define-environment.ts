@@ -178,25 +178,27 @@ class DefinedEnvironment<T> implements Environment<T> {
   }
 }
 
-/** Starts every tool source (function tools as one), refusing two that offer one tool name. */
+/**
+ * Starts every tool source (the function tools as one, where the first of them is listed), in the
+ * environment's order, refusing two that offer one tool name; on a failure, closes what started.
+ */
 async function startSources(
   tools: readonly EnvironmentTool[],
   signal: AbortSignal | undefined,
 ): Promise<StartedToolSource[]> {
   const functionTools = tools.filter((tool): tool is FunctionTool => !isToolSource(tool));
-  const named: NamedSource[] = [];
-  if (functionTools.length > 0) {
-    const source = functionToolSource(functionTools);
-    named.push({ source, originOf: source.originOf });
-  }
-  const toolSources = tools.filter(isToolSource);
-  const settled = await Promise.allSettled(toolSources.map((source) => source.start({ signal })));
-  for (const result of settled) {
-    if (result.status === 'fulfilled') {
-      const source = result.value;
-      named.push({ source, originOf: () => `\`${source.name}\`` });
+  const functions = functionTools.length > 0 ? functionToolSource(functionTools) : undefined;
+  const firstFunction = tools.findIndex((tool) => !isToolSource(tool));
+  const starting = tools.map((tool, index) => {
+    if (isToolSource(tool)) {
+      return tool.start({ signal }).then((source): NamedSource => ({ source, originOf: () => `\`${source.name}\`` }));
     }
-  }
+    return index === firstFunction && functions !== undefined
+      ? Promise.resolve<NamedSource>({ source: functions, originOf: functions.originOf })
+      : undefined;
+  });
+  const settled = await Promise.allSettled(starting.filter((start) => start !== undefined));
+  const named = settled.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));
   const failed = settled.find((result) => result.status === 'rejected');
   const collision = failed === undefined ? toolNameCollision(named) : undefined;
   if (failed !== undefined || collision !== undefined) {
@@ -289,7 +291,16 @@ class Run<T> implements EnvironmentRun<T> {
     let context: EnvironmentContext | undefined;
     let outcome: { error: unknown } | undefined;
     try {
-      for (const source of this.sources) opened.push(await raceSignal(source.open(info), signal));
+      for (const source of this.sources) {
+        const opening = source.open(info);
+        try {
+          opened.push(await raceSignal(opening, signal));
+        } catch (error) {
+          // Aborted while opening: the tools that still come are closed when they do.
+          opening.then((tools) => tools.close()).catch(() => undefined);
+          throw error;
+        }
+      }
       context = environmentContext(rolloutContext, info, settings, new RolloutToolbox(opened));
       if (spec.setup !== undefined) await raceSignal(Promise.resolve(spec.setup(task, context)), signal);
       const played =
@@ -382,13 +393,12 @@ function environmentContext<T>(
  */
 export function defineEnvironment<T>(spec: EnvironmentSpec<T> & { rollout: EnvironmentRolloutFn<T> }): Environment<T>;
 /**
- * An environment whose tasks the default agent loop plays: each a {@link PromptTask}.
+ * An environment whose tasks the default agent loop can play: each a {@link PromptTask} (a rollout
+ * of its own is still allowed).
  * @example
  * const env = defineEnvironment({ name: 'echo', dataset: [{ prompt: 'Say hi', answer: 'hi' }], reward: exactMatch((task) => 'hi') });
  */
-export function defineEnvironment<T extends PromptTask>(
-  spec: EnvironmentSpec<T> & { rollout?: undefined },
-): Environment<T>;
+export function defineEnvironment<T extends PromptTask>(spec: EnvironmentSpec<T>): Environment<T>;
 export function defineEnvironment<T>(spec: EnvironmentSpec<T>): Environment<T> {
   return new DefinedEnvironment(checkSpec(spec), spec, Object.freeze({}));
 }

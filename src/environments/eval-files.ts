@@ -6,7 +6,8 @@
  * metadata and at worst a torn last line, which reading drops.
  */
 import { createRequire } from 'node:module';
-import { readFile, rename, writeFile, appendFile } from 'node:fs/promises';
+import { renameSync, writeFileSync } from 'node:fs';
+import { readFile, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { PolicyloopError } from '../internal/errors.js';
 import type { ChatCompletionMessageParam } from '../schema/index.js';
@@ -201,6 +202,14 @@ export async function writeFileAtomically(file: string, text: string): Promise<v
   await rename(temporary, file);
 }
 
+/** {@link writeMetadata}, synchronously (what a run does after each group: see `evaluate`). */
+export function writeMetadataSync(directory: string, metadata: EvaluationMetadata): void {
+  const file = path.join(directory, METADATA_FILE);
+  const temporary = `${file}.${process.pid}.tmp`;
+  writeFileSync(temporary, `${JSON.stringify(metadata, null, 2)}\n`);
+  renameSync(temporary, file);
+}
+
 /** Writes `metadata` to `DIR/metadata.json` (atomically). */
 export async function writeMetadata(directory: string, metadata: EvaluationMetadata): Promise<void> {
   await writeFileAtomically(path.join(directory, METADATA_FILE), `${JSON.stringify(metadata, null, 2)}\n`);
@@ -211,11 +220,6 @@ export function rowLines(rows: readonly EvaluationRow[]): string {
   let text = '';
   for (const row of rows) text += `${JSON.stringify(row)}\n`;
   return text;
-}
-
-/** Appends `rows` (whole groups) to `DIR/results.jsonl` in one write. */
-export async function appendRows(directory: string, rows: readonly EvaluationRow[]): Promise<void> {
-  if (rows.length > 0) await appendFile(path.join(directory, RESULTS_FILE), rowLines(rows));
 }
 
 /** An evaluation folder as read back: its metadata and its rows. */

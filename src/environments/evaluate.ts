@@ -6,7 +6,8 @@
  * write) and `metadata.json` is rewritten (atomically) as soon as the group ends, so a run killed
  * at any moment can be finished with `resume`: complete groups are kept and never rerun.
  */
-import { type FileHandle, mkdir, open, readdir, stat } from 'node:fs/promises';
+import { closeSync, openSync, writeSync } from 'node:fs';
+import { mkdir, readdir, stat } from 'node:fs/promises';
 // Node's own, not the global a test's fake timers replace.
 import { setImmediate } from 'node:timers';
 import path from 'node:path';
@@ -14,7 +15,9 @@ import { performance } from 'node:perf_hooks';
 import { isPromiseLike } from '../internal/delay.js';
 import { InvalidArgumentError, PolicyloopError } from '../internal/errors.js';
 import { option, optionsSchema, parseOptions } from '../internal/option-schema.js';
-import { evaluateRewardNow, type RewardFn } from '../rewards/reward-function.js';
+import { RewardFunctionError } from '../rewards/reward-errors.js';
+import type { RewardFn } from '../rewards/reward-function.js';
+import { describeValue } from '../internal/describe-value.js';
 import { GatherEmitter } from '../rollout/gather-events.js';
 import { gatherTrajectoryGroups, type GroupScorer } from '../rollout/gather-trajectory-groups.js';
 import { messageOf, type Trajectory } from '../schema/index.js';
@@ -34,6 +37,7 @@ import {
   summarizeRows,
   writeFileAtomically,
   writeMetadata,
+  writeMetadataSync,
 } from './eval-files.js';
 
 /** How far an evaluation is, after each rollout (`onProgress`). */
@@ -73,7 +77,8 @@ export interface EvaluateOptions {
   concurrency?: number | undefined;
   /**
    * Request parameters every model call gets (`{ temperature: 0, max_tokens: 256 }`), handed to
-   * `environment.start` as `sampling`.
+   * `environment.start` as `sampling` (over the environment's own `sampling`, key by key; the
+   * metadata records the two merged).
    * @default {} (on `resume`: the run's)
    */
   sampling?: Readonly<Record<string, unknown>> | undefined;
@@ -260,14 +265,39 @@ function catchingReward<T>(reward: RewardFn<T>, errors: WeakMap<Trajectory, stri
     errors.set(trajectory, errorMessage(error));
     return 0;
   };
+  // The name an error gives, as `evaluateReward` would: the function's own, else `reward`.
+  const name = reward.name === '' ? 'reward' : reward.name;
   return (trajectory, task) => {
+    let value: number | Promise<number>;
     try {
-      const value = evaluateRewardNow(reward, trajectory, task, 'reward');
-      return isPromiseLike(value) ? value.then(undefined, (error: unknown) => fail(trajectory, error)) : value;
+      value = reward(trajectory, task);
     } catch (error) {
-      return fail(trajectory, error);
+      return fail(trajectory, asRewardError(name, error));
     }
+    if (isPromiseLike(value)) {
+      return value.then(
+        (settled) => (isReward(settled) ? settled : fail(trajectory, notAReward(name, settled))),
+        (error: unknown) => fail(trajectory, asRewardError(name, error)),
+      );
+    }
+    return isReward(value) ? value : fail(trajectory, notAReward(name, value));
   };
+}
+
+/** Whether `value` is a reward: a finite number. */
+function isReward(value: unknown): value is number {
+  return typeof value === 'number' && Number.isFinite(value);
+}
+
+/** What a reward function threw, as a `RewardFunctionError` naming it (one it threw itself stays). */
+function asRewardError(name: string, error: unknown): RewardFunctionError {
+  if (error instanceof RewardFunctionError) return error;
+  return new RewardFunctionError(name, `threw: ${errorMessage(error)}`, { cause: error });
+}
+
+/** A reward function's value that is not a finite number, as a `RewardFunctionError`. */
+function notAReward(name: string, value: unknown): RewardFunctionError {
+  return new RewardFunctionError(name, `returned ${describeValue(value)}; expected a finite number`, { value });
 }
 
 /** A group judge that never throws: its error becomes every trajectory's of the group. */
@@ -284,55 +314,90 @@ function catchingScorer<T>(scoreGroup: GroupScorer<T>, errors: WeakMap<Trajector
   };
 }
 
+/** The shortest time between two rewrites of `metadata.json` during a run, in milliseconds. */
+const METADATA_INTERVAL = 100;
+
 /**
- * Writes finished groups in order of finishing, one write at a time, through one handle on
- * `results.jsonl` kept open for the run: the groups that finish in one turn of the event loop, or
- * while a write is under way, go together into the next write (each group's lines in that one
- * write), then `metadata.json` is rewritten. `close` waits for everything queued.
+ * Writes finished groups in order of finishing. The groups that finish in one turn of the event
+ * loop go together into one write on the next turn: their lines appended to `results.jsonl`
+ * through a descriptor kept open for the run, each group's lines whole in one write. Then
+ * `metadata.json` is rewritten (a temporary file renamed over it), at most every
+ * {@link METADATA_INTERVAL} ms: groups that finish closer together than that share one rewrite,
+ * at most that much later (resume reads the rows, not these numbers). The writes are synchronous:
+ * a few small writes a turn, where an asynchronous file call costs several times the CPU (a trip
+ * through libuv's thread pool; bench/eval.ts). `close` writes what is left and closes the file.
  */
 class GroupWriter {
   private queued: EvaluationRow[] = [];
-  private writing: Promise<void> = Promise.resolve();
   private failure: unknown = undefined;
-  private scheduled = false;
-  private handle: Promise<FileHandle> | undefined;
+  private scheduled: Promise<void> | undefined = undefined;
+  private descriptor: number | undefined = undefined;
+  private metadataWritten = Number.NEGATIVE_INFINITY;
+  private metadataTimer: ReturnType<typeof setTimeout> | undefined = undefined;
 
   constructor(
     private readonly directory: string | undefined,
     private readonly metadata: () => EvaluationMetadata,
   ) {}
 
-  /** Queues a finished group's rows. */
+  /** Queues a finished group's rows; they are written on the next turn of the event loop. */
   add(rows: readonly EvaluationRow[]): void {
     if (this.directory === undefined) return;
     for (const row of rows) this.queued.push(row);
-    if (this.scheduled) return;
-    this.scheduled = true;
-    // On the next turn, so that the groups ending in this one share the write.
-    const next = new Promise<void>((resolve) => setImmediate(resolve));
-    this.writing = Promise.all([this.writing, next]).then(() => this.write());
+    this.scheduled ??= new Promise<void>((resolve) =>
+      setImmediate(() => {
+        this.scheduled = undefined;
+        this.writeRows();
+        resolve();
+      }),
+    );
   }
 
-  private async write(): Promise<void> {
-    this.scheduled = false;
+  private writeRows(): void {
     const rows = this.queued;
     this.queued = [];
-    const directory = this.directory as string;
+    if (rows.length === 0 || this.failure !== undefined) return;
+    // The first metadata.json before the first rows: a folder with rows always has one (resumable).
+    if (this.metadataWritten === Number.NEGATIVE_INFINITY) this.writeMetadata();
+    if (this.failure !== undefined) return;
     try {
-      this.handle ??= open(path.join(directory, RESULTS_FILE), 'a');
-      await (await this.handle).write(rowLines(rows));
-      await writeMetadata(directory, this.metadata());
+      this.descriptor ??= openSync(path.join(this.directory as string, RESULTS_FILE), 'a');
+      const bytes = Buffer.from(rowLines(rows));
+      for (let offset = 0; offset < bytes.length; ) offset += writeSync(this.descriptor, bytes, offset);
     } catch (error) {
-      this.failure ??= error;
+      this.failure = error;
+      return;
+    }
+    const wait = this.metadataWritten + METADATA_INTERVAL - performance.now();
+    if (wait <= 0) this.writeMetadata();
+    else this.metadataTimer ??= setTimeout(() => this.writeMetadata(), wait);
+  }
+
+  private writeMetadata(): void {
+    clearTimeout(this.metadataTimer);
+    this.metadataTimer = undefined;
+    if (this.failure !== undefined) return;
+    try {
+      writeMetadataSync(this.directory as string, this.metadata());
+      this.metadataWritten = performance.now();
+    } catch (error) {
+      this.failure = error;
     }
   }
 
-  /** Waits for every queued write and closes the file; rejects with the first write error. */
-  async close(): Promise<void> {
-    await this.writing;
-    const handle = this.handle;
-    this.handle = undefined;
-    await (await handle?.catch(() => undefined))?.close();
+  /**
+   * Writes what is queued and closes the file; `metadata` also writes a rewrite of
+   * `metadata.json` still waiting (the caller writes the final one otherwise). Rejects with the
+   * first write error.
+   */
+  async close(metadata: boolean): Promise<void> {
+    await this.scheduled;
+    this.writeRows();
+    if (this.metadataTimer !== undefined && metadata) this.writeMetadata();
+    clearTimeout(this.metadataTimer);
+    this.metadataTimer = undefined;
+    if (this.descriptor !== undefined) closeSync(this.descriptor);
+    this.descriptor = undefined;
     if (this.failure !== undefined) {
       throw new PolicyloopError(`Could not write the evaluation to ${this.directory}: ${errorMessage(this.failure)}`, {
         cause: this.failure,
@@ -395,12 +460,19 @@ export async function evaluate<T>(environment: Environment<T>, options: Evaluate
     checkSame(directory, 'the environment args', previous.env_args, envArgs);
     checkSame(directory, 'the model', previous.model, modelName);
     checkSame(directory, 'rolloutsPerExample', previous.rollouts_per_example, parsed.rolloutsPerExample);
-    checkSame(directory, 'sampling', previous.sampling, parsed.sampling);
+    checkSame(
+      directory,
+      'sampling',
+      previous.sampling,
+      parsed.sampling === undefined ? undefined : { ...environment.spec?.sampling, ...parsed.sampling },
+    );
     checkSame(directory, 'threshold', previous.threshold, parsed.threshold);
   }
   const rolloutsPerExample = parsed.rolloutsPerExample ?? previous?.rollouts_per_example ?? 1;
   const threshold = parsed.threshold ?? previous?.threshold ?? 0.5;
-  const sampling = { ...(parsed.sampling ?? previous?.sampling ?? {}) };
+  // What the rollouts get: the environment's own sampling under the evaluation's, key by key (as
+  // `start` merges them), recorded as it is in force.
+  const sampling = { ...environment.spec?.sampling, ...(parsed.sampling ?? previous?.sampling ?? {}) };
   const envId = parsed.envId ?? previous?.env_id ?? environment.name;
   const limit = parsed.examples ?? previous?.num_examples ?? Number.POSITIVE_INFINITY;
   const tasks = await firstTasks(environment.evalDataset(), limit);
@@ -439,7 +511,8 @@ export async function evaluate<T>(environment: Environment<T>, options: Evaluate
   if (parsed.resume !== undefined) {
     await writeFileAtomically(path.join(parsed.resume, RESULTS_FILE), rowLines(allRows()));
   }
-  if (directory !== undefined) await writeMetadata(directory, metadata());
+  // metadata.json comes just before the first group's rows (or at the end): a run killed before
+  // has nothing to resume, and its folder may be used again as `out`.
 
   const remaining = tasks.map((_, exampleId) => exampleId).filter((exampleId) => !kept.has(exampleId));
   const writer = new GroupWriter(directory, metadata);
@@ -469,6 +542,7 @@ export async function evaluate<T>(environment: Environment<T>, options: Evaluate
 
   if (remaining.length > 0) {
     const run = await environment.start({ model, sampling, signal });
+    let finished = false;
     try {
       const scoreErrors = new WeakMap<Trajectory, string>();
       const slots = remaining.length * rolloutsPerExample;
@@ -531,6 +605,8 @@ export async function evaluate<T>(environment: Environment<T>, options: Evaluate
           scored -= 1;
           rewardSum -= trajectory.reward;
         }
+        // The rows hold what is kept: the group's trajectories may go.
+        ended.fill(undefined, from, to);
         rowsByExample.set(exampleId, rows);
         writer.add(rows);
         report();
@@ -551,9 +627,10 @@ export async function evaluate<T>(environment: Environment<T>, options: Evaluate
           model,
         },
       );
+      finished = true;
     } finally {
       try {
-        await writer.close();
+        await writer.close(!finished);
       } finally {
         await run.close();
       }

@@ -367,6 +367,31 @@ describe('policyloop eval on the embedded local service', () => {
       expect(metadata).toMatchObject({ model, num_examples: 2, rollouts_per_example: 2, errors: 0 });
       expect((await rowsIn(path.join(out, slug, 'results.jsonl'))).length).toBe(4);
     }
+    // --resume of the comparison: the finished run is kept as it is, a model whose run is gone
+    // starts again with the settings of the others.
+    const kept = await readFile(path.join(out, 'policyloop-tiny-chat', 'results.jsonl'), 'utf8');
+    await rm(path.join(out, 'evals-agent-step1'), { recursive: true });
+    const resumed = await runCli([
+      'eval',
+      FIXTURE,
+      '--data-dir',
+      dataDir,
+      '--model',
+      'policyloop/tiny-chat',
+      '--model',
+      'evals/agent:step1',
+      '--resume',
+      out,
+    ]);
+    expect(resumed.code).toBe(0);
+    expect(await readFile(path.join(out, 'policyloop-tiny-chat', 'results.jsonl'), 'utf8')).toBe(kept);
+    expect(await metadataIn(path.join(out, 'evals-agent-step1'))).toMatchObject({
+      model: 'evals/agent:step1',
+      num_examples: 2,
+      rollouts_per_example: 2,
+      sampling: { max_tokens: 4 },
+    });
+
     // A model the service does not have: exit 2, naming it.
     const unknown = await runCli(['eval', FIXTURE, '--data-dir', dataDir, '--model', 'evals/nobody', '-n', '1']);
     expect(unknown.code).toBe(2);

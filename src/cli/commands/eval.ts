@@ -7,6 +7,7 @@
  * so that Ctrl-C, or a kill, loses only the groups in flight: `--resume DIR` finishes them.
  */
 import { existsSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { EnvironmentLoadError } from '../../environments/environment-errors.js';
 import type { Environment } from '../../environments/environment.js';
@@ -194,6 +195,18 @@ async function checkLocalModel(baseURL: string, apiKey: string, model: string): 
     : new Error(message);
 }
 
+/** The metadata of the first of `folders` that holds a run (the settings a resumed comparison shares). */
+async function siblingRun(folders: readonly string[]): Promise<EvaluationMetadata | undefined> {
+  for (const folder of folders) {
+    try {
+      return JSON.parse(await readFile(path.join(folder, METADATA_FILE), 'utf8')) as EvaluationMetadata;
+    } catch {
+      // no run there yet
+    }
+  }
+  return undefined;
+}
+
 /** The `eval` subcommand; resolves to the exit code (130 after Ctrl-C). */
 export async function evalCommand(envId: string, options: EvalOptions): Promise<number> {
   const flags = parseFlags(options);
@@ -241,8 +254,10 @@ export async function evalCommand(envId: string, options: EvalOptions): Promise<
         apiKey: endpoint.apiKey,
         dataDir: options.dataDir,
       });
-      // Several models on --resume: a model whose run never started starts now.
+      // Several models on --resume: a model whose run never started starts now, with the settings
+      // of the runs that did (what was not given takes theirs).
       const resume = options.resume !== undefined && existsSync(path.join(folder, METADATA_FILE)) ? folder : undefined;
+      const sibling = resume === undefined && options.resume !== undefined ? await siblingRun(folders) : undefined;
       const onProgress = showsProgress()
         ? (event: EvaluationProgress) =>
             progress(
@@ -259,11 +274,14 @@ export async function evalCommand(envId: string, options: EvalOptions): Promise<
         result = await evaluate(environment, {
           model,
           envId,
-          examples: flags.examples,
-          rolloutsPerExample: resume === undefined ? (flags.rolloutsPerExample ?? 1) : flags.rolloutsPerExample,
+          examples: flags.examples ?? sibling?.num_examples,
+          rolloutsPerExample:
+            resume === undefined
+              ? (flags.rolloutsPerExample ?? sibling?.rollouts_per_example ?? 1)
+              : flags.rolloutsPerExample,
           concurrency: flags.concurrency,
-          threshold: flags.threshold,
-          sampling: resume === undefined ? (flags.sampling ?? {}) : flags.sampling,
+          threshold: flags.threshold ?? sibling?.threshold,
+          sampling: resume === undefined ? (flags.sampling ?? sibling?.sampling ?? {}) : flags.sampling,
           timeout: flags.timeout,
           ...(resume === undefined ? { out: folder } : { resume }),
           signal: controller.signal,
