@@ -5,6 +5,9 @@
  * agent are in `tasks/city-codes.ts`; the verifiable reward is below: success = `lookup` called
  * with the asked city and the final answer holding the city's code.
  *
+ * The agent runs on the SDK's default, `provider(id)`: the Responses API, which the recording
+ * `model.fetch()` turns into chat completions (what the training API serves) and back.
+ *
  * 1. A short SFT warm start on 6 demonstrations, produced by running the same agent against an
  *    oracle `fetch`, so they look exactly like what the SDK sends. Short on purpose: the model
  *    learns the shape of a tool call, but success stays low.
@@ -28,7 +31,7 @@ import {
   type Trajectory,
   type TrajectoryGroup,
 } from 'policyloop';
-import { type CityScenario, cityAgent, cityScenarios, demonstration } from './tasks/city-codes.js';
+import { type CityScenario, cityAgent, cityScenarios, responsesDemonstration } from './tasks/city-codes.js';
 
 const steps = Number(process.env['POLICYLOOP_EXAMPLE_STEPS'] ?? 60);
 if (!Number.isInteger(steps) || steps < 0)
@@ -43,13 +46,15 @@ await rm(dataDir, { recursive: true, force: true }); // a fresh model every run
 const backend = await LocalBackend.start({ dataDir });
 const model = new TrainableModel({ project: 'examples', name: 'city-codes', baseModel: 'policyloop/agent-chat' });
 await model.register(backend);
-// `provider.chat(id)`: chat completions, recorded by `model.fetch()` inside each rollout.
+// `provider(id)`, the SDK's default: the Responses API, turned into chat completions and recorded
+// by `model.fetch()` inside each rollout.
 const provider = createOpenAI({ baseURL: model.inferenceBaseURL, apiKey: model.inferenceApiKey, fetch: model.fetch() });
-const llm = provider.chat(model.inferenceName());
+const llm = provider(model.inferenceName());
 const scenarios = cityScenarios(6);
 
-// 1. SFT warm start: 30 passes over one demonstration per city, one optimizer step each.
-const demonstrations = await Promise.all(scenarios.map(demonstration));
+// 1. SFT warm start: 30 passes over one demonstration per city, one optimizer step each. The
+// demonstrations are made on the Responses API too, so they hold what the rollouts will send.
+const demonstrations = await Promise.all(scenarios.map(responsesDemonstration));
 const epochs = 30;
 const warm = await model.trainSFT(Array.from({ length: epochs }, () => demonstrations).flat(), {
   batchSize: demonstrations.length,

@@ -1,7 +1,9 @@
 /**
- * An AI SDK agent trained unchanged: the provider gets `model.fetch()`, a recording fetch, and
- * every step of `generateText` (one chat completion each) lands in the rollout's trajectory.
- * `provider.chat(id)` calls chat completions, which is what the training API serves.
+ * An AI SDK agent trained unchanged, on the SDK's default: `provider(id)` calls the Responses API.
+ * The provider gets `model.fetch()`, a recording fetch, which turns each Responses call into one
+ * chat completion (what the training API serves) and back, so every step of `generateText` lands
+ * in the rollout's trajectory as a Choice with its logprobs. (`provider.chat(id)` would call chat
+ * completions directly; both train the same way.)
  * Offline, on the local service; the fresh local model has never seen a tool, so it answers in
  * noise, and the reward here is a stand-in (examples/ai-sdk-agent.ts warm-starts an AI SDK agent
  * on `agent-chat` and trains it on a verifiable reward).
@@ -29,7 +31,7 @@ const model = new TrainableModel({ project: 'examples', name: 'ai-sdk-agent', ba
 await model.register(backend);
 
 const provider = createOpenAI({ baseURL: model.inferenceBaseURL, apiKey: model.inferenceApiKey, fetch: model.fetch() });
-const llm = provider.chat(model.inferenceName());
+const llm = provider(model.inferenceName()); // the default: the Responses API, translated
 const tools = {
   weather: tool({
     description: 'Weather of a city',

@@ -1,9 +1,10 @@
 /**
  * An OpenAI Agents SDK agent that hands off, trained: a triage agent hands seat requests to a seat
  * agent and questions to an FAQ agent, each with its own tool (the task and its agents are in
- * `tasks/seat-booking.ts`; none of them names a model). One `Runner` with an
- * `OpenAIChatCompletionsModel` on `model.fetch()` runs them all on `policyloop/agent-chat`, on the
- * local service. The specialist's turns land in `additional_histories`, and every reader
+ * `tasks/seat-booking.ts`; none of them names a model). One `Runner` with the SDK's default model,
+ * `OpenAIResponsesModel` (the Responses API), over a client on `model.fetch()` runs them all on
+ * `policyloop/agent-chat`, on the local service: the recording fetch turns each Responses call into
+ * one chat completion (what the training API serves) and back. The specialist's turns land in `additional_histories`, and every reader
  * (`toolCallsOf`, `finalAssistantText`) reads them.
  *
  * 1. A warm start: one demonstration per scenario (the same agents run against an oracle `fetch`,
@@ -26,7 +27,7 @@ import {
   bookingReward,
   bookingRunner,
   bookingScenarios,
-  demonstration,
+  responsesDemonstration,
   runBooking,
 } from './tasks/seat-booking.js';
 
@@ -49,8 +50,9 @@ const model = new TrainableModel({ project: 'examples', name: 'handoff', baseMod
 await model.register(backend);
 const scenarios = bookingScenarios(scenarioCount);
 
-// 1. Warm start: the demonstrations are recorded runs; trainSFT makes a row of each conversation.
-const demonstrations = await Promise.all(scenarios.map(demonstration));
+// 1. Warm start: the demonstrations are recorded runs (on the Responses API, as the rollouts);
+// trainSFT makes a row of each conversation.
+const demonstrations = await Promise.all(scenarios.map(responsesDemonstration));
 const warm = await model.trainSFT(Array.from({ length: epochs }, () => demonstrations).flat(), {
   batchSize: 2 * demonstrations.length,
 });
@@ -58,7 +60,7 @@ console.log(`warm start: SFT on ${demonstrations.length} handoff runs x ${epochs
 
 // 2. RL. `model.inferenceName()` is pinned, inside the trainer, to the step each rollout samples.
 const client = new OpenAI({ baseURL: model.inferenceBaseURL, apiKey: model.inferenceApiKey, fetch: model.fetch() });
-const runner = bookingRunner(client, model.inferenceName());
+const runner = bookingRunner(client, model.inferenceName(), { api: 'responses' });
 const maxSteps = warm.step + steps;
 const trainer = new RLTrainer<BookingScenario>({
   model,

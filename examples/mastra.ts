@@ -1,8 +1,8 @@
 /**
  * A Mastra agent trained unchanged: its model is an AI SDK v5 provider (`@ai-sdk/openai@2`; this
- * repository installs it as `@ai-sdk/openai-v2`) whose `fetch` records, and `provider.chat(id)`
- * calls chat completions, which the training API serves. Mastra sends `temperature: 0` unless
- * told: RL samples at 1. Offline, on the local service; the fresh local model answers in noise, and
+ * repository installs it as `@ai-sdk/openai-v2`) whose `fetch` records, on the provider's default
+ * `provider(id)`: the Responses API, which the recording fetch turns into chat completions (what
+ * the training API serves) and back. Mastra sends `temperature: 0` unless told: RL samples at 1. Offline, on the local service; the fresh local model answers in noise, and
  * the reward is a stand-in.
  * Run: npx tsx examples/mastra.ts
  */
@@ -32,7 +32,7 @@ const provider = createOpenAI({ baseURL: model.inferenceBaseURL, apiKey: model.i
 const agent = new Agent({
   name: 'weather',
   instructions: 'Be brief.',
-  model: provider.chat(model.inferenceName()),
+  model: provider(model.inferenceName()), // the default: the Responses API, translated
   tools: {
     weather: createTool({
       id: 'weather',

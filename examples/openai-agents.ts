@@ -1,14 +1,16 @@
 /**
- * An OpenAI Agents SDK agent trained unchanged: its model is `OpenAIChatCompletionsModel` (chat
- * completions, which the training API serves) over an `openai` client whose `fetch` records, so
- * every model call of `run` lands in the rollout's trajectory. Tracing is off (it would export to
- * OpenAI). Offline, on the local service; the fresh local model answers in noise, and the reward
+ * An OpenAI Agents SDK agent trained unchanged, on the SDK's defaults: the agent names its model by
+ * a string, and the SDK's default model (`OpenAIResponsesModel`) calls the Responses API through
+ * the default client, here `model.openai()`, a recording client that turns each Responses call into
+ * one chat completion (what the training API serves) and back. Every model call of `run` lands in
+ * the rollout's trajectory. Tracing is off (it would export to OpenAI).
+ * `setDefaultOpenAIClient` type-checks when your `openai` is the major your `@openai/agents` uses
+ * (0.14: `openai` 6; 0.20 and later: `openai` 7); see docs/integrations.md. Offline, on the local service; the fresh local model answers in noise, and the reward
  * is a stand-in.
  * Run: npx tsx examples/openai-agents.ts
  */
 import { rm } from 'node:fs/promises';
-import { Agent, OpenAIChatCompletionsModel, run, setTracingDisabled, tool } from '@openai/agents';
-import OpenAI from 'openai';
+import { Agent, run, setDefaultOpenAIClient, setTracingDisabled, tool } from '@openai/agents';
 import { choicesOf, gatherTrajectoryGroups, LocalBackend, TrainableModel, type TrajectoryInput } from 'policyloop';
 import { z } from 'zod';
 
@@ -28,11 +30,11 @@ const model = new TrainableModel({ project: 'examples', name: 'agents-sdk-agent'
 await model.register(backend);
 
 setTracingDisabled(true);
-const client = new OpenAI({ baseURL: model.inferenceBaseURL, apiKey: model.inferenceApiKey, fetch: model.fetch() });
+setDefaultOpenAIClient(model.openai()); // before the first run: the default runner keeps its first client
 const agent = new Agent({
   name: 'weather',
   instructions: 'Be brief.',
-  model: new OpenAIChatCompletionsModel(client, model.inferenceName()),
+  model: model.inferenceName(),
   modelSettings: { maxTokens: 16 },
   tools: [
     tool({

@@ -1,46 +1,32 @@
 /**
- * An agent in another process, trained end to end: each rollout starts the agent
- * (examples/agents/capitals-agent.mjs, a plain `openai` program that calls the Responses API)
- * with `context.endpoint.env` in its environment. Its calls reach the trained model through the
- * rollout's own endpoint, served by this script on 127.0.0.1, and are recorded into the rollout's
- * trajectory; the reward reads the trajectory, and `RLTrainer` trains on it. The task is the
- * quickstart's (answer in capital letters), offline on the local service.
+ * An agent in another process, trained end to end: each rollout runs the agent
+ * (examples/agents/capitals-agent.mjs, a plain `openai` program that calls the Responses API) with
+ * `context.endpoint.spawn()`, which gives it the rollout's endpoint in its environment
+ * (OPENAI_BASE_URL, OPENAI_API_KEY), kills it if the rollout is cancelled or times out, and fails
+ * the rollout if it exits non-zero. Its calls reach the trained model through that endpoint, served
+ * by this script on 127.0.0.1, and are recorded into the rollout's trajectory. The agent scores its
+ * own reply and prints `{"reply": ..., "reward": ...}` as its last line: `result.reward` is the
+ * rollout's reward, and `RLTrainer` trains on it. The task is the quickstart's (answer in capital
+ * letters), offline on the local service.
  * The agent could be a Python or Go program, a CLI or an agent server: anything that reads
  * OPENAI_BASE_URL / OPENAI_API_KEY (or ANTHROPIC_BASE_URL / ANTHROPIC_API_KEY).
  * Run: npx tsx examples/process-agent.ts
  */
-import { spawn } from 'node:child_process';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
-import { finalAssistantText, LocalBackend, RLTrainer, TrainableModel } from 'policyloop';
-import type { RewardFn, RolloutFn } from 'policyloop';
+import { LocalBackend, RLTrainer, TrainableModel } from 'policyloop';
+import type { RolloutFn } from 'policyloop';
 
 const AGENT = path.join(import.meta.dirname, 'agents', 'capitals-agent.mjs');
 const STEPS = Number(process.env['POLICYLOOP_EXAMPLE_STEPS'] ?? 10);
 const scenarios = ['cat', 'dog', 'sun', 'map', 'owl', 'bee', 'fig', 'ink'];
 
-/** The share of the reply's characters that are capital letters A-Z. */
-const capitals: RewardFn<string> = (trajectory) => {
-  const text = finalAssistantText(trajectory);
-  return text.length === 0 ? 0 : (text.match(/[A-Z]/g)?.length ?? 0) / text.length;
-};
-
-/** Runs the agent for one word, with the rollout's endpoint in its environment, and waits for it. */
+/** Runs the agent for one word with the rollout's endpoint, and takes the reward it printed. */
 const rollout: RolloutFn<string> = async (word, context) => {
-  const child = spawn(process.execPath, [AGENT, word], {
-    env: { ...process.env, ...context.endpoint.env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-    signal: context.signal, // a rollout that times out or is cancelled stops its agent
+  const { result } = await context.endpoint.spawn<{ reply: string; reward: number }>(process.execPath, [AGENT, word], {
+    env: { WANDB_API_KEY: undefined }, // the child needs no training key
   });
-  let stderr = '';
-  child.stderr.on('data', (chunk: Buffer) => {
-    stderr += chunk.toString();
-  });
-  const code = await new Promise<number | null>((resolve, reject) => {
-    child.once('error', reject);
-    child.once('close', resolve);
-  });
-  if (code !== 0) throw new Error(`the agent ended with code ${code}: ${stderr.slice(-500)}`);
+  return { reward: result?.reward ?? 0 };
 };
 
 const dataDir = '.policyloop/process-agent';
@@ -52,8 +38,7 @@ await model.register(backend);
 const trainer = new RLTrainer({
   model, // each rollout's context.endpoint forwards to it (the step the rollout samples from)
   scenarios,
-  rollout,
-  reward: capitals,
+  rollout, // no `reward` option: the rollout returns the reward its agent computed
   groupSize: 8,
   groupsPerStep: 4,
   maxSteps: STEPS,

@@ -107,6 +107,7 @@ export {
   ExceptionBudgetExceededError,
   InvalidTrajectoryError,
   RolloutTimeoutError,
+  AgentProcessError,
 } from './rollout/rollout-errors.js';
 export { JudgeError, RewardFunctionError } from './rewards/reward-errors.js';
 export {

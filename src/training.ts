@@ -102,6 +102,11 @@ export {
 export type { GatherOptions, GroupScorer, GroupScorerContext } from './rollout/gather-trajectory-groups.js';
 export type { ScenarioOf } from './rollout/rollout-function.js';
 export type { RolloutEndpoint, EndpointModel } from './rollout/endpoint/rollout-endpoint.js';
+export type {
+  AgentProcessOptions,
+  AgentProcessOutput,
+  AgentProcessResult,
+} from './rollout/endpoint/agent-process.js';
 export {
   GatherEmitter,
   type GatherEventMap,

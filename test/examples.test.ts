@@ -142,8 +142,8 @@ describe('examples', () => {
     expect(output).toMatch(/^warm start: SFT on 2 handoff runs x 40 \(step 1\), \d+ s$/m);
     expect(output).toMatch(/^trained to step 3 \(\d RL steps, \d+ failed rollouts, \d skipped batches\), \d+ s$/m);
   }, 300_000);
-  for (const name of ['ai-sdk', 'openai-agents', 'langchain', 'mastra']) {
-    it(`${name} records an agent framework's completions through model.fetch() and trains on them`, async () => {
+  for (const name of ['ai-sdk', 'openai-agents', 'anthropic', 'langchain', 'mastra']) {
+    it(`${name} runs an agent on its framework's defaults, records every model call with logprobs and trains on them`, async () => {
       const output = await runExample(name);
       expect(output.match(/^recorded [1-9]\d*, [1-9]\d* chat completions per rollout, with logprobs$/gm)).toHaveLength(
         2,

@@ -12,12 +12,12 @@
  * @example
  * const rows = await Promise.all(cityScenarios().map(demonstration));
  * await model.trainSFT(rows);
- * await cityAgent(provider.chat(model.inferenceName()), cityScenarios()[0]);
+ * await cityAgent(provider(model.inferenceName()), cityScenarios()[0]);
  */
 import { createOpenAI } from '@ai-sdk/openai';
 import { generateText, type LanguageModel, stepCountIs, streamText, tool } from 'ai';
 import { z } from 'zod';
-import type { SFTRow } from 'policyloop';
+import { captureFetch, type SFTRow } from 'policyloop';
 
 /** The lookup table behind the tool: every city's code. */
 export const CITY_CODES: Readonly<Record<string, string>> = {
@@ -112,9 +112,24 @@ interface RecordedRequest {
  * An SFT demonstration of `scenario`: the agent runs against an oracle `fetch` that answers its
  * first call with the right `lookup` call and its second with the code; the row is the SDK's
  * second request (system, question, the call, the tool's result) plus the oracle's answer, so
- * both assistant turns are learned.
+ * both assistant turns are learned. The agent calls chat completions (`provider.chat(id)`);
+ * {@link responsesDemonstration} makes the same on the SDK's default, the Responses API.
  */
-export async function demonstration(scenario: CityScenario): Promise<SFTRow> {
+export function demonstration(scenario: CityScenario): Promise<SFTRow> {
+  return demonstrationOn(scenario, 'chat');
+}
+
+/**
+ * {@link demonstration} with the agent on the provider's default, `provider(id)`: its Responses
+ * calls go through a recording fetch that turns them into chat completions, so the oracle (and the
+ * row) see exactly what the training service sees when the agent trains on `provider(id)`.
+ */
+export function responsesDemonstration(scenario: CityScenario): Promise<SFTRow> {
+  return demonstrationOn(scenario, 'responses');
+}
+
+/** A demonstration of `scenario` with the agent on `api`. */
+async function demonstrationOn(scenario: CityScenario, api: 'chat' | 'responses'): Promise<SFTRow> {
   const call = {
     role: 'assistant',
     content: null,
@@ -139,8 +154,18 @@ export async function demonstration(scenario: CityScenario): Promise<SFTRow> {
       choices: [{ index: 0, message: first ? call : answer, finish_reason: first ? 'tool_calls' : 'stop' }],
     });
   };
-  const provider = createOpenAI({ baseURL: 'http://oracle.invalid/v1', apiKey: 'oracle', fetch: oracle });
-  await cityAgent(provider.chat('oracle'), scenario);
+  if (api === 'responses') {
+    // The recording fetch translates the SDK's Responses calls into the chat completions the oracle answers.
+    const provider = createOpenAI({
+      baseURL: 'http://oracle.invalid/v1',
+      apiKey: 'oracle',
+      fetch: captureFetch({ fetch: oracle }),
+    });
+    await cityAgent(provider('oracle'), scenario);
+  } else {
+    const provider = createOpenAI({ baseURL: 'http://oracle.invalid/v1', apiKey: 'oracle', fetch: oracle });
+    await cityAgent(provider.chat('oracle'), scenario);
+  }
   const last = requests[1];
   if (requests.length !== 2 || last === undefined)
     throw new Error(`Expected the oracle agent to make 2 calls, got ${requests.length}.`);

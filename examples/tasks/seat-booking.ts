@@ -16,7 +16,14 @@
  * await model.trainSFT(trajectories); // each conversation of each run is a row
  * await runBooking(bookingRunner(client, model.inferenceName()), bookingScenarios()[0]);
  */
-import { Agent, OpenAIChatCompletionsModel, Runner, setTracingDisabled, tool } from '@openai/agents';
+import {
+  Agent,
+  OpenAIChatCompletionsModel,
+  OpenAIResponsesModel,
+  Runner,
+  setTracingDisabled,
+  tool,
+} from '@openai/agents';
 import OpenAI from 'openai';
 import { z } from 'zod';
 import {
@@ -112,17 +119,27 @@ export interface BookingRunnerOptions {
    * @default 24
    */
   readonly maxTokens?: number;
+  /**
+   * `responses`: the SDK's default model, `OpenAIResponsesModel` (the Responses API, which a
+   * recording client turns into chat completions); `chat_completions`: `OpenAIChatCompletionsModel`.
+   * @default 'chat_completions'
+   */
+  readonly api?: 'chat_completions' | 'responses';
 }
 
 /**
- * A `Runner` that runs every agent of the task on `client` and `modelName` through chat
- * completions: the agents name no model, the runner's `model` covers them all. A tool name the
+ * A `Runner` that runs every agent of the task on `client` and `modelName` (through chat
+ * completions, or the Responses API with `api: 'responses'`): the agents name no model, the
+ * runner's `model` covers them all. A tool name the
  * model gets wrong goes back to it as a tool error (`toolNotFoundBehavior`) instead of throwing.
  */
 export function bookingRunner(client: OpenAI, modelName: string, options: BookingRunnerOptions = {}): Runner {
   setTracingDisabled(true);
   return new Runner({
-    model: new OpenAIChatCompletionsModel(client, modelName),
+    model:
+      options.api === 'responses'
+        ? new OpenAIResponsesModel(client, modelName)
+        : new OpenAIChatCompletionsModel(client, modelName),
     modelSettings: {
       maxTokens: options.maxTokens ?? 24,
       ...(options.temperature === undefined ? {} : { temperature: options.temperature }),
@@ -148,9 +165,24 @@ function toolNames(body: { tools?: { function?: { name?: string } }[] }): string
  * the right specialist, calls its tool with the right argument and answers with the result, all
  * recorded as the SDK sent it. The trajectory holds the triage conversation and the specialist's
  * in `additional_histories`; `model.trainSFT([trajectory])` learns both, each with its own system
- * prompt and tools.
+ * prompt and tools. The agents run through chat completions; {@link responsesDemonstration} makes
+ * the same on the SDK's default model, the Responses API.
  */
-export async function demonstration(scenario: BookingScenario): Promise<Trajectory> {
+export function demonstration(scenario: BookingScenario): Promise<Trajectory> {
+  return demonstrationOn(scenario, 'chat_completions');
+}
+
+/**
+ * {@link demonstration} with the agents on the SDK's default model, `OpenAIResponsesModel`: a
+ * recording client turns its Responses calls into the chat completions the oracle answers, so the
+ * trajectory holds what the training service sees when the agents train on the default.
+ */
+export function responsesDemonstration(scenario: BookingScenario): Promise<Trajectory> {
+  return demonstrationOn(scenario, 'responses');
+}
+
+/** A demonstration of `scenario` with the agents on `api`. */
+async function demonstrationOn(scenario: BookingScenario, api: 'chat_completions' | 'responses'): Promise<Trajectory> {
   let calls = 0;
   const oracle: typeof fetch = async (_input, init) => {
     calls += 1;
@@ -190,7 +222,7 @@ export async function demonstration(scenario: BookingScenario): Promise<Trajecto
     apiKey: 'oracle',
     fetch: captureFetch({ fetch: oracle }),
   });
-  const { trajectory } = await recordTrajectory(() => runBooking(bookingRunner(client, 'oracle'), scenario));
+  const { trajectory } = await recordTrajectory(() => runBooking(bookingRunner(client, 'oracle', { api }), scenario));
   if (calls !== 3) throw new Error(`Expected the oracle run to make 3 calls, got ${calls}.`);
   return trajectory;
 }

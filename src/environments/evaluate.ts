@@ -314,16 +314,12 @@ function catchingScorer<T>(scoreGroup: GroupScorer<T>, errors: WeakMap<Trajector
   };
 }
 
-/** The shortest time between two rewrites of `metadata.json` during a run, in milliseconds. */
-const METADATA_INTERVAL = 100;
-
 /**
  * Writes finished groups in order of finishing. The groups that finish in one turn of the event
  * loop go together into one write on the next turn: their lines appended to `results.jsonl`
  * through a descriptor kept open for the run, each group's lines whole in one write. Then
- * `metadata.json` is rewritten (a temporary file renamed over it), at most every
- * {@link METADATA_INTERVAL} ms: groups that finish closer together than that share one rewrite,
- * at most that much later (resume reads the rows, not these numbers). The writes are synchronous:
+ * `metadata.json` is rewritten (a temporary file renamed over it) with every group written so
+ * far, so that both files are current after every group. The writes are synchronous:
  * a few small writes a turn, where an asynchronous file call costs several times the CPU (a trip
  * through libuv's thread pool; bench/eval.ts). `close` writes what is left and closes the file.
  */
@@ -332,8 +328,7 @@ class GroupWriter {
   private failure: unknown = undefined;
   private scheduled: Promise<void> | undefined = undefined;
   private descriptor: number | undefined = undefined;
-  private metadataWritten = Number.NEGATIVE_INFINITY;
-  private metadataTimer: ReturnType<typeof setTimeout> | undefined = undefined;
+  private metadataWritten = false;
 
   constructor(
     private readonly directory: string | undefined,
@@ -358,7 +353,7 @@ class GroupWriter {
     this.queued = [];
     if (rows.length === 0 || this.failure !== undefined) return;
     // The first metadata.json before the first rows: a folder with rows always has one (resumable).
-    if (this.metadataWritten === Number.NEGATIVE_INFINITY) this.writeMetadata();
+    if (!this.metadataWritten) this.writeMetadata();
     if (this.failure !== undefined) return;
     try {
       this.descriptor ??= openSync(path.join(this.directory as string, RESULTS_FILE), 'a');
@@ -368,34 +363,23 @@ class GroupWriter {
       this.failure = error;
       return;
     }
-    const wait = this.metadataWritten + METADATA_INTERVAL - performance.now();
-    if (wait <= 0) this.writeMetadata();
-    else this.metadataTimer ??= setTimeout(() => this.writeMetadata(), wait);
+    this.writeMetadata();
   }
 
   private writeMetadata(): void {
-    clearTimeout(this.metadataTimer);
-    this.metadataTimer = undefined;
     if (this.failure !== undefined) return;
     try {
       writeMetadataSync(this.directory as string, this.metadata());
-      this.metadataWritten = performance.now();
+      this.metadataWritten = true;
     } catch (error) {
       this.failure = error;
     }
   }
 
-  /**
-   * Writes what is queued and closes the file; `metadata` also writes a rewrite of
-   * `metadata.json` still waiting (the caller writes the final one otherwise). Rejects with the
-   * first write error.
-   */
-  async close(metadata: boolean): Promise<void> {
+  /** Writes what is queued (rows, then metadata) and closes the file. Rejects with the first write error. */
+  async close(): Promise<void> {
     await this.scheduled;
     this.writeRows();
-    if (this.metadataTimer !== undefined && metadata) this.writeMetadata();
-    clearTimeout(this.metadataTimer);
-    this.metadataTimer = undefined;
     if (this.descriptor !== undefined) closeSync(this.descriptor);
     this.descriptor = undefined;
     if (this.failure !== undefined) {
@@ -542,7 +526,6 @@ export async function evaluate<T>(environment: Environment<T>, options: Evaluate
 
   if (remaining.length > 0) {
     const run = await environment.start({ model, sampling, signal });
-    let finished = false;
     try {
       const scoreErrors = new WeakMap<Trajectory, string>();
       const slots = remaining.length * rolloutsPerExample;
@@ -627,10 +610,9 @@ export async function evaluate<T>(environment: Environment<T>, options: Evaluate
           model,
         },
       );
-      finished = true;
     } finally {
       try {
-        await writer.close(!finished);
+        await writer.close();
       } finally {
         await run.close();
       }

@@ -75,3 +75,63 @@ export function toTrajectoryException(error: unknown): TrajectoryException {
   }
   return { type: typeof error, message: String(error), traceback: '' };
 }
+
+/** How much of stderr an {@link AgentProcessError}'s message quotes. */
+const STDERR_TAIL_CHARS = 2000;
+
+/**
+ * An agent process started by `context.endpoint.spawn()` did not exit with code 0: it exited with
+ * another code, was killed by a signal, outlived its `timeout`, or could not be started (`cause`
+ * holds the system error). The message names the command, the code or signal and the tail of its
+ * stderr. Retryable: a rollout that throws it fails and is retried while the gather's `maxRetries`
+ * allow, and counts against `maxExceptions` otherwise.
+ * @example
+ * try {
+ *   await context.endpoint.spawn('python', ['agent.py']);
+ * } catch (error) {
+ *   if (error instanceof AgentProcessError) console.log(error.exitCode, error.stderr);
+ *   throw error;
+ * }
+ */
+export class AgentProcessError extends PolicyloopError {
+  /** The command, as given. */
+  readonly command: string;
+  /** Its arguments. */
+  readonly args: readonly string[];
+  /** The exit code, or null when a signal ended it or it never started. */
+  readonly exitCode: number | null;
+  /** The signal that ended it (`SIGKILL`, ...), or null. */
+  readonly signal: NodeJS.Signals | null;
+  /** Everything it printed on stdout. */
+  readonly stdout: string;
+  /** Everything it printed on stderr. */
+  readonly stderr: string;
+
+  constructor(details: {
+    command: string;
+    args: readonly string[];
+    exitCode: number | null;
+    signal: NodeJS.Signals | null;
+    stdout: string;
+    stderr: string;
+    reason?: string | undefined;
+    cause?: unknown;
+  }) {
+    const { command, args, exitCode, signal, stdout, stderr } = details;
+    const shown = [command, ...args].join(' ');
+    const how =
+      details.reason ?? (signal !== null ? `was killed by ${signal}` : `exited with code ${String(exitCode)}`);
+    const tail = stderr.length > STDERR_TAIL_CHARS ? `…${stderr.slice(-STDERR_TAIL_CHARS)}` : stderr;
+    const quoted = tail.trim() === '' ? ' (nothing on stderr)' : `; stderr:\n${tail}`;
+    super(
+      `Agent process \`${shown}\` ${how}${quoted}`,
+      'cause' in details ? { cause: details.cause, retryable: true } : { retryable: true },
+    );
+    this.command = command;
+    this.args = args;
+    this.exitCode = exitCode;
+    this.signal = signal;
+    this.stdout = stdout;
+    this.stderr = stderr;
+  }
+}

@@ -8,12 +8,21 @@
  * they are in-process.
  */
 import { AsyncResource } from 'node:async_hooks';
+import { PolicyloopError } from '../../internal/errors.js';
+import {
+  type AgentProcessOptions,
+  type AgentProcessOutput,
+  type AgentProcessResult,
+  spawnAgentProcess,
+} from './agent-process.js';
 import { type EndpointCall, EndpointServer } from './endpoint-server.js';
 
 /**
- * What `context.endpoint` gives a rollout: base URLs and a key for an agent in another process.
+ * What `context.endpoint` gives a rollout: base URLs and a key for an agent in another process,
+ * and `spawn()` to run one with them.
  * @example
- * spawn('python', ['agent.py'], { env: { ...process.env, ...context.endpoint.env } });
+ * const { result } = await context.endpoint.spawn<{ reward: number }>('python', ['agent.py', task]);
+ * return { reward: result?.reward ?? 0 };
  */
 export interface RolloutEndpoint {
   /** `http://127.0.0.1:<port>/rollouts/<id>/v1`: the `baseURL` of an `openai` client (chat completions, Responses). */
@@ -29,6 +38,29 @@ export interface RolloutEndpoint {
     ANTHROPIC_BASE_URL: string;
     ANTHROPIC_API_KEY: string;
   }>;
+  /**
+   * Runs an agent process for this rollout and waits for it: `command args` with `process.env`, this
+   * endpoint's `env` and `options.env` (in that order of precedence, last wins) as its environment,
+   * `options.input` on its stdin. The child leads a process group of its own: when the rollout is
+   * aborted, times out or ends, the group (the child and whatever it started) gets SIGTERM, then
+   * SIGKILL after `options.killGrace`, and the call rejects with the rollout's abort reason; what the
+   * child leaves running when it exits is ended the same way. Resolves once the child exited with
+   * code 0, with its output and `result`: the last line of its stdout that is a JSON object (print
+   * `{"reward": 0.8}` last to hand a reward back). Any other exit rejects with
+   * {@link AgentProcessError} (command, code or signal, stderr's tail), which fails the rollout.
+   * @example
+   * rollout: async (task, context) => {
+   *   const { result } = await context.endpoint.spawn<{ reward: number }>('python', ['agent.py', task], {
+   *     env: { WANDB_API_KEY: undefined }, // keep the training key from the child
+   *   });
+   *   return { reward: result?.reward ?? 0 };
+   * }
+   */
+  spawn<R = AgentProcessOutput>(
+    command: string,
+    args?: readonly string[],
+    options?: AgentProcessOptions,
+  ): Promise<AgentProcessResult<R>>;
 }
 
 /**
@@ -95,18 +127,35 @@ export class GatherEndpoint {
     const openaiBaseURL = `${this.#server.origin}/rollouts/${id}/v1`;
     const anthropicBaseURL = `${this.#server.origin}/rollouts/${id}`;
     const apiKey = this.#server.key;
+    const env = {
+      OPENAI_BASE_URL: openaiBaseURL,
+      OPENAI_API_KEY: apiKey,
+      ANTHROPIC_BASE_URL: anthropicBaseURL,
+      ANTHROPIC_API_KEY: apiKey,
+    };
+    // Aborts when the rollout ends however it ends: an agent process still running then is killed.
+    const ended = new AbortController();
+    let processSignal: AbortSignal | undefined;
     const endpoint: RolloutEndpoint = {
       openaiBaseURL,
       anthropicBaseURL,
       apiKey,
-      env: {
-        OPENAI_BASE_URL: openaiBaseURL,
-        OPENAI_API_KEY: apiKey,
-        ANTHROPIC_BASE_URL: anthropicBaseURL,
-        ANTHROPIC_API_KEY: apiKey,
+      env,
+      spawn: <R = AgentProcessOutput>(command: string, args: readonly string[] = [], options = {}) => {
+        processSignal ??= AbortSignal.any([rollout.signal, ended.signal]);
+        try {
+          return spawnAgentProcess<R>(command, args, options, env, processSignal);
+        } catch (error) {
+          // A bad argument rejects as any failure of the call does (`await` or `.catch` both see it).
+          return Promise.reject(error);
+        }
       },
     };
-    return { endpoint, end: () => this.#server.end(id) };
+    const end = (): void => {
+      this.#server.end(id);
+      ended.abort(new PolicyloopError(`${name} ended while its agent process was still running`));
+    };
+    return { endpoint, end };
   }
 
   /** The gather ended: lets the listener close once no gather uses it. */
