@@ -80,6 +80,10 @@ export {
   type SFTRow,
 } from './schema/index.js';
 
+// MCP servers as tool sources of an environment, and training tasks written from tools.
+export { mcpServer } from './tools/mcp/mcp-server.js';
+export { generateTasks } from './tools/mcp/generate-tasks.js';
+
 // Every error a script may catch.
 export {
   PolicyloopError,
@@ -115,3 +119,5 @@ export {
   NoLearningSignalError,
   TrainingJobUncertainError,
 } from './training/errors.js';
+export { McpServerError } from './tools/mcp/mcp-errors.js';
+export { TaskGenerationError } from './tools/mcp/generate-tasks.js';

@@ -143,6 +143,26 @@ export type { AssistantTextsOptions, HasMessagesAndChoices, ModelToolCall } from
 export type { JudgeFailure } from './rewards/reward-errors.js';
 export type { RunItem, RunReadOptions } from './schema/index.js';
 
+// MCP servers: the options and config types of `mcpServer`, and of `generateTasks`.
+export type {
+  McpCommandConfig,
+  McpConfigContext,
+  McpServerConfig,
+  McpServerConfigSource,
+  McpServerOptions,
+  McpToolSource,
+  McpUrlConfig,
+} from './tools/mcp/mcp-server.js';
+export type { McpServerFailure } from './tools/mcp/mcp-errors.js';
+// A rollout's tools at a loopback MCP URL, for agent frameworks with their own MCP client.
+export { serveMcp, type McpEndpoint, type ServeMcpOptions } from './tools/mcp/serve-mcp.js';
+export type {
+  GeneratedTask,
+  GenerateTasksOptions,
+  GenerateTasksParams,
+  TaskWriterModel,
+} from './tools/mcp/generate-tasks.js';
+
 // Evaluation: its options, result, rows, files and pass@k.
 export type {
   EvaluateOptions,

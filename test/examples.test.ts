@@ -151,4 +151,14 @@ describe('examples', () => {
       expect(output).toMatch(/^trained to step 1; history in .*history\.jsonl$/m);
     }, 300_000);
   }
+  it('mcp/train trains on the MCP notes environment (memory and filesystem per rollout, everything over HTTP)', async () => {
+    const output = await runExample('mcp/train', { POLICYLOOP_EXAMPLE_STEPS: '2' });
+    expect(output.match(/^step \d+: reward /gm)).toHaveLength(2);
+    expect(output).toMatch(/^trained to step 2 with MCP tools \(\d+ rollouts\)$/m);
+  }, 300_000);
+
+  it("mcp/agents-sdk runs an Agents SDK agent on the rollout's MCP servers through serveMcp", async () => {
+    const output = await runExample('mcp/agents-sdk');
+    expect(output).toMatch(/^the agent was offered create_entities, read_graph over MCP; rewards /m);
+  }, 300_000);
 });

@@ -303,7 +303,7 @@ export class RLRun<S> {
     const environment = config.environment;
     if (environment !== undefined) {
       this.environmentRun = await raceSignal(
-        environment.start({ model: this.model, signal: this.stopper.signal }),
+        environment.start({ model: this.model, sampling: config.sampling, signal: this.stopper.signal }),
         this.stopper.signal,
       );
     }

@@ -109,6 +109,7 @@ const TrainerSchema = optionsSchema<CheckedOptions>()({
     )
     .optional(),
   rollout: option.function<NonNullable<RLTrainerOptions<unknown>['rollout']>>().optional(),
+  sampling: z.record(z.string(), z.unknown(), { error: 'an object of request parameters' }).readonly().optional(),
   reward: option
     .like<NonNullable<RLTrainerOptions<unknown>['reward']>>(
       (value) => typeof value === 'function' || (typeof value === 'object' && value !== null),

@@ -104,7 +104,11 @@ export interface TrainerEnvironment<S> {
   /** The held-out tasks, read in order (read once at the start of a run, for validation). */
   evalDataset(): AsyncIterable<S>;
   /** Starts it for a run of `model` (tool sources start), once per `run()`. */
-  start(options: { model: TrainableModel; signal?: AbortSignal | undefined }): Promise<TrainerEnvironmentRun<S>>;
+  start(options: {
+    model: TrainableModel;
+    sampling?: Readonly<Record<string, unknown>> | undefined;
+    signal?: AbortSignal | undefined;
+  }): Promise<TrainerEnvironmentRun<S>>;
 }
 
 /** Options of `new RLTrainer(...)`. */
@@ -128,6 +132,12 @@ export interface RLTrainerOptions<S> {
    * @default the `environment`'s rollout (required without an environment)
    */
   rollout?: RolloutFn<S> | undefined;
+  /**
+   * Request parameters of every model call of the `environment`'s default agent loop
+   * (`context.sampling`), e.g. `{ max_tokens: 64, temperature: 1 }`: without `max_tokens` a
+   * local model samples up to its context. None by default.
+   */
+  sampling?: Readonly<Record<string, unknown>> | undefined;
   /**
    * The reward of each trajectory, as `gatherTrajectoryGroups` takes it.
    * @default the `environment`'s reward

@@ -1,7 +1,8 @@
 /**
  * Users who only talk to a hosted service must be able to install and import the client without
- * the local service's heavy parts (hono, @hono/node-server, better-sqlite3, tfjs) and the Tinker
- * backend's protobuf library (@bufbuild/protobuf), which are
+ * the local service's heavy parts (hono, @hono/node-server, better-sqlite3, tfjs), the Tinker
+ * backend's protobuf library (@bufbuild/protobuf) and the MCP SDK (@modelcontextprotocol/sdk, loaded
+ * only when an `mcpServer` starts), which are
  * optional dependencies. A child node process imports each entry with a resolve hook that fails
  * any import resolving into those packages, as if they were not installed.
  */
@@ -14,7 +15,7 @@ const root = fileURLToPath(new URL('../../', import.meta.url));
 
 /** A module-resolution hook that refuses the heavy packages, naming who imported them. */
 const blockHeavyModules = `
-const heavy = /\\/node_modules\\/(hono|@hono\\/node-server|better-sqlite3|@tensorflow\\/[^/]+|@bufbuild\\/[^/]+)\\//;
+const heavy = /\\/node_modules\\/(hono|@hono\\/node-server|better-sqlite3|@tensorflow\\/[^/]+|@bufbuild\\/[^/]+|@modelcontextprotocol\\/[^/]+)\\//;
 export async function resolve(specifier, context, nextResolve) {
   const resolved = await nextResolve(specifier, context);
   if (heavy.test(resolved.url)) {
@@ -65,6 +66,21 @@ if (backend.kind !== 'hosted' || model.name !== 'm') throw new Error('unexpected
     );
     expect(child.status, child.stderr).toBe(0);
     expect(child.stdout).toMatch(/imported \d+ exports/);
+  });
+
+  it('an mcpServer is made without the MCP SDK; starting it says which package to install', () => {
+    const child = importWithoutHeavyModules(
+      'src/index.ts',
+      `
+const source = entry.mcpServer({ command: 'some-server' }, { name: 'tools' });
+const error = await source.start().then(() => undefined, (caught) => caught);
+if (!(error instanceof entry.McpServerError)) throw new Error('expected an McpServerError, got ' + error);
+if (!/npm install @modelcontextprotocol\\/sdk/.test(error.message)) throw new Error(error.message);
+console.log(error.message);
+`,
+    );
+    expect(child.status, child.stderr).toBe(0);
+    expect(child.stdout).toMatch(/MCP server `tools` needs the package `@modelcontextprotocol\/sdk`/);
   });
 
   it('policyloop/client imports, and a client makes a call, with them unavailable', () => {

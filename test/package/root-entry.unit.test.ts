@@ -18,7 +18,7 @@ import * as environments from '../../src/environments/environment-errors.js';
 import { exportedNames } from './support/exports.js';
 
 /** At most this many names (values and types) in the root entry; docs/architecture.md says why. */
-const ROOT_BUDGET = 90;
+const ROOT_BUDGET = 91;
 
 const rootExports = root as Record<string, unknown>;
 const names = exportedNames();

@@ -18,6 +18,7 @@ import { loadEnvironment } from '../../environments/load-environment.js';
 import { ENV, readEnv } from '../../internal/env.js';
 import { APIUserAbortError, InvalidArgumentError } from '../../internal/errors.js';
 import { formatProgress } from '../../rollout/progress-bar.js';
+import { McpServerError } from '../../tools/mcp/mcp-errors.js';
 import { formatNumber, out, outJson, progress, progressDone, showsProgress, table, UsageError } from '../context.js';
 import { finiteNumber, positiveInteger } from './resources.js';
 
@@ -66,9 +67,15 @@ export async function loadForCommand(id: string, args: Record<string, unknown>):
   }
 }
 
-/** An environment that cannot be loaded, or an argument the library refused, as a usage error (exit 2). */
+/**
+ * An environment that cannot be loaded or started (an MCP server that does not start), or an
+ * argument the library refused, as a usage error (exit 2).
+ */
 export function asUsageError(error: unknown): unknown {
-  if (error instanceof EnvironmentLoadError || error instanceof InvalidArgumentError) {
+  // An environment file loaded through tsx has its own copy of the library: its McpServerError is
+  // another class of the same name.
+  const serverFailed = error instanceof McpServerError || (error instanceof Error && error.name === 'McpServerError');
+  if (error instanceof EnvironmentLoadError || error instanceof InvalidArgumentError || serverFailed) {
     return new UsageError(error.message, { cause: error });
   }
   return error;
