@@ -54,15 +54,19 @@ describe('examples', () => {
     expect(output).toMatch(/^trained 4 steps on the scripted backend in \d+ ms$/m);
   }, 300_000);
 
-  it('environments/train trains on the uppercase environment, each rubric mean on its step line (a short run)', async () => {
+  it('environments/train warms up and trains on the uppercase environment, each rubric mean on its step line, then prints the eval comparison (a short run)', async () => {
     const output = await runExample('environments/train', { POLICYLOOP_EXAMPLE_STEPS: '2' });
+    expect(output).toMatch(/^SFT warm start: step 1$/m);
     expect(output).toMatch(
-      /^validation at step 0: reward \d\.\d{3}, characters \d\.\d{3}, capitals \d\.\d{3}, exact \d\.\d{3}, num_turns 1\.000, tool_calls 0\.000$/m,
+      /^validation at step 1: reward \d\.\d{3}, characters \d\.\d{3}, capitals \d\.\d{3}, exact \d\.\d{3}, num_turns 1\.000, tool_calls 0\.000$/m,
     );
     expect(
-      output.match(/^step [12]: reward \d\.\d{3}, characters \d\.\d{3}, capitals \d\.\d{3}, exact \d\.\d{3}, /gm),
+      output.match(/^step [23]: reward \d\.\d{3}, characters \d\.\d{3}, capitals \d\.\d{3}, exact \d\.\d{3}, /gm),
     ).toHaveLength(2);
-    expect(output).toMatch(/^trained uppercase to step 2; history in .*history\.jsonl$/m);
+    expect(output).toMatch(/^trained uppercase to step 3; history in .*history\.jsonl$/m);
+    expect(output).toMatch(
+      /^compare: npx policyloop eval examples\/environments\/uppercase\.ts --data-dir \.policyloop\/environments --model policyloop\/tiny-chat --model environments\/uppercase:step3 -n 16 -r 4 --threshold 1$/m,
+    );
   }, 300_000);
 
   it('environments/train loads the calculator environment by path and trains on it with its tools (a short run)', async () => {

@@ -1,9 +1,10 @@
 /**
  * A single-turn environment: "uppercase this word", answered in one reply by the default agent
- * loop (no tools). Its rubric: `characters`, the fraction of characters right (dense, so a tiny
- * model climbs it), `capitals`, the fraction of capital letters (weight 0.5: shaping a random model
- * climbs from its first step), and `exact`, an exact match (weight 0: a metric, and what "correct"
- * means in an evaluation). Held-out words are the evalDataset.
+ * loop (no tools). Its rubric: `characters`, the fraction of characters right (the reward: dense,
+ * so a tiny model climbs it, as in the demo), and two metrics (weight 0): `capitals`, the fraction
+ * of capital letters, and `exact`, an exact match. In an evaluation a rollout is correct when its
+ * reward reaches the threshold: `--threshold 1` counts exact answers only. Held-out words are the
+ * evalDataset.
  * Train on it: npx tsx examples/environments/train.ts
  * Evaluate a model on it: npx policyloop eval examples/environments/uppercase.ts
  */
@@ -21,14 +22,13 @@ const asTask = ({ word, answer }: UppercaseScenario): UppercaseTask => ({ prompt
 export default defineEnvironment({
   name: 'uppercase',
   // Functions: the words are made when a run reads them (a large or remote set would be read lazily).
-  dataset: () => makeScenarios(1, 64).map(asTask),
+  dataset: () => makeScenarios(1, 1024).map(asTask),
   evalDataset: () => makeScenarios(2, 16).map(asTask),
   // An answer is 4 letters: a short limit keeps each rollout (and training) fast.
   sampling: { max_tokens: 8 },
   reward: {
     characters: (trajectory, task) => reward(scenarioOf(task.prompt), finalAssistantText(trajectory)),
-    // Shaping a random model can climb from its first step: the fraction of capital letters.
-    capitals: { fn: (trajectory) => capitalsReward(finalAssistantText(trajectory)), weight: 0.5 },
+    capitals: { fn: (trajectory) => capitalsReward(finalAssistantText(trajectory)), weight: 0 },
     exact: { fn: exactMatch((task) => task.answer), weight: 0 },
   },
 });
