@@ -101,9 +101,10 @@ const LOCAL_ENGINE_LOSSES: readonly string[] = ['cispo', 'ppo'];
  */
 export function rlJobBody(context: ContractContext) {
   const offered = context.lossFns ?? LOCAL_ENGINE_LOSSES;
+  // An enum (not a refined string), so that the service's own OpenAPI document lists the losses
+  // this engine takes and a schema-valid request is never refused.
   const lossFn = z
-    .string()
-    .refine((name) => offered.includes(name), {
+    .enum(offered as [string, ...string[]], {
       error: (issue) =>
         `This service's engine trains with no loss ${JSON.stringify(issue.input)}; expected one of: ${offered.join(', ')}`,
     })

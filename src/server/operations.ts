@@ -13,7 +13,6 @@ import {
   CheckpointListQuery,
   CheckpointPage,
   CreateStepMetricsRequest,
-  CreateTrainingJob,
   DeleteCheckpointsRequest,
   DeleteCheckpointsResponse,
   DeleteModelResponse,
@@ -42,6 +41,7 @@ import {
   LogBody,
   LogResponse,
   registerModelBody,
+  rlJobBody,
   sftJobBody,
 } from './contract.js';
 
@@ -297,7 +297,7 @@ export const OPERATIONS: readonly Operation[] = [
     summary: 'Create an RL training job',
     description:
       'Queues the job; it ends with one terminal event (`training_ended` or `training_failed`). Every group needs `trajectories`.',
-    body: { name: 'CreateTrainingJob', schema: CreateTrainingJob },
+    body: { name: 'CreateTrainingJob', schema: rlJobBody },
     idempotent: true,
     ok: { description: 'The queued job', json: jobAnswer },
     errors: [404, 409, 413, 422],

@@ -1,6 +1,6 @@
 /**
  * The package's promises to its users, read from package.json and tsconfig.json: an ESM package
- * for Node >= 20.3 with explicit entry points (root, training, schema, client, server, testing) and a
+ * for Node >= 20.3 with explicit entry points (root, training, schema, client, server, testing, tinker) and a
  * `policyloop` command, three light runtime dependencies, the heavy local-service parts optional,
  * and `openai` 6 or 7 as a peer.
  * (`lightweight-import.test.ts` checks that the client really loads without the heavy parts.)
@@ -80,7 +80,7 @@ describe('package.json', () => {
 
   it('exports exactly the public entries, each built from a source entry with its types', () => {
     const entries = Object.keys(manifest.exports ?? {}).filter((entry) => entry !== './package.json');
-    expect(entries.sort()).toEqual(['.', './client', './schema', './server', './testing', './training']);
+    expect(entries.sort()).toEqual(['.', './client', './schema', './server', './testing', './tinker', './training']);
     for (const entry of entries) {
       const target = manifest.exports?.[entry] as { types?: string; import?: string };
       expect(target.types, entry).toMatch(/^\.\/dist\/.*\.d\.ts$/);

@@ -77,7 +77,7 @@ describe('loadEnvironment', () => {
     const environment = await loadEnvironment('examples/environments/uppercase.ts', {}, { cwd: root });
     expect(environment).toMatchObject({ kind: 'environment', name: 'uppercase', hasEvalDataset: true, args: {} });
     const tasks = await tasksOf(environment);
-    expect(tasks).toHaveLength(64);
+    expect(tasks).toHaveLength(1024);
     expect(tasks[0]).toMatchObject({
       prompt: expect.stringMatching(/^[a-z]{4}$/),
       answer: expect.stringMatching(/^[A-Z]{4}$/),
