@@ -4,32 +4,14 @@
  * service (`ScriptedBackend`, whose engine trains at once) and, for the hosted and Tinker
  * backends, their declared losses without a server.
  */
-import { HostedBackend, InvalidArgumentError, RLTrainer, TinkerBackend, TrainableModel } from 'policyloop';
+import { HostedBackend, InvalidArgumentError, RLTrainer, TinkerBackend } from 'policyloop';
 import type { LossFn } from 'policyloop/training';
-import { makeChoice, makeGroup, ScriptedBackend } from 'policyloop/testing';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { refuseUnofferedLoss } from '../../src/training/job-options.js';
+import { scriptedModels, yesNoGroups } from '../support/scripted-models.js';
 
-const opened: { close(): Promise<unknown> }[] = [];
-afterEach(async () => {
-  for (const item of opened.splice(0).reverse()) await item.close();
-});
-
-async function registered(name: string) {
-  const backend = await ScriptedBackend.start({ sample: ['yes', 'no'] });
-  const model = await new TrainableModel({ project: 'losses', name, baseModel: 'policyloop/tiny-chat' }).register(
-    backend,
-  );
-  opened.push(backend, model);
-  return { backend, model };
-}
-
-const groups = [
-  makeGroup([
-    { user: 'q', answer: makeChoice('yes', { logprobs: true }), reward: 1 },
-    { user: 'q', answer: makeChoice('no', { logprobs: true }), reward: 0 },
-  ]),
-];
+const registered = scriptedModels('losses');
+const groups = yesNoGroups;
 
 async function refusal(attempt: Promise<unknown>): Promise<Error> {
   return attempt.then(

@@ -3,33 +3,15 @@
  * reach the service as `experimental_config`'s snake-case keys, checked before anything is sent,
  * and a backend that does not honour one refuses it before sampling.
  */
-import { InvalidArgumentError, RLTrainer, TinkerBackend, TrainableModel } from 'policyloop';
+import { InvalidArgumentError, RLTrainer, TinkerBackend } from 'policyloop';
 import { ExperimentalTrainingConfig } from 'policyloop/schema';
-import { makeChoice, makeGroup, ScriptedBackend } from 'policyloop/testing';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { refuseUnhonouredObjective } from '../../src/training/job-options.js';
 import { OBJECTIVE_CONFIG_KEYS, objectiveConfig } from '../../src/training/objective-params.js';
+import { scriptedModels, yesNoGroups } from '../support/scripted-models.js';
 
-const opened: { close(): Promise<unknown> }[] = [];
-afterEach(async () => {
-  for (const item of opened.splice(0).reverse()) await item.close();
-});
-
-async function registered(name: string) {
-  const backend = await ScriptedBackend.start({ sample: ['yes', 'no'] });
-  const model = await new TrainableModel({ project: 'objective', name, baseModel: 'policyloop/tiny-chat' }).register(
-    backend,
-  );
-  opened.push(backend, model);
-  return { backend, model };
-}
-
-const groups = [
-  makeGroup([
-    { user: 'q', answer: makeChoice('yes', { logprobs: true }), reward: 1 },
-    { user: 'q', answer: makeChoice('no', { logprobs: true }), reward: 0 },
-  ]),
-];
+const registered = scriptedModels('objective');
+const groups = yesNoGroups;
 
 describe('ObjectiveParams', () => {
   it('names every algorithmic key of ExperimentalTrainingConfig once; the rest have their own parameter or tune ART’s GPU pipeline', () => {
