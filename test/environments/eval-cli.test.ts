@@ -55,6 +55,24 @@ async function metadataIn(folder: string): Promise<EvaluationMetadata> {
   return JSON.parse(await readFile(path.join(folder, 'metadata.json'), 'utf8')) as EvaluationMetadata;
 }
 
+/** `policyloop eval` of the fixture whose `strict` rubric function throws on tasks 1 and 3, 2 rollouts each, into `out`. */
+function evalFailingRubric(baseURL: string, out: string) {
+  return runCli([
+    'eval',
+    FIXTURE,
+    '--base-url',
+    baseURL,
+    '--model',
+    'gpt-stub',
+    '-r',
+    '2',
+    '--out',
+    out,
+    '--env-args',
+    JSON.stringify({ failRubric: true }),
+  ]);
+}
+
 const keyOf = (row: EvaluationRow): string => `q${row.example_id}:${row.rollout_index}`;
 
 /** The examples all of whose `r` rows are in `rows`. */
@@ -155,20 +173,7 @@ describe('policyloop eval against an OpenAI-compatible server that sends no logp
   it('counts and prints the error rows of a throwing rubric function, and goes on', async () => {
     stub = await startOpenAIStub();
     const out = path.join(dir, 'rubric-error');
-    const run = await runCli([
-      'eval',
-      FIXTURE,
-      '--base-url',
-      stub.baseURL,
-      '--model',
-      'gpt-stub',
-      '-r',
-      '2',
-      '--out',
-      out,
-      '--env-args',
-      JSON.stringify({ failRubric: true }),
-    ]);
+    const run = await evalFailingRubric(stub.baseURL, out);
     expect(run.code).toBe(0);
     // Tasks 1 and 3 of 4, both rollouts each.
     expect(run.stdout).toMatch(/^errors\s+4$/m);
@@ -184,20 +189,7 @@ describe('policyloop eval against an OpenAI-compatible server that sends no logp
   it('rescore scores the saved rows again with the endpoint closed, into rescore-N, the originals untouched', async () => {
     stub = await startOpenAIStub();
     const out = path.join(dir, 'rescore');
-    const eval_ = await runCli([
-      'eval',
-      FIXTURE,
-      '--base-url',
-      stub.baseURL,
-      '--model',
-      'gpt-stub',
-      '-r',
-      '2',
-      '--out',
-      out,
-      '--env-args',
-      JSON.stringify({ failRubric: true }),
-    ]);
+    const eval_ = await evalFailingRubric(stub.baseURL, out);
     expect(eval_.code).toBe(0);
     const before = await readFile(path.join(out, 'results.jsonl'), 'utf8');
     const requests = stub.requests.length;
