@@ -13,32 +13,15 @@ import {
   isChoice,
   PromptedModel,
   type Trajectory,
-  TrainableModel,
+  type TrainableModel,
 } from 'policyloop';
-import { makeChoice, ScriptedBackend, type ScriptedSampleRequest } from 'policyloop/testing';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { makeChoice, type ScriptedSampleRequest } from 'policyloop/testing';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { scriptedTurns } from '../support/scripted-models.js';
 
-/** What the scripted model answers to a request. */
-type ScriptedSampleFn = (request: ScriptedSampleRequest) => string | ReturnType<typeof makeChoice>;
-
-let backend: ScriptedBackend;
-let script: ScriptedSampleFn = () => 'unset';
-let models = 0;
-
-beforeAll(async () => {
-  backend = await ScriptedBackend.start({ sample: (request) => script(request) });
-});
-afterAll(async () => {
-  await backend?.close();
-});
-
-async function freshModel(): Promise<TrainableModel> {
-  models += 1;
-  return new TrainableModel({ project: 'env', name: `loop-${models}`, baseModel: 'policyloop/tiny-chat' }).register(
-    backend,
-  );
-}
+const scripted = scriptedTurns('env', 'loop');
+const freshModel = (): Promise<TrainableModel> => scripted.freshModel();
 
 /** The last message of a request. */
 function lastMessage(request: ScriptedSampleRequest): { role?: string; content?: unknown } {
@@ -61,7 +44,7 @@ const add = functionTool({
 describe('the default agent loop', () => {
   it('calls the tools the model asks for and answers with tool messages, all recorded in order', async () => {
     // Turn 1: call add(2, 3); turn 2: answer with what the tool said.
-    script = (request) =>
+    scripted.script = (request) =>
       lastMessage(request).role === 'tool'
         ? String(lastMessage(request).content)
         : makeChoice(null, { toolCalls: [{ id: 'call_a', name: 'add', arguments: { a: 2, b: 3 } }] });
@@ -97,7 +80,7 @@ describe('the default agent loop', () => {
       properties: { a: { type: 'number' }, b: { type: 'number' } },
     });
     // Every request carried the sampling, the tools and the model's name.
-    const requests = backend.samples.filter((sample) => sample.body.model === model.inferenceName());
+    const requests = scripted.backend.samples.filter((sample) => sample.body.model === model.inferenceName());
     expect(requests).toHaveLength(4);
     for (const { body } of requests) {
       expect(body).toMatchObject({ temperature: 0.5, max_tokens: 32 });
@@ -107,7 +90,7 @@ describe('the default agent loop', () => {
   });
 
   it('returns a throwing tool, an unknown tool and bad JSON arguments to the model as error tool messages', async () => {
-    script = (request) => {
+    scripted.script = (request) => {
       const messages = request.body.messages as { role?: string }[];
       if (messages.some((message) => message.role === 'tool')) return 'done';
       return makeChoice(null, {
@@ -155,7 +138,7 @@ describe('the default agent loop', () => {
   });
 
   it('stops after maxTurns even when the model keeps calling tools', async () => {
-    script = () => makeChoice(null, { toolCalls: [{ name: 'add', arguments: { a: 1, b: 1 } }] });
+    scripted.script = () => makeChoice(null, { toolCalls: [{ name: 'add', arguments: { a: 1, b: 1 } }] });
     const environment = defineEnvironment({ name: 'loop', dataset: [{ prompt: 'go' }], tools: [add], maxTurns: 3 });
     const model = await freshModel();
     const run = await environment.start({ model });
@@ -168,7 +151,7 @@ describe('the default agent loop', () => {
   });
 
   it('plays a task given as messages, without tools (no `tools` in the request)', async () => {
-    script = () => 'Paris';
+    scripted.script = () => 'Paris';
     const environment = defineEnvironment({
       name: 'single',
       dataset: [{ prompt: [{ role: 'user' as const, content: 'Capital of France?' }], answer: 'Paris' }],
@@ -188,14 +171,14 @@ describe('the default agent loop', () => {
     expect(trajectory.reward).toBe(1);
     expect(trajectory.tools ?? null).toBeNull();
     expect(trajectory.metrics).toMatchObject({ num_turns: 1, tool_calls: 0 });
-    const last = backend.samples.filter((sample) => sample.body.model === model.inferenceName()).at(-1);
+    const last = scripted.backend.samples.filter((sample) => sample.body.model === model.inferenceName()).at(-1);
     expect(last?.body.tools).toBeUndefined();
     await model.close();
   });
 
   it('plays with a PromptedModel too: context.model is the model evaluated', async () => {
-    script = () => 'hello';
-    const connection = await backend.connect();
+    scripted.script = () => 'hello';
+    const connection = await scripted.backend.connect();
     // The base model itself, as a prompted model on the service's chat completions.
     const prompted = new PromptedModel({
       name: 'prompted',
@@ -221,6 +204,6 @@ describe('the default agent loop', () => {
     await run.close();
     expect(seen).toEqual([prompted]);
     expect(group!.trajectories[0]!.reward).toBe(1);
-    expect(backend.samples.at(-1)?.body.model).toBe('policyloop/tiny-chat');
+    expect(scripted.backend.samples.at(-1)?.body.model).toBe('policyloop/tiny-chat');
   });
 });

@@ -20,32 +20,16 @@ import {
   mcpServer,
   RLTrainer,
   type Trajectory,
-  TrainableModel,
+  type TrainableModel,
 } from 'policyloop';
-import { makeChoice, ScriptedBackend, type ScriptedSampleRequest } from 'policyloop/testing';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { makeChoice, type ScriptedSampleRequest } from 'policyloop/testing';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { eventually, MARK_VARIABLE, markedProcesses, newMark, referenceServer } from './support/mcp-harness.js';
+import { type ScriptedAnswer, scriptedTurns } from '../support/scripted-models.js';
 
-type Script = (request: ScriptedSampleRequest) => string | ReturnType<typeof makeChoice>;
-
-let backend: ScriptedBackend;
-let script: Script = () => 'unset';
-let models = 0;
-
-beforeAll(async () => {
-  backend = await ScriptedBackend.start({ sample: (request) => script(request) });
-});
-afterAll(async () => {
-  await backend?.close();
-});
-
-async function freshModel(): Promise<TrainableModel> {
-  models += 1;
-  return new TrainableModel({ project: 'mcp', name: `env-${models}`, baseModel: 'policyloop/tiny-chat' }).register(
-    backend,
-  );
-}
+const scripted = scriptedTurns('mcp', 'env');
+const freshModel = (): Promise<TrainableModel> => scripted.freshModel();
 
 type Message = { role?: string; content?: unknown; tool_call_id?: string };
 
@@ -79,7 +63,7 @@ function recordedMemory(mark: string, tempDirs: string[], name = 'memory') {
  * The scripted agent: first it stores an entity named after its place in the group, then it
  * reads the graph, then it answers with what it read.
  */
-const rememberThenRead: Script = (request) => {
+const rememberThenRead: ScriptedAnswer = (request) => {
   const messages = messagesOf(request);
   const toolTurns = messages.filter((message) => message.role === 'tool').length;
   if (toolTurns === 0) {
@@ -104,7 +88,7 @@ function entities(text: string): string[] {
 
 describe('an environment of MCP servers, played by the default loop', () => {
   it('gives each rollout its own server: each sees only its own entity; results are recorded as tool messages; folders and processes are gone', async () => {
-    script = rememberThenRead;
+    scripted.script = rememberThenRead;
     const mark = newMark();
     const tempDirs: string[] = [];
     const environment = defineEnvironment({
@@ -142,7 +126,7 @@ describe('an environment of MCP servers, played by the default loop', () => {
   });
 
   it('a rollout that throws after its tools opened leaves no process and no folder', async () => {
-    script = rememberThenRead;
+    scripted.script = rememberThenRead;
     const mark = newMark();
     const tempDirs: string[] = [];
     const environment = defineEnvironment({
@@ -171,7 +155,7 @@ describe('an environment of MCP servers, played by the default loop', () => {
     const mark = newMark();
     // The agent calls a tool that takes 60 s; the run is aborted while it waits.
     let calls = 0;
-    script = () => {
+    scripted.script = () => {
       calls += 1;
       return makeChoice(null, {
         toolCalls: [{ name: 'trigger-long-running-operation', arguments: { duration: 60, steps: 60 } }],
@@ -233,7 +217,7 @@ describe('starting an environment of MCP servers', () => {
   });
 
   it('renaming with options.tools resolves the collision', async () => {
-    script = rememberThenRead;
+    scripted.script = rememberThenRead;
     const mark = newMark();
     const renamed = mcpServer(
       ({ tempDir }) => ({
@@ -263,12 +247,12 @@ describe('starting an environment of MCP servers', () => {
       reward: () => 1,
     });
     const model = await freshModel();
-    const before = backend.samples.length;
+    const before = scripted.backend.samples.length;
     const trainer = new RLTrainer({ model, environment, groupSize: 2, groupsPerStep: 1, maxSteps: 1, progress: false });
     const error = await trainer.run().catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(McpServerError);
     expect(error).toMatchObject({ server: 'ghost', reason: 'spawn' });
-    expect(backend.samples.length).toBe(before);
+    expect(scripted.backend.samples.length).toBe(before);
     await model.close();
   });
 });
