@@ -45,6 +45,16 @@ export function markedProcesses(mark: string): number[] {
   return pids;
 }
 
+/** The process group of `pid` (field 5 of /proc/<pid>/stat), or undefined once it is gone. */
+export function processGroup(pid: number): number | undefined {
+  try {
+    const fields = /^\d+ \(.*\) (.*)$/s.exec(readFileSync(`/proc/${pid}/stat`, 'utf8'))?.[1]?.split(' ');
+    return fields === undefined ? undefined : Number(fields[2]);
+  } catch {
+    return undefined;
+  }
+}
+
 /** Waits until `check()` is true (polling), for at most `ms`; answers its last value. */
 export async function eventually(check: () => boolean, ms = 10_000): Promise<boolean> {
   const end = Date.now() + ms;
