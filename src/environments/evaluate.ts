@@ -23,7 +23,7 @@ import { gatherTrajectoryGroups, type GroupScorer } from '../rollout/gather-traj
 import { messageOf, type Trajectory } from '../schema/index.js';
 import type { PromptedModel } from '../training/prompted-model.js';
 import type { TrainableModel } from '../training/trainable-model.js';
-import type { Environment } from './environment.js';
+import type { Environment, EnvironmentRun } from './environment.js';
 import {
   completeGroups,
   type EvaluationMetadata,
@@ -425,18 +425,67 @@ export async function evaluate<T>(environment: Environment<T>, options: Evaluate
   if (parsed.out !== undefined && parsed.resume !== undefined) {
     throw new InvalidArgumentError('resume', 'Give `out` (a new run) or `resume` (a run to finish), not both');
   }
-  const { model, signal } = parsed;
-  const modelName = model.model;
-  const baseURL = (() => {
+  const plan = await planEvaluation(environment, parsed);
+  const { settings, tasks, directory } = plan;
+  const numbersSettings = { rolloutsPerExample: settings.rollouts_per_example, threshold: settings.threshold };
+  const rowsByExample = new Map<number, EvaluationRow[]>(plan.kept);
+  // The running numbers of metadata.json, a group's rows added as it ends (the final numbers are
+  // computed again from the rows in task order).
+  const running = new RowSummary(numbersSettings);
+  for (const rows of rowsByExample.values()) running.add(rows);
+  const remaining = tasks.map((_, exampleId) => exampleId).filter((exampleId) => !plan.kept.has(exampleId));
+  if (remaining.length > 0) {
+    const tally = new ProgressTally(tasks.length, settings.rollouts_per_example, parsed.onProgress);
+    for (const rows of rowsByExample.values()) tally.addKept(rows);
+    // metadata.json comes just before the first group's rows (or at the end): a run killed before
+    // has nothing to resume, and its folder may be used again as `out`.
+    const writer = new GroupWriter(directory, () => metadataOf(settings, running.numbers()));
+    const run = await environment.start({ model: parsed.model, sampling: settings.sampling, signal: parsed.signal });
     try {
-      return model.inferenceBaseURL;
-    } catch {
-      return null;
+      await runGroups(run, parsed, plan, remaining, tally, (exampleId, rows) => {
+        rowsByExample.set(exampleId, rows);
+        running.add(rows);
+        writer.add(rows);
+      });
+    } finally {
+      // The finished groups are written before the environment's resources are released.
+      try {
+        await writer.close();
+      } finally {
+        await run.close();
+      }
     }
-  })();
-  const envArgs = { ...environment.args };
+  }
+  const rows = [...rowsByExample.entries()].sort((a, b) => a[0] - b[0]).flatMap(([, group]) => group);
+  const numbers = summarizeRows(rows, numbersSettings);
+  const final = metadataOf(settings, numbers);
+  if (directory !== undefined) await writeMetadata(directory, final);
+  return { ...numbers, rows, outDir: directory === undefined ? undefined : path.resolve(directory), metadata: final };
+}
 
-  // The run to finish, checked against what was given.
+/** {@link EvaluateOptions} as parsed (defaults filled). */
+type ParsedEvaluateOptions = ReturnType<typeof parseOptions<typeof EvaluateOptionsSchema>>;
+
+/** One evaluation run: its settings (as metadata.json records them), its tasks, its folder, and the groups a resumed run keeps. */
+interface EvaluationPlan<T> {
+  readonly settings: EvaluationSettings;
+  readonly tasks: readonly T[];
+  readonly directory: string | undefined;
+  /** The complete groups of the run being resumed, by task index (never rerun). */
+  readonly kept: ReadonlyMap<number, EvaluationRow[]>;
+}
+
+/**
+ * The run `parsed` asks for: a resumed run's settings checked against those given (each default
+ * taken from it), the tasks read, the `out` folder made (refused when it holds an evaluation), a
+ * resumed folder's results.jsonl rewritten to its complete groups.
+ */
+async function planEvaluation<T>(
+  environment: Environment<T>,
+  parsed: ParsedEvaluateOptions,
+): Promise<EvaluationPlan<T>> {
+  const modelName = parsed.model.model;
+  const envArgs = { ...environment.args };
   const saved = parsed.resume === undefined ? undefined : await readEvaluation(parsed.resume);
   const previous = saved?.metadata;
   if (previous !== undefined) {
@@ -454,18 +503,9 @@ export async function evaluate<T>(environment: Environment<T>, options: Evaluate
     checkSame(directory, 'threshold', previous.threshold, parsed.threshold);
   }
   const rolloutsPerExample = parsed.rolloutsPerExample ?? previous?.rollouts_per_example ?? 1;
-  const threshold = parsed.threshold ?? previous?.threshold ?? 0.5;
-  // What the rollouts get: the environment's own sampling under the evaluation's, key by key (as
-  // `start` merges them), recorded as it is in force.
-  const sampling = { ...environment.spec?.sampling, ...(parsed.sampling ?? previous?.sampling ?? {}) };
-  const envId = parsed.envId ?? previous?.env_id ?? environment.name;
   const limit = parsed.examples ?? previous?.num_examples ?? Number.POSITIVE_INFINITY;
   const tasks = await firstTasks(environment.evalDataset(), limit);
-  if (previous !== undefined) {
-    checkSame(parsed.resume as string, 'examples', previous.num_examples, tasks.length);
-  }
-
-  const directory = parsed.out ?? parsed.resume;
+  if (previous !== undefined) checkSame(parsed.resume as string, 'examples', previous.num_examples, tasks.length);
   if (parsed.out !== undefined) {
     await mkdir(parsed.out, { recursive: true });
     if (await holdsEvaluation(parsed.out)) {
@@ -475,159 +515,182 @@ export async function evaluate<T>(environment: Environment<T>, options: Evaluate
       );
     }
   }
-
   const settings: EvaluationSettings = {
-    env_id: envId,
+    env_id: parsed.envId ?? previous?.env_id ?? environment.name,
     env_args: envArgs,
     model: modelName,
-    base_url: baseURL,
+    base_url: inferenceBaseURLOf(parsed.model),
     num_examples: tasks.length,
     rollouts_per_example: rolloutsPerExample,
-    sampling,
-    threshold,
+    // What the rollouts get: the environment's own sampling under the evaluation's, key by key (as
+    // `start` merges them), recorded as it is in force.
+    sampling: { ...environment.spec?.sampling, ...(parsed.sampling ?? previous?.sampling ?? {}) },
+    threshold: parsed.threshold ?? previous?.threshold ?? 0.5,
   };
-  const numbersSettings = { rolloutsPerExample, threshold };
-
-  // A resumed run keeps its complete groups; the rest runs again.
   const kept = completeGroups(saved?.rows ?? [], { rolloutsPerExample, numExamples: tasks.length });
-  const rowsByExample = new Map<number, EvaluationRow[]>(kept);
-  const allRows = (): EvaluationRow[] => [...rowsByExample.values()].flat();
-  // The running numbers of metadata.json, a group's rows added as it ends (the final numbers are
-  // computed again from the rows in task order).
-  const running = new RowSummary(numbersSettings);
-  for (const rows of rowsByExample.values()) running.add(rows);
-  const metadata = (): EvaluationMetadata => metadataOf(settings, running.numbers());
   if (parsed.resume !== undefined) {
-    await writeFileAtomically(path.join(parsed.resume, RESULTS_FILE), rowLines(allRows()));
+    const rows = [...kept.values()].flat();
+    await writeFileAtomically(path.join(parsed.resume, RESULTS_FILE), rowLines(rows));
   }
-  // metadata.json comes just before the first group's rows (or at the end): a run killed before
-  // has nothing to resume, and its folder may be used again as `out`.
+  return { settings, tasks, directory: parsed.out ?? parsed.resume, kept };
+}
 
-  const remaining = tasks.map((_, exampleId) => exampleId).filter((exampleId) => !kept.has(exampleId));
-  const writer = new GroupWriter(directory, metadata);
-  const total = tasks.length * rolloutsPerExample;
-  let done = kept.size * rolloutsPerExample;
-  let errors = 0;
-  let rewardSum = 0;
-  let scored = 0;
-  for (const rows of kept.values()) {
+/** The model's inference base URL, or null when it has none yet (a model not registered). */
+function inferenceBaseURLOf(model: PromptedModel | TrainableModel): string | null {
+  try {
+    return model.inferenceBaseURL;
+  } catch {
+    return null;
+  }
+}
+
+/** The counts `onProgress` reports: rollouts done, errors, and the reward mean of the rest. */
+class ProgressTally {
+  private done = 0;
+  private errors = 0;
+  private rewardSum = 0;
+  private scored = 0;
+  private groupsDone = 0;
+
+  constructor(
+    private readonly groupsTotal: number,
+    private readonly rolloutsPerExample: number,
+    private readonly onProgress: ((progress: EvaluationProgress) => void) | undefined,
+  ) {}
+
+  /** Counts a kept group of a resumed run (no report). */
+  addKept(rows: readonly EvaluationRow[]): void {
+    this.groupsDone += 1;
     for (const row of rows) {
-      if (row.error !== null || row.reward === null) errors += 1;
-      else {
-        rewardSum += row.reward;
-        scored += 1;
-      }
+      this.done += 1;
+      if (row.error !== null || row.reward === null) this.errors += 1;
+      else this.scoreReward(row.reward, 1);
     }
   }
-  const report = (): void =>
-    parsed.onProgress?.({
-      done,
-      total,
-      errors,
-      rewardMean: scored === 0 ? Number.NaN : rewardSum / scored,
-      groupsDone: rowsByExample.size,
-      groupsTotal: tasks.length,
+
+  /** A rollout ended: scored with `reward`, or (`reward` undefined) an error. */
+  rolloutEnded(reward: number | undefined): void {
+    this.done += 1;
+    if (reward === undefined) this.errors += 1;
+    else this.scoreReward(reward, 1);
+    this.report();
+  }
+
+  /** A rollout counted as scored with `reward` turned out an error (its group judge failed). */
+  unscore(reward: number): void {
+    this.scoreReward(reward, -1);
+    this.errors += 1;
+  }
+
+  /** A group ended. */
+  groupEnded(): void {
+    this.groupsDone += 1;
+    this.report();
+  }
+
+  private scoreReward(reward: number, sign: 1 | -1): void {
+    this.rewardSum += sign * reward;
+    this.scored += sign;
+  }
+
+  private report(): void {
+    this.onProgress?.({
+      done: this.done,
+      total: this.groupsTotal * this.rolloutsPerExample,
+      errors: this.errors,
+      rewardMean: this.scored === 0 ? Number.NaN : this.rewardSum / this.scored,
+      groupsDone: this.groupsDone,
+      groupsTotal: this.groupsTotal,
     });
-
-  if (remaining.length > 0) {
-    const run = await environment.start({ model, sampling, signal });
-    try {
-      const scoreErrors = new WeakMap<Trajectory, string>();
-      const slots = remaining.length * rolloutsPerExample;
-      const started = new Float64Array(slots);
-      const seconds = new Float64Array(slots);
-      const ended: (Trajectory | undefined)[] = new Array(slots);
-      const failures: (string | undefined)[] = new Array(slots);
-      // 1 for a slot already counted as an error in the progress.
-      const counted = new Uint8Array(slots);
-      const events = new GatherEmitter<T>();
-      events.on('rollout:start', ({ groupIndex, index, attempt }) => {
-        if (attempt === 0) started[groupIndex * rolloutsPerExample + index] = performance.now();
-      });
-      const finish = (slot: number): void => {
-        seconds[slot] = (performance.now() - (started[slot] as number)) / 1000;
-        done += 1;
-      };
-      events.on('rollout:end', ({ groupIndex, index, trajectory }) => {
-        const slot = groupIndex * rolloutsPerExample + index;
-        ended[slot] = trajectory;
-        finish(slot);
-        if (scoreErrors.has(trajectory)) {
-          errors += 1;
-          counted[slot] = 1;
-        } else {
-          rewardSum += trajectory.reward;
-          scored += 1;
-        }
-        report();
-      });
-      events.on('rollout:error', ({ groupIndex, index, error, willRetry }) => {
-        if (willRetry) return;
-        const slot = groupIndex * rolloutsPerExample + index;
-        failures[slot] = errorMessage(error);
-        counted[slot] = 1;
-        finish(slot);
-        errors += 1;
-        report();
-      });
-      events.on('group:end', ({ groupIndex, scenario, group }) => {
-        const exampleId = remaining[groupIndex] as number;
-        const from = groupIndex * rolloutsPerExample;
-        const to = from + rolloutsPerExample;
-        const rows = groupRows(
-          exampleId,
-          scenario,
-          modelName,
-          group.trajectories,
-          ended.slice(from, to),
-          failures.slice(from, to),
-          Array.from(seconds.subarray(from, to)),
-          scoreErrors,
-        );
-        // A group judge that failed made rows counted as scored into errors: recount them.
-        for (const row of rows) {
-          const slot = from + row.rollout_index;
-          const trajectory = ended[slot];
-          if (row.error === null || counted[slot] === 1 || trajectory === undefined) continue;
-          errors += 1;
-          scored -= 1;
-          rewardSum -= trajectory.reward;
-        }
-        // The rows hold what is kept: the group's trajectories may go.
-        ended.fill(undefined, from, to);
-        rowsByExample.set(exampleId, rows);
-        running.add(rows);
-        writer.add(rows);
-        report();
-      });
-      await gatherTrajectoryGroups(
-        remaining.map((exampleId) => tasks[exampleId] as T),
-        run.rollout,
-        {
-          groupSize: rolloutsPerExample,
-          concurrency: parsed.concurrency,
-          timeout: parsed.timeout,
-          reward: run.reward === undefined ? undefined : catchingReward(run.reward, scoreErrors),
-          scoreGroup: run.scoreGroup === undefined ? undefined : catchingScorer(run.scoreGroup, scoreErrors),
-          // Every rollout may fail: each failure is an error row, never the end of the run.
-          maxExceptions: slots,
-          signal,
-          events,
-          model,
-        },
-      );
-    } finally {
-      try {
-        await writer.close();
-      } finally {
-        await run.close();
-      }
-    }
   }
+}
 
-  const rows = [...rowsByExample.entries()].sort((a, b) => a[0] - b[0]).flatMap(([, group]) => group);
-  const numbers = summarizeRows(rows, numbersSettings);
-  const final = metadataOf(settings, numbers);
-  if (directory !== undefined) await writeMetadata(directory, final);
-  return { ...numbers, rows, outDir: directory === undefined ? undefined : path.resolve(directory), metadata: final };
+/**
+ * Runs the `remaining` tasks of `plan` on the started environment `run` through `gatherTrajectoryGroups`, one group each, and
+ * hands each finished group's rows to `groupDone` as it ends (errors as rows, never a stop).
+ */
+async function runGroups<T>(
+  run: EnvironmentRun<T>,
+  parsed: ParsedEvaluateOptions,
+  plan: EvaluationPlan<T>,
+  remaining: readonly number[],
+  tally: ProgressTally,
+  groupDone: (exampleId: number, rows: EvaluationRow[]) => void,
+): Promise<void> {
+  const { model, signal } = parsed;
+  const { tasks, settings } = plan;
+  const rolloutsPerExample = settings.rollouts_per_example;
+  const scoreErrors = new WeakMap<Trajectory, string>();
+  const slots = remaining.length * rolloutsPerExample;
+  const started = new Float64Array(slots);
+  const seconds = new Float64Array(slots);
+  const ended: (Trajectory | undefined)[] = new Array(slots);
+  const failures: (string | undefined)[] = new Array(slots);
+  // 1 for a slot already counted as an error in the progress.
+  const counted = new Uint8Array(slots);
+  const events = new GatherEmitter<T>();
+  events.on('rollout:start', ({ groupIndex, index, attempt }) => {
+    if (attempt === 0) started[groupIndex * rolloutsPerExample + index] = performance.now();
+  });
+  const finish = (slot: number): void => {
+    seconds[slot] = (performance.now() - (started[slot] as number)) / 1000;
+  };
+  events.on('rollout:end', ({ groupIndex, index, trajectory }) => {
+    const slot = groupIndex * rolloutsPerExample + index;
+    ended[slot] = trajectory;
+    finish(slot);
+    const failed = scoreErrors.has(trajectory);
+    if (failed) counted[slot] = 1;
+    tally.rolloutEnded(failed ? undefined : trajectory.reward);
+  });
+  events.on('rollout:error', ({ groupIndex, index, error, willRetry }) => {
+    if (willRetry) return;
+    const slot = groupIndex * rolloutsPerExample + index;
+    failures[slot] = errorMessage(error);
+    counted[slot] = 1;
+    finish(slot);
+    tally.rolloutEnded(undefined);
+  });
+  events.on('group:end', ({ groupIndex, scenario, group }) => {
+    const exampleId = remaining[groupIndex] as number;
+    const from = groupIndex * rolloutsPerExample;
+    const to = from + rolloutsPerExample;
+    const rows = groupRows(
+      exampleId,
+      scenario,
+      settings.model,
+      group.trajectories,
+      ended.slice(from, to),
+      failures.slice(from, to),
+      Array.from(seconds.subarray(from, to)),
+      scoreErrors,
+    );
+    // A group judge that failed made rows counted as scored into errors: recount them.
+    for (const row of rows) {
+      const slot = from + row.rollout_index;
+      const trajectory = ended[slot];
+      if (row.error === null || counted[slot] === 1 || trajectory === undefined) continue;
+      tally.unscore(trajectory.reward);
+    }
+    // The rows hold what is kept: the group's trajectories may go.
+    ended.fill(undefined, from, to);
+    groupDone(exampleId, rows);
+    tally.groupEnded();
+  });
+  await gatherTrajectoryGroups(
+    remaining.map((exampleId) => tasks[exampleId] as T),
+    run.rollout,
+    {
+      groupSize: rolloutsPerExample,
+      concurrency: parsed.concurrency,
+      timeout: parsed.timeout,
+      reward: run.reward === undefined ? undefined : catchingReward(run.reward, scoreErrors),
+      scoreGroup: run.scoreGroup === undefined ? undefined : catchingScorer(run.scoreGroup, scoreErrors),
+      // Every rollout may fail: each failure is an error row, never the end of the run.
+      maxExceptions: slots,
+      signal,
+      events,
+      model,
+    },
+  );
 }
