@@ -147,11 +147,16 @@ afterAll(async () => {
 });
 
 /** Runs one RL job on the stub client; resolves with its metrics, the calls and the reference requests. */
-async function runJob(config: ExperimentalTrainingConfig, klReference?: { checkpointPath: string | null }) {
+async function runJob(
+  config: ExperimentalTrainingConfig,
+  klReference?: { checkpointPath: string | null },
+  failReference?: Error,
+) {
   const { client, calls } = stubClient();
   const asked: { policy: PolicyRef; tokens: number[] }[] = [];
   const referenceLogprobs: ReferenceLogprobs = async (policy, tokens) => {
     asked.push({ policy, tokens: [...tokens] });
+    if (failReference) throw failReference;
     return REFERENCE[tokens[2] as number] as number[];
   };
   const jobs = new TinkerTrainingJobs({
@@ -254,6 +259,19 @@ describe('an RL job with kl_penalty_coef on a Tinker server', () => {
     ).rejects.toThrow(
       /The KL reference .*peft-adapter is not a checkpoint of a Tinker-backed model \(it has no tinker\.json\).*Name a step of this model/,
     );
+  });
+
+  it('a reference request the server fails fails the step with its error', async () => {
+    const failure = new Error('The Tinker server at http://tinker.test could not sample');
+    const error = await runJob(
+      { kl_penalty_coef: 0.1, kl_penalty_source: 'sample' },
+      { checkpointPath: null },
+      failure,
+    ).then(
+      () => undefined,
+      (caught: unknown) => caught,
+    );
+    expect(error).toBe(failure);
   });
 
   it('a reference checkpoint of another base model fails the step, naming both', async () => {

@@ -366,10 +366,17 @@ async function klPenaltyPass(
     : Promise.resolve(undefined);
   const reference: number[][] = new Array(sequences.length);
   let next = 0;
+  let failed = false;
   const worker = async () => {
-    while (next < sequences.length) {
+    // After one request fails the step fails: the others still queued are not sent.
+    while (next < sequences.length && !failed) {
       const row = next++;
-      reference[row] = await kl.logprobs((sequences[row] as TrainingSequence).tokens, signal);
+      try {
+        reference[row] = await kl.logprobs((sequences[row] as TrainingSequence).tokens, signal);
+      } catch (error) {
+        failed = true;
+        throw error;
+      }
     }
   };
   const [current] = await Promise.all([
