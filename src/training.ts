@@ -15,6 +15,7 @@ export type {
   WaitOptions,
   JobOptions,
   TrainParams,
+  TrainParamsProblem,
   LossFn,
   SFTParams,
   SFTSource,

@@ -6,6 +6,7 @@
  * server, and every step is trained there. The Tinker client (and its protobuf library, an
  * optional dependency) loads only when the backend connects.
  */
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { DEFAULT_DATA_DIR, ENV, readEnv } from '../internal/env.js';
@@ -13,12 +14,22 @@ import { InvalidArgumentError, PolicyloopError } from '../internal/errors.js';
 import { raceSignal } from '../internal/delay.js';
 import { option, optionsSchema, parseOptions } from '../internal/option-schema.js';
 import { z } from 'zod';
-import type { Backend, BackendConnection, LossFn, TrainingJobs } from '../training/backend.js';
+import type {
+  Backend,
+  BackendConnection,
+  LossFn,
+  TrainingJobs,
+  TrainParams,
+  TrainParamsProblem,
+} from '../training/backend.js';
+import { OBJECTIVE_CONFIG_KEYS, objectiveConfig } from '../training/objective-params.js';
 import type { ObjectiveParams } from '../training/objective-params.js';
 import { ServiceJobs } from '../training/service-jobs.js';
 import { type InProcessServiceOptions, inProcessServiceShape } from './backend-options.js';
 import { LocalBackend } from './local-backend.js';
 import { DEFAULT_TINKER_LORA_RANK, HOSTED_TINKER_URL, TINKER_DEFAULT_LEARNING_RATE } from './tinker/defaults.js';
+import { TINKER_CLIPPED_LOSSES, tinkerLossFunction } from './tinker/loss.js';
+import { TINKER_CHECKPOINT_FILE } from './tinker/checkpoint-record.js';
 
 export { DEFAULT_TINKER_LORA_RANK, HOSTED_TINKER_URL, TINKER_DEFAULT_LEARNING_RATE };
 
@@ -138,16 +149,23 @@ export class TinkerBackend implements Backend {
   readonly lossFns: readonly LossFn[] = ['importance_sampling', 'ppo', 'cispo', 'dro'];
   /**
    * The objective parameters it honours: the advantages are computed on the client
-   * (`scaleRewards`, `advantageBalance`), and `epsilon` / `epsilonHigh` become the `ppo` and `cispo`
-   * losses' `clip_low_threshold` / `clip_high_threshold` (with `importance_sampling` or `dro` they
-   * fail the step); the server's losses take no other knob from this backend yet, so the rest are
-   * refused before sampling.
+   * (`scaleRewards`, `advantageBalance`), and so is the KL penalty to a reference (`klPenaltyCoef`
+   * with its source and reference: the base model, or a step's sampler weights), folded into them
+   * as tinker-cookbook does; `epsilon` / `epsilonHigh` become the `ppo` and `cispo` losses'
+   * `clip_low_threshold` / `clip_high_threshold` (with `importance_sampling` or `dro`, which have
+   * no clip, they are refused). The server's losses take no other knob, so the rest are refused
+   * before sampling.
    */
   readonly objectiveParams: readonly (keyof ObjectiveParams)[] = [
     'scaleRewards',
     'advantageBalance',
     'epsilon',
     'epsilonHigh',
+    'klPenaltyCoef',
+    'klPenaltySource',
+    'klPenaltyReferenceStep',
+    'klPenaltyStepLag',
+    'klRefAdapterPath',
   ];
   /** Absolute directory of the in-process store and the models' local files. */
   readonly dataDir: string;
@@ -217,6 +235,56 @@ export class TinkerBackend implements Backend {
   async dashboardURL(): Promise<string> {
     await this.connect();
     return (await (this.connecting as Promise<Connected>)).local.dashboardURL();
+  }
+
+  /**
+   * What of a step's parameters a Tinker server cannot honour, checked before anything is sampled
+   * (see `Backend.trainParamsProblem`): an objective key given raw in `config` that it does not
+   * honour (`config.importance_sampling_level`...), `epsilon` / `epsilonHigh` with a loss that has
+   * no clip (`importance_sampling`, the default, or `dro`), and a `klRefAdapterPath` that is not
+   * a checkpoint folder of a Tinker-backed model (a Tinker sampler cannot load a PEFT adapter).
+   * Whether the server has the loss at all shows only at the step (SkyRL 0.4.0 has no `dro`; the
+   * API says nothing of it before).
+   * @example
+   * new TinkerBackend({ baseURL }).trainParamsProblem({ lossFn: 'dro', epsilon: 0.2 }, 'params')?.parameter; // 'epsilon'
+   */
+  trainParamsProblem(params: TrainParams, argument: string): TrainParamsProblem | undefined {
+    const raw = (params.config ?? {}) as Record<string, unknown>;
+    const given = (key: string) => raw[key] !== undefined && raw[key] !== null;
+    for (const [name, key] of Object.entries(OBJECTIVE_CONFIG_KEYS) as [keyof ObjectiveParams, string][]) {
+      if (this.objectiveParams.includes(name) || params[name] !== undefined || !given(key)) continue;
+      return {
+        parameter: `config.${key}`,
+        message: `Expected \`${argument}.config.${key}\` to be left out: a Tinker server does not honour it (the tinker backend honours ${this.objectiveParams.map((honoured) => `\`${honoured}\``).join(', ')}), and training would silently ignore it.`,
+      };
+    }
+    const config = { ...params.config, ...objectiveConfig(params) };
+    const lossFn = params.lossFn ?? tinkerLossFunction(config);
+    if (!TINKER_CLIPPED_LOSSES.includes(lossFn)) {
+      for (const [name, key] of [
+        ['epsilon', 'epsilon'],
+        ['epsilonHigh', 'epsilon_high'],
+      ] as const) {
+        if (params[name] === undefined && !given(key)) continue;
+        const parameter = params[name] !== undefined ? name : `config.${key}`;
+        return {
+          parameter,
+          message: `Expected \`${argument}.${parameter}\` to be left out with the ${lossFn} loss${params.lossFn === undefined ? " (the tinker backend's default)" : ''}: it is a clip of the ppo and cispo losses, and a Tinker server's ${lossFn} loss has none. Train with \`lossFn: 'ppo'\` or \`'cispo'\`, or leave it out.`,
+        };
+      }
+    }
+    const adapter = config.kl_ref_adapter_path;
+    if ((config.kl_penalty_coef ?? 0) > 0 && typeof adapter === 'string') {
+      const folder = path.resolve(adapter);
+      if (!existsSync(path.join(folder, TINKER_CHECKPOINT_FILE))) {
+        const parameter = params.klRefAdapterPath !== undefined ? 'klRefAdapterPath' : 'config.kl_ref_adapter_path';
+        return {
+          parameter,
+          message: `Expected \`${argument}.${parameter}\` to be a checkpoint folder of a Tinker-backed model (one with ${TINKER_CHECKPOINT_FILE}), got ${JSON.stringify(adapter)} (${folder}): a Tinker server samples only its own sampler weights and cannot load a PEFT adapter folder as the KL reference. Name a step of this model (\`klPenaltyReferenceStep\`, \`klPenaltyStepLag\`) instead.`,
+        };
+      }
+    }
+    return undefined;
   }
 
   /** The learning rate of jobs that name none: {@link TINKER_DEFAULT_LEARNING_RATE}. */

@@ -68,6 +68,18 @@ export interface Backend {
    * @default every one (the local engine and the hosted service honour them all)
    */
   readonly objectiveParams?: readonly (keyof ObjectiveParams)[] | undefined;
+  /**
+   * What in a step's training parameters this backend's service cannot honour beyond
+   * {@link Backend.lossFns} and {@link Backend.objectiveParams}: a combination (a clip with a loss
+   * that has none), or a raw `config` key. `train` and `RLTrainer.run` refuse it with an
+   * `InvalidArgumentError` before anything is sampled or sent. `argument` is the parameters' name
+   * in the call (`params` for `train`, `train` for `RLTrainer`), for the message.
+   * @default nothing more is checked
+   * @example
+   * new TinkerBackend().trainParamsProblem?.({ epsilon: 0.2 }, 'params');
+   * // { parameter: 'epsilon', message: 'Expected `params.epsilon` to be left out: ... importance_sampling loss has no clip ...' }
+   */
+  trainParamsProblem?(params: TrainParams, argument: string): TrainParamsProblem | undefined;
   /** Connects (starting the local service on first use) and returns the connection. */
   connect(options?: { signal?: AbortSignal | undefined }): Promise<BackendConnection>;
   /**
@@ -90,6 +102,14 @@ export interface Backend {
    * @default a `ServiceJobs` over `connect()`
    */
   readonly jobs?: TrainingJobs | undefined;
+}
+
+/** A training parameter a backend cannot honour, and why (see {@link Backend.trainParamsProblem}). */
+export interface TrainParamsProblem {
+  /** The parameter's path in the training parameters, such as `epsilon` or `config.importance_sampling_level`. */
+  readonly parameter: string;
+  /** What was expected and what came, naming the parameter (by its full path) and the backend. */
+  readonly message: string;
 }
 
 /** Options shared by calls that wait on the service. */

@@ -10,7 +10,6 @@ import { type ExperimentalTrainingConfig, LossFn, type SFTTrainingConfigInput } 
 import type { Backend, JobOptions, SFTParams, TrainParams, WaitOptions } from './backend.js';
 import { checkFollowJobOptions, followJobShape } from './follow-job.js';
 import { ObjectiveParamsShape, setObjectiveParams } from './objective-params.js';
-import type { ObjectiveParams } from './objective-params.js';
 
 const positive = () => option.number({ min: 0, exclusiveMin: true });
 
@@ -118,21 +117,23 @@ export function refuseUnofferedLoss(backend: Backend, lossFn: TrainParams['lossF
 
 /**
  * Refuses the objective's typed parameters the backend does not honour ({@link Backend.objectiveParams}),
+ * then whatever else of the step's parameters it says it cannot honour
+ * ({@link Backend.trainParamsProblem}: a clip with a loss that has none, a raw `config` key),
  * before anything is sampled or sent, naming the parameter and the backend. A backend that lists
  * none honours them all.
  * @example
- * refuseUnhonouredObjective(new TinkerBackend(), { klPenaltyCoef: 0.1 }, 'params'); // throws InvalidArgumentError
+ * refuseUnhonouredObjective(new TinkerBackend(), { importanceSamplingLevel: 'sequence' }, 'params'); // throws InvalidArgumentError
  */
-export function refuseUnhonouredObjective(
-  backend: Backend,
-  params: ObjectiveParams | undefined,
-  argument: string,
-): void {
+export function refuseUnhonouredObjective(backend: Backend, params: TrainParams | undefined, argument: string): void {
+  if (params === undefined) return;
   const honoured = backend.objectiveParams;
-  if (params === undefined || honoured === undefined) return;
-  const refused = setObjectiveParams(params).filter((name) => !honoured.includes(name));
-  const first = refused[0];
-  if (first === undefined) return;
+  const first =
+    honoured === undefined ? undefined : setObjectiveParams(params).find((name) => !honoured.includes(name));
+  if (first === undefined || honoured === undefined) {
+    const problem = backend.trainParamsProblem?.(params, argument);
+    if (problem !== undefined) throw new InvalidArgumentError(`${argument}.${problem.parameter}`, problem.message);
+    return;
+  }
   throw new InvalidArgumentError(
     `${argument}.${first}`,
     `Expected \`${argument}.${first}\` to be left out: ${backendName(backend.kind)} does not honour it (it honours ${honoured.length > 0 ? honoured.map((name) => `\`${name}\``).join(', ') : 'none of the objective parameters'}), and training would silently ignore it.`,

@@ -32,7 +32,8 @@ export interface ObjectiveParams {
   importanceSamplingLevel?: 'token' | 'sequence' | 'average' | 'geometric_average' | undefined;
   /**
    * Weight of the KL penalty to a reference policy, folded into the advantages:
-   * `A + β·(mean KL − KL_token)` with `KL_token = log π − log π_ref`. Use it against drift.
+   * `A + β·(mean KL − KL_token)` with `KL_token = log π − log π_ref`. Use it against drift. On a
+   * `TinkerBackend` it is computed on the client from the reference sampler's logprobs.
    * @default 0 (off)
    */
   klPenaltyCoef?: number | undefined;
@@ -52,7 +53,9 @@ export interface ObjectiveParams {
    */
   klPenaltyStepLag?: number | undefined;
   /**
-   * The KL reference is this adapter or checkpoint folder, on the service's machine.
+   * The KL reference is this adapter or checkpoint folder, on the service's machine. On a
+   * `TinkerBackend` it must be a checkpoint folder of a Tinker-backed model (its sampler weights
+   * are the reference); a PEFT adapter folder is refused before sampling.
    * @default none (the base model)
    */
   klRefAdapterPath?: string | undefined;

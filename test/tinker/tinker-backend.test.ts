@@ -23,9 +23,13 @@ import {
   gatherTrajectoryGroups,
 } from 'policyloop';
 import type { Choice, TrajectoryGroup } from 'policyloop/schema';
-import { ForwardBackwardRequestSchema } from '../../src/backends/tinker/proto/tinker_public_pb.js';
+import { combineResults } from '../../src/backends/tinker/forward-backward.js';
+import {
+  ForwardBackwardOutputSchema,
+  ForwardBackwardRequestSchema,
+} from '../../src/backends/tinker/proto/tinker_public_pb.js';
 import { TinkerClient } from '../../src/backends/tinker/tinker-client.js';
-import { readInt32, readInt64 } from '../../src/backends/tinker/tensors.js';
+import { readFloat32, readInt32, readInt64 } from '../../src/backends/tinker/tensors.js';
 import { writeTinyQwen3 } from '../../src/engine/hf/tiny-qwen3.js';
 import { loadTextLayer } from '../../src/text/text-layer.js';
 import { runSdkReference, type SkyrlServer, skyrlSkipReason, startSkyrlServer } from '../support/skyrl-server.js';
@@ -65,6 +69,75 @@ function recordingFetch(hold?: (route: string) => boolean) {
     return globalThis.fetch(input, init);
   };
   return { fetch, requests };
+}
+
+/**
+ * A `fetch` that keeps every forward_backward request (not the forward-only ones) and the protobuf
+ * result of each ForwardBackward future, for a test to read what the server computed.
+ */
+function forwardBackwardCapture() {
+  const requests: Uint8Array[] = [];
+  const results: Uint8Array[] = [];
+  const fetch: typeof globalThis.fetch = async (input, init) => {
+    const url = String(input instanceof Request ? input.url : input);
+    const route = url.replace(/^.*\/api\/v1\//, '');
+    const response = await globalThis.fetch(input, init);
+    if (route === 'forward_backward' && init?.body instanceof Uint8Array) {
+      if (!fromBinary(ForwardBackwardRequestSchema, init.body).forwardOnly) requests.push(init.body);
+    }
+    const type = new Headers(init?.headers).get('x-tinker-request-type');
+    if (route === 'retrieve_future' && type === 'ForwardBackward' && response.ok) {
+      if ((response.headers.get('content-type') ?? '').includes('protobuf'))
+        results.push(new Uint8Array(await response.clone().arrayBuffer()));
+    }
+    return response;
+  };
+  return { fetch, requests, results };
+}
+
+/** One learned or prompt target of a forward_backward: what was sent and what the server gave back. */
+interface TargetRecord {
+  /** The sampler's logprob sent (`logprobs`). */
+  readonly sampled: number;
+  readonly advantage: number;
+  /** The training model's logprob now, from the server. */
+  readonly current: number;
+  /** The server's loss of this target. */
+  readonly loss: number;
+}
+
+/** The targets of the last captured forward_backward, and the `loss_fn` and `loss_fn_config` it was sent with. */
+function lastForwardBackward(capture: ReturnType<typeof forwardBackwardCapture>) {
+  const request = fromBinary(ForwardBackwardRequestSchema, capture.requests.at(-1) as Uint8Array);
+  const output = combineResults(
+    [fromBinary(ForwardBackwardOutputSchema, capture.results.at(-1) as Uint8Array)],
+    request.data.length,
+    'forward_backward',
+  );
+  const dense = (datum: (typeof request.data)[number], name: string): number[] => {
+    const encoding = datum.lossFnInputs[name]?.encoding;
+    return encoding?.case === 'dense' ? readFloat32(encoding.value) : [];
+  };
+  const targets: TargetRecord[] = request.data.flatMap((datum, row) => {
+    const sampled = dense(datum, 'logprobs');
+    const advantages = dense(datum, 'advantages');
+    const result = output.outputs[row];
+    return sampled.map((value, index) => ({
+      sampled: value,
+      advantage: advantages[index] as number,
+      current: result?.logprobs[index] as number,
+      loss: result?.elementwiseLoss?.[index] as number,
+    }));
+  });
+  return { lossFn: request.lossFn, lossFnConfig: request.lossFnConfig, targets };
+}
+
+/** Tinker's `ppo` and `cispo` losses of one target at clip bounds `[low, high]` (SkyRL's loss_fns.py). */
+function clippedLoss(lossFn: string, target: TargetRecord, low: number, high: number): number {
+  const ratio = Math.exp(target.current - target.sampled);
+  const clipped = Math.min(Math.max(ratio, low), high);
+  if (lossFn === 'ppo') return -Math.min(ratio * target.advantage, clipped * target.advantage);
+  return -clipped * target.current * target.advantage;
 }
 
 const TITLE = 'TinkerBackend on SkyRL';
@@ -392,6 +465,152 @@ describe.skipIf(skipReason !== undefined)(
       },
       15 * MINUTE,
     );
+
+    describe('the objective', () => {
+      /** Groups sampled from the model's current weights: 2 prompts × 4 choices, random rewards. */
+      const sampleGroups = (model: TrainableModel, words = ['cat', 'dog']) =>
+        gatherTrajectoryGroups(
+          words,
+          async (word, { signal }) => {
+            await model
+              .openai()
+              .chat.completions.create(
+                { model: model.inferenceName(), messages: [{ role: 'user', content: word }], max_tokens: 8 },
+                { signal },
+              );
+            return { reward: Math.random() };
+          },
+          { groupSize: 4 },
+        );
+
+      it(
+        'ppo and cispo train with the clip of epsilon / epsilonHigh: the server gets them and its per-token losses apply them, not its defaults',
+        async () => {
+          const capture = forwardBackwardCapture();
+          const backend = backendFor({ fetch: capture.fetch });
+          const model = new TrainableModel({ project: 'tinker', name: 'clips', baseModel: modelDir });
+          await model.register(backend);
+          // Three batches sampled from the base weights; after a large first step the other two are
+          // off policy, so their importance ratios stray from 1 and the clip has work to do.
+          const [warmUp, forPpo, forCispo] = [
+            await sampleGroups(model),
+            await sampleGroups(model),
+            await sampleGroups(model),
+          ];
+          await model.train(warmUp, { learningRate: 5e-2 });
+          const low = 0.95;
+          const high = 1.1;
+          for (const [lossFn, groups] of [
+            ['ppo', forPpo],
+            ['cispo', forCispo],
+          ] as const) {
+            await model.train(groups, { lossFn, epsilon: 1 - low, epsilonHigh: high - 1, learningRate: 1e-3 });
+            const sent = lastForwardBackward(capture);
+            expect(sent.lossFn).toBe(lossFn);
+            expect(sent.lossFnConfig['clip_low_threshold']).toBeCloseTo(low, 6);
+            expect(sent.lossFnConfig['clip_high_threshold']).toBeCloseTo(high, 6);
+            const learned = sent.targets.filter((target) => target.advantage !== 0);
+            expect(learned.length).toBeGreaterThan(0);
+            // The server's loss of every learned target is the clipped loss at [0.95, 1.1] ...
+            for (const target of learned) {
+              const expected = clippedLoss(lossFn, target, low, high);
+              expect(Math.abs(target.loss - expected)).toBeLessThan(1e-4 + 1e-3 * Math.abs(expected));
+            }
+            // ... and for some it is not what SkyRL's default clip, [0.8, 1.2], would have given.
+            const telling = learned.filter(
+              (target) =>
+                Math.abs(clippedLoss(lossFn, target, 0.8, 1.2) - clippedLoss(lossFn, target, low, high)) > 1e-3,
+            );
+            expect(telling.length).toBeGreaterThan(0);
+            const outside = learned.filter((target) => {
+              const ratio = Math.exp(target.current - target.sampled);
+              return ratio < low || ratio > high;
+            });
+            console.log(
+              `${lossFn} at [${low}, ${high}]: ${learned.length} learned targets, clip fraction ${(outside.length / learned.length).toFixed(3)}, ${telling.length} whose loss differs from the default clip's`,
+            );
+          }
+          await model.close();
+        },
+        10 * MINUTE,
+      );
+
+      it(
+        'a large klPenaltyCoef keeps the policy nearer the base model than the same run without it, and reports kl_ref',
+        async () => {
+          const backend = backendFor();
+          // Step 1 has no penalty to speak of (the policy is the base), and Adam's momentum carries
+          // its direction on; a coefficient that dominates the rewards' advantages from step 2 on,
+          // and 6 steps, let the penalty show against that.
+          const steps = 6;
+          /** Trains `steps` steps, each on groups sampled from the step before; the reward favours even token ids. */
+          const run = async (name: string, klPenaltyCoef: number | undefined) => {
+            const model = new TrainableModel({ project: 'tinker', name, baseModel: modelDir });
+            await model.register(backend);
+            const klRef: number[] = [];
+            for (let step = 0; step < steps; step += 1) {
+              const groups = await gatherTrajectoryGroups(
+                ['cat', 'dog'],
+                async (word, { signal }) => {
+                  const completion = await model
+                    .openai()
+                    .chat.completions.create(
+                      { model: model.inferenceName(), messages: [{ role: 'user', content: word }], max_tokens: 8 },
+                      { signal },
+                    );
+                  const tokens = (completion.choices[0] as Choice & { token_ids: number[] }).token_ids;
+                  return { reward: tokens.filter((token) => token % 2 === 0).length / Math.max(1, tokens.length) };
+                },
+                { groupSize: 4 },
+              );
+              const { metrics } = await model.train(groups, {
+                learningRate: 1e-2,
+                ...(klPenaltyCoef === undefined ? {} : { klPenaltyCoef }),
+              });
+              if (metrics['train/kl_ref'] !== undefined) klRef.push(metrics['train/kl_ref']);
+            }
+            // KL(policy ‖ base), estimated on the policy's own samples: mean of log π − log π_base.
+            const choices: (Choice & { prompt_token_ids: number[]; token_ids: number[] })[] = [];
+            for (const word of ['cat', 'dog']) {
+              const completion = await model.openai().chat.completions.create({
+                model: model.inferenceName(),
+                messages: [{ role: 'user', content: word }],
+                max_tokens: 8,
+                n: 8,
+              });
+              choices.push(...(completion.choices as typeof choices));
+            }
+            const items = choices.map((choice) => ({
+              promptTokens: choice.prompt_token_ids,
+              completionTokens: choice.token_ids,
+            }));
+            const base = await runSdkReference(server, { mode: 'logprobs', items });
+            let sum = 0;
+            let count = 0;
+            choices.forEach((choice, index) => {
+              const policy = choice.logprobs?.content?.map((entry) => entry.logprob) ?? [];
+              const reference = base.results[index]?.completion_logprobs ?? [];
+              policy.forEach((logprob, position) => {
+                sum += logprob - (reference[position] as number);
+                count += 1;
+              });
+            });
+            await model.close();
+            return { kl: sum / count, klRef };
+          };
+          const coef = 20;
+          const penalised = await run('kl-on', coef);
+          const free = await run('kl-off', undefined);
+          console.log(
+            `KL(policy ‖ base) after ${steps} steps: ${penalised.kl.toFixed(4)} with klPenaltyCoef ${coef} (kl_ref per step ${penalised.klRef.map((value) => value.toFixed(4)).join(', ')}), ${free.kl.toFixed(4)} without`,
+          );
+          expect(penalised.klRef).toHaveLength(steps);
+          expect(free.klRef).toHaveLength(0);
+          expect(penalised.kl).toBeLessThan(free.kl / 2);
+        },
+        15 * MINUTE,
+      );
+    });
 
     describe('faults', () => {
       it('a wrong URL fails connect with a connection error naming the address, within its timeout', async () => {

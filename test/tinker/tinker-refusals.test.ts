@@ -1,7 +1,8 @@
 /**
  * A request the Tinker server refuses for what it asks stays a 4xx with the server's reason when
  * it comes back through the in-process service (it was a 503, "try again later"), while a fault of
- * the server stays a 503. Against the scripted Tinker server of fake-tinker.ts (SkyRL fails a
+ * the server stays a 503. A step's parameter the server cannot honour is refused before any
+ * rollout samples (`RLTrainer.run`) or any training request (`model.train`). Against the scripted Tinker server of fake-tinker.ts (SkyRL fails a
  * future with a 400 `{detail}`, hosted Tinker with `{error, category: "user"}`), with a tiny Qwen3
  * folder for the real tokenizer and template.
  */
@@ -9,8 +10,10 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { APIError } from 'openai';
-import { TinkerBackend, TrainableModel } from 'policyloop';
+import { InvalidArgumentError, RLTrainer, TinkerBackend, TrainableModel } from 'policyloop';
+import type { TrainParams } from 'policyloop/training';
 import { writeTinyQwen3 } from 'policyloop/testing';
+import { mkdir } from 'node:fs/promises';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { BASE_URL, fakeTinker, future, json, type WireRequest } from './fake-tinker.js';
 
@@ -93,5 +96,78 @@ describe('a Tinker server’s refusal through the in-process service', () => {
     const error = await completionError(server, 'hosted-server');
     expect(error.status).toBe(503);
     expect(error.message).toContain('CUDA out of memory');
+  });
+});
+
+describe('a step’s parameters a Tinker server cannot honour', () => {
+  /** A backend on a server that opens sessions on `modelDir` and scripts nothing else, and a model registered on it. */
+  async function registeredModel(name: string) {
+    const server = serverFailingSamples(() => json({ detail: 'not expected' }, 400));
+    const backend = new TinkerBackend({ baseURL: BASE_URL, fetch: server.fetch, dataDir: path.join(root, name) });
+    backends.push(backend);
+    const model = await new TrainableModel({ project: 'refusals', name, baseModel: modelDir }).register(backend);
+    return { server, model };
+  }
+
+  it('RLTrainer.run refuses each before its first rollout: no sample reaches the server', async () => {
+    const adapter = path.join(root, 'peft-adapter');
+    await mkdir(adapter, { recursive: true });
+    const cases: [Omit<TrainParams, 'maxStepsOffPolicy' | 'log'>, string, RegExp][] = [
+      [{ epsilon: 0.2 }, 'train.epsilon', /with the importance_sampling loss \(the tinker backend's default\)/],
+      [{ lossFn: 'dro', epsilonHigh: 0.28 }, 'train.epsilonHigh', /a Tinker server's dro loss has none/],
+      [
+        { config: { importance_sampling_level: 'sequence' } },
+        'train.config.importance_sampling_level',
+        /a Tinker server does not honour it/,
+      ],
+      [{ maskProbRatio: true }, 'train.maskProbRatio', /a Tinker server does not honour it/],
+      [{ klPenaltyCoef: 0.1, klRefAdapterPath: adapter }, 'train.klRefAdapterPath', /cannot load a PEFT adapter/],
+    ];
+    const { server, model } = await registeredModel('trainer-refusals');
+    let rollouts = 0;
+    for (const [train, argument, message] of cases) {
+      const trainer = new RLTrainer({
+        model,
+        scenarios: ['cat'],
+        rollout: async () => {
+          rollouts += 1;
+          await model.openai({ maxRetries: 0 }).chat.completions.create({
+            model: model.inferenceName(),
+            messages: [{ role: 'user', content: 'cat' }],
+            max_tokens: 2,
+          });
+        },
+        reward: () => 1,
+        groupSize: 2,
+        groupsPerStep: 1,
+        maxSteps: 1,
+        train,
+        progress: false,
+      });
+      const error = await trainer.run().then(
+        () => undefined,
+        (failure: unknown) => failure,
+      );
+      expect(error, argument).toBeInstanceOf(InvalidArgumentError);
+      expect((error as InvalidArgumentError).argument).toBe(argument);
+      expect((error as Error).message).toMatch(message);
+    }
+    expect(rollouts).toBe(0);
+    expect(server.to('create_sampling_session')).toEqual([]);
+    expect(server.to('asample')).toEqual([]);
+    await model.close();
+  });
+
+  it('model.train refuses before any training request: no model is created, nothing is forwarded', async () => {
+    const { server, model } = await registeredModel('train-refusals');
+    const error = await model.train([], { lossFn: 'dro', epsilon: 0.1 }).then(
+      () => undefined,
+      (failure: unknown) => failure,
+    );
+    expect(error).toBeInstanceOf(InvalidArgumentError);
+    expect((error as InvalidArgumentError).argument).toBe('params.epsilon');
+    for (const route of ['create_model', 'forward', 'forward_backward', 'asample'])
+      expect(server.to(route)).toEqual([]);
+    await model.close();
   });
 });

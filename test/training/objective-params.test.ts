@@ -106,12 +106,17 @@ describe('ObjectiveParams', () => {
 
   it('a Tinker backend refuses what it does not honour, naming it', () => {
     const tinker = new TinkerBackend({ baseURL: 'http://127.0.0.1:9' });
-    expect(() => refuseUnhonouredObjective(tinker, { klPenaltyCoef: 0.1 }, 'params')).toThrow(InvalidArgumentError);
-    expect(() => refuseUnhonouredObjective(tinker, { klPenaltyCoef: 0.1 }, 'params')).toThrow(
-      /`params\.klPenaltyCoef` to be left out: a Tinker server does not honour it/,
+    const sequence = { importanceSamplingLevel: 'sequence' as const };
+    expect(() => refuseUnhonouredObjective(tinker, sequence, 'params')).toThrow(InvalidArgumentError);
+    expect(() => refuseUnhonouredObjective(tinker, sequence, 'params')).toThrow(
+      /`params\.importanceSamplingLevel` to be left out: a Tinker server does not honour it/,
     );
     expect(() =>
-      refuseUnhonouredObjective(tinker, { scaleRewards: false, advantageBalance: 0.2 }, 'params'),
+      refuseUnhonouredObjective(
+        tinker,
+        { scaleRewards: false, advantageBalance: 0.2, klPenaltyCoef: 0.1, klPenaltyStepLag: 2 },
+        'params',
+      ),
     ).not.toThrow();
   });
 });

@@ -10,6 +10,7 @@ import { APIError } from '../../client/errors.js';
 import type { PolicyRef } from '../../engine/types.js';
 import type { CheckpointRecords } from './checkpoint-record.js';
 import { TinkerRequestFailedError } from './errors.js';
+import { targetLogprobs } from './kl-penalty.js';
 import type { TinkerClient } from './tinker-client.js';
 import type { SampleParams, TinkerSampleResult } from './types.js';
 
@@ -64,6 +65,26 @@ export class SamplingSessions {
       if (policy.checkpointPath !== null) await this.reload(policy.checkpointPath, options.signal);
       return await this.client.sample(await this.samplerOf(policy, options.signal, true), params, options);
     }
+  }
+
+  /**
+   * The logprob of each token of `tokens` after the ones before it (`tokens.length − 1` values)
+   * under a policy's weights, as the SDK's `compute_logprobs` asks the sampler: one sample of one
+   * token with the prompt's logprobs. The KL penalty's reference pass.
+   * @example
+   * const reference = await sessions.computeLogprobs({ baseModel, checkpointPath: null }, [...prompt, ...completion], {});
+   */
+  async computeLogprobs(
+    policy: PolicyRef,
+    tokens: readonly number[],
+    options: { readonly signal?: AbortSignal | undefined },
+  ): Promise<number[]> {
+    const result = await this.sample(
+      policy,
+      { promptTokens: tokens, numSamples: 1, maxTokens: 1, promptLogprobs: true },
+      options,
+    );
+    return targetLogprobs(tokens, result.promptLogprobs);
   }
 
   /** Forgets the session of a checkpoint's sampler weights (they are being deleted). */

@@ -80,6 +80,7 @@ export class TinkerEngine implements Engine {
       lora: options.lora,
       resumableState: options.resumableState,
       records: this.records,
+      referenceLogprobs: (policy, tokens, call) => this.sessions.computeLogprobs(policy, tokens, call),
     });
   }
 

@@ -7,20 +7,37 @@
  */
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
-import type { ExperimentalTrainingConfig } from '../../schema/index.js';
 import { buildHfRlData, buildHfSftSequences } from '../../engine/hf/training-data.js';
 import type { TrainingSequence } from '../../engine/training-data.js';
-import type { EngineTrainingEvent, EngineTrainingJob, EngineTrainingResult } from '../../engine/types.js';
+import type { EngineTrainingEvent, EngineTrainingJob, EngineTrainingResult, PolicyRef } from '../../engine/types.js';
 import type { TextLayer } from '../../text/loader.js';
 import { writeTinkerCheckpoint } from './checkpoint-record.js';
 import type { CheckpointRecords, TinkerCheckpointRecord } from './checkpoint-record.js';
 import { TINKER_DEFAULT_LEARNING_RATE } from './defaults.js';
 import { TinkerRequestFailedError } from './errors.js';
+import { foldKlPenalty, klPenaltySettings } from './kl-penalty.js';
+import { tinkerLossConfig, tinkerLossFunction } from './loss.js';
+import type { KlPenaltySettings } from './kl-penalty.js';
 import type { TinkerClient } from './tinker-client.js';
 import type { LoraSettings, TinkerDatum } from './types.js';
 
+export { tinkerLossConfig, tinkerLossFunction };
+
 /** Rows per SFT batch when `batch_size` is `"auto"`, null or absent. */
 const AUTO_SFT_BATCH_SIZE = 16;
+
+/** Reference logprob requests of one KL penalty pass in flight at once. */
+const REFERENCE_CONCURRENCY = 8;
+
+/**
+ * The logprob of each token of `tokens` after the ones before it (`tokens.length − 1` values)
+ * under a policy's weights: the KL penalty's reference pass (`SamplingSessions.computeLogprobs`).
+ */
+export type ReferenceLogprobs = (
+  policy: PolicyRef,
+  tokens: readonly number[],
+  options: { readonly signal?: AbortSignal | undefined },
+) => Promise<number[]>;
 
 /** What a job reports to and is stopped by. */
 interface JobOptions {
@@ -38,6 +55,19 @@ export interface TrainingJobsSettings {
   /** Save each step's resumable state besides its sampler weights. @default true */
   readonly resumableState?: boolean | undefined;
   readonly records: CheckpointRecords;
+  /**
+   * Asks a reference policy's sampler for the logprobs of a sequence (the KL penalty); without it
+   * a job with `kl_penalty_coef` fails.
+   */
+  readonly referenceLogprobs?: ReferenceLogprobs | undefined;
+}
+
+/** The KL penalty of one RL job: its settings, and the reference's logprobs of a sequence. */
+interface KlReferencePass {
+  readonly settings: KlPenaltySettings;
+  /** The reference policy (the base model, or a checkpoint with its sampler weights). */
+  readonly policy: PolicyRef;
+  readonly logprobs: (tokens: readonly number[], signal: AbortSignal | undefined) => Promise<number[]>;
 }
 
 /** A server's training model and what it holds. */
@@ -75,7 +105,7 @@ export class TinkerTrainingJobs {
     try {
       metrics =
         job.kind === 'rl'
-          ? await trainRl(client, job, text, model.id, options)
+          ? await trainRl(client, job, text, model.id, options, await this.klReferencePass(job))
           : await trainSft(client, job, text, model.id, options);
     } catch (error) {
       // The server's model may hold half a step: the next job starts from the checkpoint again.
@@ -109,6 +139,39 @@ export class TinkerTrainingJobs {
     await writeTinkerCheckpoint(job.outputPath, record);
     model.checkpointPath = job.outputPath;
     return { metrics };
+  }
+
+  /**
+   * The KL penalty's reference pass of an RL job, or undefined without `kl_penalty_coef`: the
+   * reference the service resolved (`job.klReference`: a step's checkpoint, or null for the base
+   * model), else `kl_ref_adapter_path`, which must be a checkpoint folder of a Tinker-backed model
+   * on the same base model (a PEFT adapter folder cannot be loaded by a Tinker sampler).
+   */
+  private async klReferencePass(job: Extract<EngineTrainingJob, { kind: 'rl' }>): Promise<KlReferencePass | undefined> {
+    const settings = klPenaltySettings(job.config);
+    if (settings === undefined) return undefined;
+    const compute = this.settings.referenceLogprobs;
+    if (compute === undefined) throw new Error('This Tinker engine has no reference sampler for the KL penalty.');
+    const adapter = job.config?.kl_ref_adapter_path ?? null;
+    const named =
+      job.klReference !== undefined ? job.klReference.checkpointPath : adapter === null ? null : path.resolve(adapter);
+    if (named !== null) {
+      let record;
+      try {
+        record = await this.settings.records.get(named);
+      } catch (error) {
+        throw new Error(
+          `The KL reference ${named} is not a checkpoint of a Tinker-backed model (it has no tinker.json): a Tinker server samples only its own sampler weights, not a PEFT adapter folder. Name a step of this model (kl_penalty_reference_step, kl_penalty_step_lag) or a checkpoint folder it trained.`,
+          { cause: error },
+        );
+      }
+      if (record.baseModel !== job.policy.baseModel)
+        throw new Error(
+          `The KL reference ${named} was trained on ${JSON.stringify(record.baseModel)}, not on this model's base model ${JSON.stringify(job.policy.baseModel)}.`,
+        );
+    }
+    const policy: PolicyRef = { ...job.policy, checkpointPath: named };
+    return { settings, policy, logprobs: (tokens, signal) => compute(policy, tokens, { signal }) };
   }
 
   /** Forgets every training model; returns their ids, for the caller to unload. */
@@ -193,13 +256,17 @@ function loraRefusal(error: unknown, lora: LoraSettings, server: string): Error 
   return undefined;
 }
 
-/** One RL step: the learned sequences' forward/backward with the job's loss, then one optimizer step. */
+/**
+ * One RL step: the learned sequences' forward/backward with the job's loss (the KL penalty, when
+ * on, folded into their advantages first), then one optimizer step.
+ */
 async function trainRl(
   client: TinkerClient,
   job: Extract<EngineTrainingJob, { kind: 'rl' }>,
   text: TextLayer,
   trainingModelId: string,
   options: JobOptions,
+  kl: KlReferencePass | undefined,
 ): Promise<Record<string, number>> {
   const data = buildHfRlData(job.trajectoryGroups, job.config, text);
   const sequences = data.sequences.filter((sequence) => sequence.mask.includes(1));
@@ -208,9 +275,15 @@ async function trainRl(
       `Nothing to train: ${data.groupsSubmitted} group(s), ${data.groupsTrainable} with different rewards, and no learned token among them.`,
     );
   options.onEvent({ type: 'training_started', data: { num_sequences: 1 } });
-  const datums = sequences.map(rlDatum);
-  const lossFn = lossFunctionOf(job.config);
+  const lossFn = tinkerLossFunction(job.config);
   const lossFnConfig = tinkerLossConfig(lossFn, job.config);
+  let datums = sequences.map(rlDatum);
+  let klMetrics: Record<string, number> = {};
+  if (kl !== undefined) {
+    const penalty = await klPenaltyPass(client, sequences, datums, trainingModelId, kl, options.signal);
+    datums = penalty.datums;
+    klMetrics = { kl_ref: penalty.klReference };
+  }
   const learningRate = job.config?.learning_rate ?? TINKER_DEFAULT_LEARNING_RATE;
   // Submitted back to back: the server runs them in seq_id order.
   const [output, optimizer] = await Promise.all([
@@ -249,10 +322,84 @@ async function trainRl(
     reward_std_dev: data.rewardStdDev,
     importance_ratio: learned > 0 ? ratioSum / learned : 1,
     kl_div: learned > 0 ? klSum / learned : 0,
+    ...klMetrics,
     ...serverMetrics(output.metrics),
   };
   options.onEvent({ type: 'gradient_step', data: metrics });
   return metrics;
+}
+
+/**
+ * The KL penalty folded into the datums' advantages ({@link foldKlPenalty}): the reference's
+ * logprobs of every sequence from its sampler, and the source's: the sampler's recorded ones
+ * (`kl_penalty_source: "sample"`) or the training model's before the step (`current_learner`,
+ * one forward pass, which also stands in for a sampled logprob that is unknown, as ART does).
+ */
+async function klPenaltyPass(
+  client: TinkerClient,
+  sequences: readonly TrainingSequence[],
+  datums: readonly TinkerDatum[],
+  trainingModelId: string,
+  kl: KlReferencePass,
+  signal: AbortSignal | undefined,
+): Promise<{ datums: TinkerDatum[]; klReference: number }> {
+  const masks = sequences.map((sequence) =>
+    sequence.tokens.slice(1).map((_, index) => (sequence.mask[index + 1] === 1 ? 1 : 0)),
+  );
+  const sampled = datums.map((datum) => datum.logprobs ?? []);
+  const needsLearner =
+    kl.settings.source === 'current_learner' ||
+    masks.some((mask, row) => mask.some((learned, index) => learned === 1 && !Number.isFinite(sampled[row]?.[index])));
+  const learner = needsLearner
+    ? client
+        .forwardBackward(
+          trainingModelId,
+          datums.map((datum, row) => ({
+            inputTokens: datum.inputTokens,
+            targetTokens: datum.targetTokens,
+            weights: masks[row] as number[],
+          })),
+          'cross_entropy',
+          { signal, forwardOnly: true },
+        )
+        .then((result) => result.outputs.map((output) => output.logprobs))
+    : Promise.resolve(undefined);
+  const reference: number[][] = new Array(sequences.length);
+  let next = 0;
+  let failed = false;
+  const worker = async () => {
+    // After one request fails the step fails: the others still queued are not sent.
+    while (next < sequences.length && !failed) {
+      const row = next++;
+      try {
+        reference[row] = await kl.logprobs((sequences[row] as TrainingSequence).tokens, signal);
+      } catch (error) {
+        failed = true;
+        throw error;
+      }
+    }
+  };
+  const [current] = await Promise.all([
+    learner,
+    ...Array.from({ length: Math.min(REFERENCE_CONCURRENCY, sequences.length) }, worker),
+  ]);
+  const folded = foldKlPenalty(
+    datums.map((datum, row) => ({
+      mask: masks[row] as number[],
+      advantages: datum.advantages ?? [],
+      source: (masks[row] as number[]).map((_, index) => {
+        const recorded = sampled[row]?.[index];
+        if (kl.settings.source === 'sample' && Number.isFinite(recorded)) return recorded as number;
+        return current?.[row]?.[index] ?? Number.NaN;
+      }),
+      reference: reference[row] as number[],
+    })),
+    kl.settings.coef,
+  );
+  return {
+    datums: datums.map((datum, row) => ({ ...datum, advantages: folded.advantages[row] as number[] })),
+    klReference: folded.klReference,
+  };
 }
 
 /** An SFT job: per batch, a `cross_entropy` forward/backward and one optimizer step. */
@@ -316,37 +463,6 @@ async function trainSft(
     mean_loss: totalTokens > 0 ? lossSum / totalTokens : 0,
     num_trainable_tokens_total: totalTokens,
   };
-}
-
-/**
- * The clip settings of a Tinker server's loss (`forward_backward`'s `loss_fn_config`) from the
- * job's `epsilon` / `epsilon_high`: `ppo` and `cispo` clip the ratio to
- * `[clip_low_threshold, clip_high_threshold]` = `[1 − epsilon, 1 + epsilon_high]` (`epsilon_high`
- * defaults to `epsilon` for `ppo`, as ART's); a bound not given is left to the server's default.
- * `importance_sampling` and `dro` take no clip: either key set with them fails the step, naming it.
- * @example
- * tinkerLossConfig('ppo', { epsilon: 0.1 }); // { clip_low_threshold: 0.9, clip_high_threshold: 1.1 }
- */
-export function tinkerLossConfig(
-  lossFn: string,
-  config: ExperimentalTrainingConfig | null,
-): Record<string, number> | undefined {
-  const epsilon = config?.epsilon ?? undefined;
-  const high = config?.epsilon_high ?? (lossFn === 'ppo' ? epsilon : undefined);
-  if (epsilon === undefined && high === undefined) return undefined;
-  if (lossFn !== 'ppo' && lossFn !== 'cispo')
-    throw new Error(
-      `experimental_config.${epsilon !== undefined ? 'epsilon' : 'epsilon_high'} is a clip of the ppo and cispo losses; a Tinker server's ${lossFn} loss has none. Leave it out, or train with loss_fn "ppo" or "cispo".`,
-    );
-  return {
-    ...(epsilon === undefined ? {} : { clip_low_threshold: 1 - epsilon }),
-    ...(high === undefined ? {} : { clip_high_threshold: 1 + high }),
-  };
-}
-
-/** The RL loss sent to the server: the job's `loss_fn` (`ppo`, `cispo`), else `importance_sampling`. */
-function lossFunctionOf(config: ExperimentalTrainingConfig | null): string {
-  return config?.loss_fn ?? 'importance_sampling';
 }
 
 /** A learned sequence as a datum: inputs are the tokens but the last, targets the tokens but the first. */
