@@ -1,0 +1,286 @@
+/**
+ * A Hugging Face Llama/Qwen3 model on onnxruntime: its frozen weights as float32 host arrays, and
+ * the sessions of its graphs (one per graph kind, shared by every layer: the weights and LoRA
+ * matrices are graph inputs). Blocks run one after the other from TypeScript, so a pass holds one
+ * block's intermediates at a time.
+ */
+import type { HfModelConfig } from '../hf/config.js';
+import { inverseFrequencies, rotaryTables } from '../hf/config.js';
+import { LINEAR_MODULES, isHostLayer, isHostMatrix, widenBfloat16 } from '../hf/model.js';
+import type { BaseTensors, FrozenMatrix, HostValues, LinearModule } from '../hf/model.js';
+import type { LoraSettings } from '../hf/lora.js';
+import { loraName, loraScale } from '../hf/lora.js';
+import type { HostWeights } from '../weights.js';
+import { GraphBuilder } from './graph-builder.js';
+import { blockForwardOp, blockInputName, causalMaskValues, declareBlockWeights, rmsNormOp } from './block-ops.js';
+import type { BlockShape } from './block-ops.js';
+import { createOnnxSession, loadOnnxRuntime } from './onnx-runtime.js';
+import type { OnnxRuntime, OnnxSession } from './onnx-runtime.js';
+
+type OrtTensor = import('onnxruntime-node').Tensor;
+
+/** A block's frozen weights as float32 host arrays, by graph-input name. */
+export type OnnxBlockWeights = ReadonlyMap<string, { readonly data: Float32Array; readonly dims: readonly number[] }>;
+
+/** A model's frozen weights for onnxruntime. */
+export interface OnnxBase {
+  readonly config: HfModelConfig;
+  readonly shape: Omit<BlockShape, 'adapted' | 'loraScale' | 'loraRank'>;
+  readonly embedding: HostValues;
+  /** The output projection `[vocabulary, hidden]` (the embedding itself when tied). */
+  readonly output: Float32Array;
+  readonly finalNorm: Float32Array;
+  readonly layers: readonly OnnxBlockWeights[];
+  readonly frequencies: Float32Array;
+}
+
+function float32(values: HostValues): Float32Array {
+  if (values instanceof Float32Array) return values;
+  const out = new Float32Array(values.length);
+  widenBfloat16(values, out);
+  return out;
+}
+
+function tensorValues(tensor: { dataSync(): unknown }): Float32Array {
+  return Float32Array.from(tensor.dataSync() as Float32Array);
+}
+
+function matrixValues(matrix: FrozenMatrix): Float32Array {
+  return isHostMatrix(matrix) ? float32(matrix.values) : tensorValues(matrix);
+}
+
+/**
+ * The frozen weights of a loaded base model as float32 host arrays (copied from the wasm heap, or
+ * widened from bfloat16 host values), for onnxruntime.
+ */
+export function onnxBaseOf(config: HfModelConfig, base: BaseTensors): OnnxBase {
+  const vector = (value: Float32Array | { dataSync(): unknown }): Float32Array =>
+    value instanceof Float32Array ? value : tensorValues(value);
+  const first = base.layers[0];
+  const biased = first ? LINEAR_MODULES.filter((module) => first.bias[module] !== undefined) : [];
+  const layers = base.layers.map((layer) => {
+    const weights = new Map<string, { data: Float32Array; dims: readonly number[] }>();
+    const host = isHostLayer(layer);
+    weights.set('input_norm', { data: vector(layer.inputNorm), dims: [config.hiddenSize] });
+    weights.set('post_attention_norm', { data: vector(layer.postAttentionNorm), dims: [config.hiddenSize] });
+    if (layer.queryNorm) weights.set('q_norm', { data: vector(layer.queryNorm), dims: [config.headDimension] });
+    if (layer.keyNorm) weights.set('k_norm', { data: vector(layer.keyNorm), dims: [config.headDimension] });
+    for (const module of LINEAR_MODULES) {
+      const matrix = layer.linear[module];
+      const data = host
+        ? float32((matrix as { values: HostValues }).values)
+        : tensorValues(matrix as { dataSync(): unknown });
+      weights.set(blockInputName(module, 'weight'), { data, dims: [...matrix.shape] });
+      const bias = layer.bias[module];
+      if (bias) {
+        const data = vector(bias);
+        weights.set(blockInputName(module, 'bias'), { data, dims: [data.length] });
+      }
+    }
+    return weights;
+  });
+  const parts = base.output.map(matrixValues);
+  const output =
+    parts.length === 1 ? (parts[0] as Float32Array) : Float32Array.from(parts.flatMap((part) => Array.from(part)));
+  return {
+    config,
+    shape: {
+      hiddenSize: config.hiddenSize,
+      headCount: config.headCount,
+      keyValueHeadCount: config.keyValueHeadCount,
+      headDimension: config.headDimension,
+      intermediateSize: config.intermediateSize,
+      rmsNormEpsilon: config.rmsNormEpsilon,
+      queryKeyNorm: config.queryKeyNorm,
+      biased,
+    },
+    embedding: base.hostEmbedding,
+    output,
+    finalNorm: vector(base.finalNorm),
+    layers,
+    frequencies: inverseFrequencies(config),
+  };
+}
+
+/** The full block shape of a base with LoRA settings (or none). */
+export function blockShapeOf(base: OnnxBase, settings: LoraSettings | null): BlockShape {
+  return {
+    ...base.shape,
+    adapted: settings ? settings.targetModules : [],
+    loraScale: settings ? loraScale(settings) : 0,
+    loraRank: settings ? settings.rank : 0,
+  };
+}
+
+/** The graph of one block's forward pass: `x` `[batch, length, hidden]` to `y`. */
+export function blockForwardGraph(shape: BlockShape): GraphBuilder {
+  const graph = new GraphBuilder('block-forward');
+  const { x, context, weights } = blockGraphInputs(graph, shape);
+  const trace = blockForwardOp(graph, shape, x, weights, context);
+  graph.output(trace.output, 'y', 'float', ['batch', 'length', shape.hiddenSize]);
+  return graph;
+}
+
+/** The inputs every block graph shares: `x`, the rotary tables `cos`/`sin`, `mask`, the weights. */
+export function blockGraphInputs(graph: GraphBuilder, shape: BlockShape) {
+  const x = graph.input('x', 'float', ['batch', 'length', shape.hiddenSize]);
+  const cos = graph.input('cos', 'float', ['batch', 'length', 1, shape.headDimension]);
+  const sin = graph.input('sin', 'float', ['batch', 'length', 1, shape.headDimension]);
+  const mask = graph.input('mask', 'float', ['length', 'length']);
+  const weights = declareBlockWeights(graph, shape);
+  return { x, context: { cos, sin, mask }, weights };
+}
+
+/** The graph of final norm and output projection: `hidden` `[positions, hidden]` to `logits`. */
+export function logitsGraph(base: OnnxBase): GraphBuilder {
+  const graph = new GraphBuilder('logits');
+  const { hiddenSize, rmsNormEpsilon } = base.shape;
+  const hidden = graph.input('hidden', 'float', ['positions', hiddenSize]);
+  const norm = graph.input('final_norm', 'float', [hiddenSize]);
+  const output = graph.input('output', 'float', [base.config.vocabularySize, hiddenSize]);
+  const normed = rmsNormOp(graph, hidden, norm, rmsNormEpsilon).y;
+  graph.output(graph.op('Gemm', [normed, output], { transB: { int: 1 } }), 'logits', 'float', [
+    'positions',
+    base.config.vocabularySize,
+  ]);
+  return graph;
+}
+
+/** Per-pass inputs shared by every block: rotary tables and the causal mask. */
+export interface PassContext {
+  readonly batch: number;
+  readonly length: number;
+  readonly feeds: Record<string, OrtTensor>;
+}
+
+/** The rotary tables and mask of a pass over right-padded rows starting at `offsets`. */
+export function passContext(
+  ort: OnnxRuntime,
+  base: OnnxBase,
+  batch: number,
+  length: number,
+  offsets?: readonly number[],
+): PassContext {
+  const positions = Int32Array.from(
+    { length: batch * length },
+    (_, index) => (offsets?.[Math.floor(index / length)] ?? 0) + (index % length),
+  );
+  const d = base.config.headDimension;
+  const tables = rotaryTables(base.config, base.frequencies, positions);
+  return {
+    batch,
+    length,
+    feeds: {
+      cos: new ort.Tensor('float32', tables.cos, [batch, length, 1, d]),
+      sin: new ort.Tensor('float32', tables.sin, [batch, length, 1, d]),
+      mask: new ort.Tensor('float32', causalMaskValues(length), [length, length]),
+    },
+  };
+}
+
+/** The feeds of one layer's weights and LoRA matrices (from `lora`, by the engine's names). */
+export function layerFeeds(
+  ort: OnnxRuntime,
+  base: OnnxBase,
+  shape: BlockShape,
+  layer: number,
+  lora: HostWeights | null,
+): Record<string, OrtTensor> {
+  const feeds: Record<string, OrtTensor> = {};
+  for (const [name, value] of base.layers[layer] as OnnxBlockWeights)
+    feeds[name] = new ort.Tensor('float32', value.data, [...value.dims]);
+  for (const module of shape.adapted as LinearModule[])
+    for (const matrix of ['A', 'B'] as const) {
+      const tensor = lora?.get(loraName(layer, module, matrix));
+      if (!tensor) throw new Error(`The adapter has no ${loraName(layer, module, matrix)}.`);
+      feeds[blockInputName(module, matrix)] = new ort.Tensor('float32', tensor.data, [...tensor.shape]);
+    }
+  return feeds;
+}
+
+/** The embedded tokens `[batch, length, hidden]` as float32. */
+export function embedTokens(base: OnnxBase, tokens: ArrayLike<number>): Float32Array {
+  const d = base.config.hiddenSize;
+  const out = new Float32Array(tokens.length * d);
+  const embedding = base.embedding;
+  for (let index = 0; index < tokens.length; index += 1) {
+    const id = tokens[index] as number;
+    if (embedding instanceof Float32Array) out.set(embedding.subarray(id * d, (id + 1) * d), index * d);
+    else widenBfloat16(embedding.subarray(id * d, (id + 1) * d), out, index * d);
+  }
+  return out;
+}
+
+/** The sessions of a model's forward graphs, for one block shape. */
+export class OnnxForward {
+  private constructor(
+    readonly ort: OnnxRuntime,
+    readonly base: OnnxBase,
+    readonly shape: BlockShape,
+    private readonly block: OnnxSession,
+    private readonly logits: OnnxSession,
+  ) {}
+
+  static async create(base: OnnxBase, settings: LoraSettings | null): Promise<OnnxForward> {
+    const ort = await loadOnnxRuntime();
+    const shape = blockShapeOf(base, settings);
+    const [block, logits] = await Promise.all([
+      createOnnxSession(blockForwardGraph(shape).encode()),
+      createOnnxSession(logitsGraph(base).encode()),
+    ]);
+    return new OnnxForward(ort, base, shape, block, logits);
+  }
+
+  /** The block outputs `[batch, length, hidden]` after the last layer; `inputs` collects each layer's input. */
+  async hidden(
+    tokens: Int32Array,
+    batch: number,
+    length: number,
+    offsets: readonly number[] | undefined,
+    lora: HostWeights | null,
+    inputs?: OrtTensor[],
+  ): Promise<OrtTensor> {
+    const { ort, base } = this;
+    const context = passContext(ort, base, batch, length, offsets);
+    let x: OrtTensor = new ort.Tensor('float32', embedTokens(base, tokens), [batch, length, base.config.hiddenSize]);
+    for (let layer = 0; layer < base.layers.length; layer += 1) {
+      inputs?.push(x);
+      const result = await this.block.run({
+        x,
+        ...context.feeds,
+        ...layerFeeds(ort, base, this.shape, layer, lora),
+      });
+      x = result.y as OrtTensor;
+    }
+    return x;
+  }
+
+  /** Next-token logits `[positions, vocabulary]` at the flat `selected` positions (all by default). */
+  async forwardLogits(
+    tokens: Int32Array,
+    batch: number,
+    length: number,
+    lora: HostWeights | null,
+    selected?: Int32Array,
+    offsets?: readonly number[],
+  ): Promise<{ data: Float32Array; positions: number }> {
+    const hidden = await this.hidden(tokens, batch, length, offsets, lora);
+    const rows = gatherRows(hidden.data as Float32Array, this.base.config.hiddenSize, selected);
+    const { ort, base } = this;
+    const count = rows.length / base.config.hiddenSize;
+    const result = await this.logits.run({
+      hidden: new ort.Tensor('float32', rows, [count, base.config.hiddenSize]),
+      final_norm: new ort.Tensor('float32', base.finalNorm, [base.config.hiddenSize]),
+      output: new ort.Tensor('float32', base.output, [base.config.vocabularySize, base.config.hiddenSize]),
+    });
+    return { data: (result.logits as OrtTensor).data as Float32Array, positions: count };
+  }
+}
+
+/** Rows of `[n, width]` values at `selected` (all when absent). */
+export function gatherRows(values: Float32Array, width: number, selected?: Int32Array): Float32Array {
+  if (!selected) return values;
+  const out = new Float32Array(selected.length * width);
+  selected.forEach((row, index) => out.set(values.subarray(row * width, (row + 1) * width), index * width));
+  return out;
+}
