@@ -100,7 +100,13 @@ async function fixtureStep(name: string, placement: WeightPlacement, logitsPerCh
     adapter.weights,
     { logitsPerChunk },
   );
-  return { config, folder, adapter, batch, step: computeStep(tf, trainable, sequences, lossSettings('rl', null)) };
+  return {
+    config,
+    folder,
+    adapter,
+    batch,
+    step: await computeStep(tf, trainable, sequences, lossSettings('rl', null)),
+  };
 }
 
 describe.each(MODELS.flatMap((model) => PLACEMENTS.map((placement) => [model, placement] as const)))(
@@ -255,7 +261,7 @@ describe.each(MODELS.flatMap((model) => PLACEMENTS.map((placement) => [model, pl
           adapter.weights,
           { logitsPerChunk: 5 * config.vocabularySize },
         );
-        const step = computeStep(tf, trainable, sequences, lossSettings('rl', null));
+        const step = await computeStep(tf, trainable, sequences, lossSettings('rl', null));
         expect(step.trainableTokens).toBe(24);
         expect(Math.abs(step.approximateKl)).toBeLessThan(1e-5);
         expect(step.meanRatio).toBeCloseTo(1, 5);

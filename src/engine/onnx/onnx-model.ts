@@ -12,7 +12,15 @@ import type { LoraSettings } from '../hf/lora.js';
 import { loraName, loraScale } from '../hf/lora.js';
 import type { HostWeights } from '../weights.js';
 import { GraphBuilder } from './graph-builder.js';
-import { blockForwardOp, blockInputName, causalMaskValues, declareBlockWeights, rmsNormOp } from './block-ops.js';
+import {
+  blockForwardOp,
+  blockInputName,
+  causalMaskValues,
+  declareBlockWeights,
+  linearSizes,
+  rmsNormOp,
+} from './block-ops.js';
+import { blockBackwardOp, rmsNormBackward } from './block-backward.js';
 import type { BlockShape } from './block-ops.js';
 import { createOnnxSession, loadOnnxRuntime } from './onnx-runtime.js';
 import type { OnnxRuntime, OnnxSession } from './onnx-runtime.js';
@@ -283,4 +291,222 @@ export function gatherRows(values: Float32Array, width: number, selected?: Int32
   const out = new Float32Array(selected.length * width);
   selected.forEach((row, index) => out.set(values.subarray(row * width, (row + 1) * width), index * width));
   return out;
+}
+
+/** The graph-output names of a module's LoRA gradients. */
+export function loraGradientName(module: LinearModule, matrix: 'A' | 'B'): string {
+  return `${module}.d${matrix}`;
+}
+
+/**
+ * The graph of one block's backward pass: from the block's inputs and `dy` (the gradient of its
+ * output), `dx` and each adapted layer's LoRA gradients, recomputing the forward pass.
+ */
+export function blockBackwardGraph(shape: BlockShape): GraphBuilder {
+  const graph = new GraphBuilder('block-backward');
+  const { x, context, weights } = blockGraphInputs(graph, shape);
+  const dy = graph.input('dy', 'float', ['batch', 'length', shape.hiddenSize]);
+  const trace = blockForwardOp(graph, shape, x, weights, context);
+  const gradients = blockBackwardOp(graph, shape, x, weights, context, trace, dy);
+  graph.output(gradients.dx, 'dx', 'float', ['batch', 'length', shape.hiddenSize]);
+  for (const module of shape.adapted) {
+    const pair = gradients.lora[module];
+    if (!pair) throw new Error(`block-backward: no LoRA gradient for ${module}.`);
+    const sizes = linearSizes(shape, module);
+    graph.output(pair.dA, loraGradientName(module, 'A'), 'float', [sizes.in, shape.loraRank]);
+    graph.output(pair.dB, loraGradientName(module, 'B'), 'float', [shape.loraRank, sizes.out]);
+  }
+  return graph;
+}
+
+/** The inputs of the head graphs: final hidden rows, final norm, output projection, targets. */
+function headInputs(graph: GraphBuilder, base: OnnxBase) {
+  const { hiddenSize, rmsNormEpsilon } = base.shape;
+  const hidden = graph.input('hidden', 'float', ['positions', hiddenSize]);
+  const norm = graph.input('final_norm', 'float', [hiddenSize]);
+  const output = graph.input('output', 'float', [base.config.vocabularySize, hiddenSize]);
+  const targets = graph.input('targets', 'int64', ['positions']);
+  const normed = rmsNormOp(graph, hidden, norm, rmsNormEpsilon);
+  const logits = graph.op('Gemm', [normed.y, output], { transB: { int: 1 } });
+  return { hidden, norm, output, targets, normed, logits };
+}
+
+/**
+ * The head over final hidden rows `[positions, hidden]`: final norm, output projection,
+ * log-softmax, the targets' logprobs and the entropies (as the tfjs model's `targetScores`).
+ */
+export function headForwardGraph(base: OnnxBase): GraphBuilder {
+  const graph = new GraphBuilder('head-forward');
+  const { targets, logits } = headInputs(graph, base);
+  const logprobs = graph.op('LogSoftmax', [logits], { axis: { int: -1 } });
+  const picked = graph.op('GatherElements', [logprobs, graph.op('Unsqueeze', [targets, graph.ints([1])])], {
+    axis: { int: 1 },
+  });
+  graph.output(graph.op('Squeeze', [picked, graph.ints([1])]), 'logprobs', 'float', ['positions']);
+  const entropy = graph.op('Neg', [
+    graph.op('ReduceSum', [graph.op('Mul', [graph.op('Exp', [logprobs]), logprobs]), graph.ints([-1])], {
+      keepdims: { int: 0 },
+    }),
+  ]);
+  graph.output(entropy, 'entropy', 'float', ['positions']);
+  return graph;
+}
+
+/** The head's backward pass: `dhidden` from `dlogprobs` `[positions]` (the entropy is a metric only). */
+export function headBackwardGraph(base: OnnxBase): GraphBuilder {
+  const graph = new GraphBuilder('head-backward');
+  const { hidden, norm, output, targets, normed, logits } = headInputs(graph, base);
+  const upstream = graph.input('dlogprobs', 'float', ['positions']);
+  const probabilities = graph.op('Softmax', [logits], { axis: { int: -1 } });
+  const oneHot = graph.op('OneHot', [
+    targets,
+    graph.constant('int64', [], BigInt64Array.of(BigInt(base.config.vocabularySize)), 'depth'),
+    graph.constant('float', [2], Float32Array.of(0, 1), 'onehot'),
+  ]);
+  const dLogits = graph.op('Mul', [
+    graph.op('Unsqueeze', [upstream, graph.ints([1])]),
+    graph.op('Sub', [oneHot, probabilities]),
+  ]);
+  const dNormed = graph.op('MatMul', [dLogits, output]);
+  graph.output(rmsNormBackward(graph, hidden, norm, normed.inverse, dNormed), 'dhidden', 'float', [
+    'positions',
+    base.shape.hiddenSize,
+  ]);
+  return graph;
+}
+
+/** One training pass's scores, and its backward pass. */
+export interface OnnxPass {
+  readonly logprobs: Float32Array;
+  readonly entropy: Float32Array;
+  /** The LoRA gradients (by the engine's names) of `Σ dLogprobs · logprobs`. */
+  backward(dLogprobs: Float32Array): Promise<Map<string, Float32Array>>;
+}
+
+/** A model's training graphs on onnxruntime, for one LoRA shape. */
+export class OnnxTrainer {
+  private constructor(
+    readonly ort: OnnxRuntime,
+    readonly base: OnnxBase,
+    readonly shape: BlockShape,
+    private readonly sessions: {
+      readonly forward: OnnxSession;
+      readonly backward: OnnxSession;
+      readonly head: OnnxSession;
+      readonly headBackward: OnnxSession;
+    },
+  ) {}
+
+  static async create(base: OnnxBase, settings: LoraSettings): Promise<OnnxTrainer> {
+    const ort = await loadOnnxRuntime();
+    const shape = blockShapeOf(base, settings);
+    const [forward, backward, head, headBackward] = await Promise.all(
+      [blockForwardGraph(shape), blockBackwardGraph(shape), headForwardGraph(base), headBackwardGraph(base)].map(
+        (graph) => createOnnxSession(graph.encode()),
+      ),
+    );
+    return new OnnxTrainer(ort, base, shape, {
+      forward: forward as OnnxSession,
+      backward: backward as OnnxSession,
+      head: head as OnnxSession,
+      headBackward: headBackward as OnnxSession,
+    });
+  }
+
+  private headFeeds(rows: Float32Array, targets: Int32Array): Record<string, OrtTensor> {
+    const { ort, base } = this;
+    const { hiddenSize, vocabularySize } = base.config;
+    return {
+      hidden: new ort.Tensor('float32', rows, [targets.length, hiddenSize]),
+      final_norm: new ort.Tensor('float32', base.finalNorm, [hiddenSize]),
+      output: new ort.Tensor('float32', base.output, [vocabularySize, hiddenSize]),
+      targets: new ort.Tensor(
+        'int64',
+        BigInt64Array.from(targets, (target) => BigInt(target)),
+        [targets.length],
+      ),
+    };
+  }
+
+  /**
+   * The logprobs of `targets[i]` after flat position `positions[i]` of right-padded `tokens`
+   * `[batch, length]` and the entropies there, a chunk of at most `logitsPerChunk` logits at a time;
+   * with `keep`, the pass keeps each block's input for {@link OnnxPass.backward}.
+   */
+  async pass(
+    lora: HostWeights,
+    tokens: Int32Array,
+    batch: number,
+    length: number,
+    positions: Int32Array,
+    offsets: readonly number[],
+    targets: Int32Array,
+    logitsPerChunk: number,
+    keep = true,
+  ): Promise<OnnxPass> {
+    const { ort, base, shape } = this;
+    const { hiddenSize, vocabularySize } = base.config;
+    const context = passContext(ort, base, batch, length, offsets);
+    const inputs: OrtTensor[] = [];
+    let x: OrtTensor = new ort.Tensor('float32', embedTokens(base, tokens), [batch, length, hiddenSize]);
+    for (let layer = 0; layer < base.layers.length; layer += 1) {
+      if (keep) inputs.push(x);
+      const result = await this.sessions.forward.run({
+        x,
+        ...context.feeds,
+        ...layerFeeds(ort, base, shape, layer, lora),
+      });
+      x = result.y as OrtTensor;
+    }
+    const rows = gatherRows(x.data as Float32Array, hiddenSize, positions);
+    const chunk = Math.max(1, Math.floor(logitsPerChunk / vocabularySize));
+    const count = positions.length;
+    const logprobs = new Float32Array(count);
+    const entropy = new Float32Array(count);
+    for (let start = 0; start < count; start += chunk) {
+      const end = Math.min(count, start + chunk);
+      const result = await this.sessions.head.run(
+        this.headFeeds(rows.subarray(start * hiddenSize, end * hiddenSize), targets.subarray(start, end)),
+      );
+      logprobs.set((result.logprobs as OrtTensor).data as Float32Array, start);
+      entropy.set((result.entropy as OrtTensor).data as Float32Array, start);
+    }
+    const backward = async (dLogprobs: Float32Array): Promise<Map<string, Float32Array>> => {
+      if (!keep) throw new Error('OnnxTrainer.pass: this pass kept nothing for a backward pass.');
+      const dy = new Float32Array(batch * length * hiddenSize);
+      for (let start = 0; start < count; start += chunk) {
+        const end = Math.min(count, start + chunk);
+        const result = await this.sessions.headBackward.run({
+          ...this.headFeeds(rows.subarray(start * hiddenSize, end * hiddenSize), targets.subarray(start, end)),
+          dlogprobs: new ort.Tensor('float32', dLogprobs.subarray(start, end), [end - start]),
+        });
+        const dRows = (result.dhidden as OrtTensor).data as Float32Array;
+        // Positions are distinct: each chunk row lands on its own token.
+        for (let index = start; index < end; index += 1) {
+          const at = (positions[index] as number) * hiddenSize;
+          dy.set(dRows.subarray((index - start) * hiddenSize, (index - start + 1) * hiddenSize), at);
+        }
+      }
+      const gradients = new Map<string, Float32Array>();
+      let upstream: OrtTensor = new ort.Tensor('float32', dy, [batch, length, hiddenSize]);
+      for (let layer = base.layers.length - 1; layer >= 0; layer -= 1) {
+        const result = await this.sessions.backward.run({
+          x: inputs[layer] as OrtTensor,
+          dy: upstream,
+          ...context.feeds,
+          ...layerFeeds(ort, base, shape, layer, lora),
+        });
+        for (const module of shape.adapted)
+          for (const matrix of ['A', 'B'] as const)
+            gradients.set(
+              loraName(layer, module, matrix),
+              (result[loraGradientName(module, matrix)] as OrtTensor).data as Float32Array,
+            );
+        upstream = result.dx as OrtTensor;
+        inputs[layer] = undefined as unknown as OrtTensor;
+      }
+      return gradients;
+    };
+    return { logprobs, entropy, backward };
+  }
 }
