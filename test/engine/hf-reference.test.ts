@@ -23,6 +23,7 @@ import { SeededRandom } from '../../src/engine/random.js';
 import { computeStep, lossSettings } from '../../src/engine/trainer.js';
 import { readSafetensors } from '../../src/engine/safetensors.js';
 import type { HfModelConfig } from '../../src/engine/hf/config.js';
+import { requestedEngineRuntime } from '../../src/engine/onnx/onnx-runtime.js';
 
 const FIXTURES = path.resolve('test/fixtures/reference');
 const MODELS = ['llama-tied', 'llama-untied', 'qwen3-tied', 'qwen3-untied'] as const;
@@ -285,7 +286,9 @@ describe.each(MODELS.flatMap((model) => PLACEMENTS.map((placement) => [model, pl
           });
         }
         expect(largest).toBeGreaterThan(1e-3);
-        expect(max).toBeLessThan(1e-6);
+        // tfjs runs the same operations either way; onnxruntime's multithreaded products block the
+        // chunked head's rows differently (float32 rounding, ~1e-5 of the largest gradient).
+        expect(max).toBeLessThan(requestedEngineRuntime() === 'onnxruntime' ? 1e-5 : 1e-6);
       });
   },
 );
