@@ -142,9 +142,16 @@ function onnxTrainerOf(model: HfBaseModel, settings: LoraSettings): Promise<Onnx
   return trainer;
 }
 
-/** Bytes a pass on onnxruntime holds per padded token: every block's input, and one block's recomputed intermediates and their gradients. */
+/**
+ * Bytes a pass on onnxruntime holds per padded token: every block's input and the linear outputs
+ * its forward pass keeps (q, k, v, o, gate, up; LoRA's small `x · A` left out), plus one block's
+ * intermediates and their gradients in its backward pass.
+ */
 function onnxBytesPerToken(config: HfModelConfig): number {
-  return 4 * config.layerCount * config.hiddenSize + 3 * blockBytesPerToken(config);
+  const q = config.headCount * config.headDimension;
+  const kv = config.keyValueHeadCount * config.headDimension;
+  const kept = 2 * config.hiddenSize + q + 2 * kv + 2 * config.intermediateSize;
+  return 4 * config.layerCount * kept + 3 * blockBytesPerToken(config);
 }
 
 /** Bytes of activations one pass on onnxruntime may hold (native memory, not the wasm heap). */

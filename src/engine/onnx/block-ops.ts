@@ -254,6 +254,8 @@ export interface BlockTrace {
   readonly inputNorm: { readonly y: GraphValue; readonly inverse: GraphValue };
   /** LoRA's `x · A` of each adapted linear layer. */
   readonly down: Partial<Record<LinearModule, GraphValue>>;
+  /** Each linear layer's output. */
+  readonly linearOutputs: Readonly<Record<LinearModule, GraphValue>>;
   /** q/k/v projections reshaped to heads, before the norms and rotation. */
   readonly qHeads: GraphValue;
   readonly kHeads: GraphValue;
@@ -287,6 +289,14 @@ export interface BlockContextValues {
 }
 
 /**
+ * Linear layers' outputs (and LoRA's `x · A`) a forward pass kept, by module: a backward graph
+ * passes them to {@link blockForwardOp} so it does not compute those products again.
+ */
+export type SavedLinears = Partial<
+  Record<LinearModule, { readonly y: GraphValue; readonly down?: GraphValue | undefined }>
+>;
+
+/**
  * One decoder block over `x` `[batch, length, hidden]`: attention and SwiGLU MLP, each after an
  * RMSNorm and with its residual, as the tfjs model's `blockForward`.
  */
@@ -296,13 +306,17 @@ export function blockForwardOp(
   x: GraphValue,
   weights: BlockValues,
   context: BlockContextValues,
+  saved?: SavedLinears,
 ): BlockTrace {
   const { headCount: heads, keyValueHeadCount: kvHeads, headDimension: d, rmsNormEpsilon: epsilon } = shape;
   const down: Partial<Record<LinearModule, GraphValue>> = {};
+  const linearOutputs = {} as Record<LinearModule, GraphValue>;
   const linear = (module: LinearModule, input: GraphValue): GraphValue => {
+    const known = saved?.[module];
     const sizes = linearSizes(shape, module);
-    const result = linearOp(graph, input, weights.linear[module], sizes.in, sizes.out);
+    const result = known ?? linearOp(graph, input, weights.linear[module], sizes.in, sizes.out);
     if (result.down !== undefined) down[module] = result.down;
+    linearOutputs[module] = result.y;
     return result.y;
   };
   const inputNorm = rmsNormOp(graph, x, weights.inputNorm, epsilon);
@@ -325,6 +339,7 @@ export function blockForwardOp(
     output,
     inputNorm,
     down,
+    linearOutputs,
     qHeads,
     kHeads,
     queryNorm,

@@ -299,14 +299,67 @@ export function loraGradientName(module: LinearModule, matrix: 'A' | 'B'): strin
 }
 
 /**
- * The graph of one block's backward pass: from the block's inputs and `dy` (the gradient of its
- * output), `dx` and each adapted layer's LoRA gradients, recomputing the forward pass.
+ * The linear layers whose outputs a training forward pass keeps for the backward pass: the
+ * products are most of a block's work, the rest (norms, rotary, attention scores, SwiGLU) is
+ * cheap to compute again and the attention weights (`heads × length²` a row) the largest to keep.
+ */
+const SAVED_OUTPUTS: readonly LinearModule[] = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj'];
+
+/** The graph value names of what a training forward pass keeps. */
+function savedName(module: LinearModule, part: 'y' | 'down'): string {
+  return part === 'y' ? `saved.${module}` : `saved.${module}.down`;
+}
+
+/** Floats a training forward pass keeps per token and block (see {@link SAVED_OUTPUTS}). */
+export function savedFloatsPerToken(shape: BlockShape): number {
+  return (
+    SAVED_OUTPUTS.reduce((sum, module) => sum + linearSizes(shape, module).out, 0) +
+    shape.adapted.length * shape.loraRank
+  );
+}
+
+/**
+ * The graph of one block's forward pass in training: `y`, and the outputs of the linear layers of
+ * {@link SAVED_OUTPUTS} and LoRA's `x · A` of every adapted layer, for {@link blockBackwardGraph}.
+ */
+export function blockTrainingForwardGraph(shape: BlockShape): GraphBuilder {
+  const graph = new GraphBuilder('block-training-forward');
+  const { x, context, weights } = blockGraphInputs(graph, shape);
+  const trace = blockForwardOp(graph, shape, x, weights, context);
+  graph.output(trace.output, 'y', 'float', ['batch', 'length', shape.hiddenSize]);
+  for (const module of SAVED_OUTPUTS)
+    graph.output(trace.linearOutputs[module], savedName(module, 'y'), 'float', [
+      'batch',
+      'length',
+      linearSizes(shape, module).out,
+    ]);
+  for (const module of shape.adapted)
+    graph.output(trace.down[module] as string, savedName(module, 'down'), 'float', ['tokens', shape.loraRank]);
+  return graph;
+}
+
+/**
+ * The graph of one block's backward pass: from the block's inputs, what its training forward pass
+ * kept ({@link blockTrainingForwardGraph}) and `dy` (the gradient of its output), `dx` and each
+ * adapted layer's LoRA gradients. The cheap parts of the forward pass are computed again.
  */
 export function blockBackwardGraph(shape: BlockShape): GraphBuilder {
   const graph = new GraphBuilder('block-backward');
   const { x, context, weights } = blockGraphInputs(graph, shape);
   const dy = graph.input('dy', 'float', ['batch', 'length', shape.hiddenSize]);
-  const trace = blockForwardOp(graph, shape, x, weights, context);
+  const saved: Record<string, { y: string; down?: string | undefined }> = {};
+  const down = (module: LinearModule): string | undefined =>
+    shape.adapted.includes(module)
+      ? graph.input(savedName(module, 'down'), 'float', ['tokens', shape.loraRank])
+      : undefined;
+  for (const module of SAVED_OUTPUTS)
+    saved[module] = {
+      y: graph.input(savedName(module, 'y'), 'float', ['batch', 'length', linearSizes(shape, module).out]),
+      down: down(module),
+    };
+  // The block's output is not needed here: a stand-in spares computing down_proj again.
+  saved['down_proj'] = { y: graph.scalar(0), down: down('down_proj') };
+  const trace = blockForwardOp(graph, shape, x, weights, context, saved);
   const gradients = blockBackwardOp(graph, shape, x, weights, context, trace, dy);
   graph.output(gradients.dx, 'dx', 'float', ['batch', 'length', shape.hiddenSize]);
   for (const module of shape.adapted) {
@@ -391,6 +444,7 @@ export class OnnxTrainer {
     readonly shape: BlockShape,
     private readonly sessions: {
       readonly forward: OnnxSession;
+      readonly trainingForward: OnnxSession;
       readonly backward: OnnxSession;
       readonly head: OnnxSession;
       readonly headBackward: OnnxSession;
@@ -400,13 +454,18 @@ export class OnnxTrainer {
   static async create(base: OnnxBase, settings: LoraSettings): Promise<OnnxTrainer> {
     const ort = await loadOnnxRuntime();
     const shape = blockShapeOf(base, settings);
-    const [forward, backward, head, headBackward] = await Promise.all(
-      [blockForwardGraph(shape), blockBackwardGraph(shape), headForwardGraph(base), headBackwardGraph(base)].map(
-        (graph) => createOnnxSession(graph.encode()),
-      ),
+    const [forward, trainingForward, backward, head, headBackward] = await Promise.all(
+      [
+        blockForwardGraph(shape),
+        blockTrainingForwardGraph(shape),
+        blockBackwardGraph(shape),
+        headForwardGraph(base),
+        headBackwardGraph(base),
+      ].map((graph) => createOnnxSession(graph.encode())),
     );
     return new OnnxTrainer(ort, base, shape, {
       forward: forward as OnnxSession,
+      trainingForward: trainingForward as OnnxSession,
       backward: backward as OnnxSession,
       head: head as OnnxSession,
       headBackward: headBackward as OnnxSession,
@@ -447,15 +506,16 @@ export class OnnxTrainer {
     const { ort, base, shape } = this;
     const { hiddenSize, vocabularySize } = base.config;
     const context = passContext(ort, base, batch, length, offsets);
-    const inputs: OrtTensor[] = [];
+    // Each block's input and the outputs its training forward pass kept, for the backward pass.
+    const kept: Record<string, OrtTensor>[] = [];
     let x: OrtTensor = new ort.Tensor('float32', embedTokens(base, tokens), [batch, length, hiddenSize]);
     for (let layer = 0; layer < base.layers.length; layer += 1) {
-      if (keep) inputs.push(x);
-      const result = await this.sessions.forward.run({
-        x,
-        ...context.feeds,
-        ...layerFeeds(ort, base, shape, layer, lora),
-      });
+      const session = keep ? this.sessions.trainingForward : this.sessions.forward;
+      const result = await session.run({ x, ...context.feeds, ...layerFeeds(ort, base, shape, layer, lora) });
+      if (keep) {
+        const { y: _, ...saved } = result;
+        kept.push({ x, ...(saved as Record<string, OrtTensor>) });
+      }
       x = result.y as OrtTensor;
     }
     const rows = gatherRows(x.data as Float32Array, hiddenSize, positions);
@@ -491,7 +551,7 @@ export class OnnxTrainer {
       let upstream: OrtTensor = new ort.Tensor('float32', dy, [batch, length, hiddenSize]);
       for (let layer = base.layers.length - 1; layer >= 0; layer -= 1) {
         const result = await this.sessions.backward.run({
-          x: inputs[layer] as OrtTensor,
+          ...(kept[layer] as Record<string, OrtTensor>),
           dy: upstream,
           ...context.feeds,
           ...layerFeeds(ort, base, shape, layer, lora),
@@ -503,7 +563,7 @@ export class OnnxTrainer {
               (result[loraGradientName(module, matrix)] as OrtTensor).data as Float32Array,
             );
         upstream = result.dx as OrtTensor;
-        inputs[layer] = undefined as unknown as OrtTensor;
+        kept[layer] = {};
       }
       return gradients;
     };
