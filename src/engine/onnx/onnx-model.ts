@@ -87,9 +87,14 @@ export function onnxBaseOf(config: HfModelConfig, base: BaseTensors): OnnxBase {
     }
     return weights;
   });
-  const parts = base.output.map(matrixValues);
-  const output =
-    parts.length === 1 ? (parts[0] as Float32Array) : Float32Array.from(parts.flatMap((part) => Array.from(part)));
+  // The projection's blocks of rows, joined (one product over the whole vocabulary per chunk).
+  const output = new Float32Array(config.vocabularySize * config.hiddenSize);
+  let filled = 0;
+  for (const block of base.output) {
+    const values = matrixValues(block);
+    output.set(values, filled);
+    filled += values.length;
+  }
   return {
     config,
     shape: {
