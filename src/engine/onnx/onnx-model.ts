@@ -533,7 +533,7 @@ export class OnnxTrainer {
   /**
    * The logprobs of `targets[i]` after flat position `positions[i]` of right-padded `tokens`
    * `[batch, length]` and the entropies there, a chunk of at most `logitsPerChunk` logits at a time;
-   * with `keep`, the pass keeps each block's input for {@link OnnxPass.backward}.
+   * with `keep`, the pass keeps each block's input and linear outputs for {@link OnnxPass.backward}.
    */
   async pass(
     lora: HostWeights,
