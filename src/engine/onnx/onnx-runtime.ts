@@ -119,14 +119,21 @@ export function describeEngineRuntime(info: EngineRuntimeInfo): string {
 
 /**
  * An onnxruntime session for the model `bytes`, on `threads` intra-op threads (every core by
- * default), with every graph optimisation.
+ * default), with every graph optimisation. `options.memoryArena: false` frees each run's
+ * intermediates when it ends instead of keeping them in a per-session arena (training runs
+ * several sessions, whose arenas would each hold their own peak).
  */
-export async function createOnnxSession(bytes: Uint8Array, threads = onnxThreads()): Promise<OnnxSession> {
+export async function createOnnxSession(
+  bytes: Uint8Array,
+  threads = onnxThreads(),
+  options: { readonly memoryArena?: boolean | undefined } = {},
+): Promise<OnnxSession> {
   const ort = await loadOnnxRuntime();
   return ort.InferenceSession.create(bytes, {
     intraOpNumThreads: threads,
     interOpNumThreads: 1,
     executionMode: 'sequential',
     graphOptimizationLevel: 'all',
+    enableCpuMemArena: options.memoryArena ?? true,
   });
 }
