@@ -1,0 +1,193 @@
+/**
+ * Sampling on onnxruntime against transformers and against the tfjs sampler, on the committed tiny
+ * reference models (`test/fixtures/reference`): Llama and Qwen3, tied and untied, F32/BF16/F16 and
+ * sharded weights. The prefill and decoding graphs give transformers' (and PEFT's) logits at every
+ * position through the key/value cache; batched rows of different prompt lengths, rows that finish
+ * at different steps and rows sharing a prompt sample the same tokens with the same logprobs as
+ * the tfjs path, with and without a LoRA adapter.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { loadTensorFlow } from '../../src/engine/backend.js';
+import type { TensorFlow } from '../../src/engine/tensorflow.js';
+import { disposeBase, loadBaseTensors, readHfConfig } from '../../src/engine/hf/files.js';
+import { disposeLora, readAdapter, uploadLora } from '../../src/engine/hf/lora.js';
+import type { LoraSettings } from '../../src/engine/hf/lora.js';
+import { runnable } from '../../src/engine/hf/model.js';
+import type { BaseTensors } from '../../src/engine/hf/model.js';
+import type { HfModelConfig } from '../../src/engine/hf/config.js';
+import { generateHf } from '../../src/engine/hf/sampler.js';
+import { OnnxHfModel, generateHfOnnx, onnxLora, onnxStepDecoder } from '../../src/engine/onnx/onnx-sampler.js';
+import type { OnnxLora } from '../../src/engine/onnx/onnx-sampler.js';
+import { SeededRandom } from '../../src/engine/random.js';
+import type { GeneratedSequence, GenerationRow } from '../../src/engine/sampler.js';
+import type { HostWeights } from '../../src/engine/weights.js';
+import type { TextLayer } from '../../src/text/loader.js';
+
+const FIXTURES = path.resolve('test/fixtures/reference');
+const MODELS = ['llama-tied', 'llama-untied', 'qwen3-tied', 'qwen3-untied'] as const;
+/** The bound the tfjs engine keeps against transformers' float32 logits. */
+const LOGIT_TOLERANCE = 1e-4;
+/** Sampled logprobs of the two runtimes (float32 sums in different orders). */
+const LOGPROB_TOLERANCE = 1e-4;
+
+interface Prompt {
+  readonly name: string;
+  readonly ids: number[];
+  readonly logits: number[][];
+}
+
+const reference = JSON.parse(readFileSync(path.join(FIXTURES, 'logits.json'), 'utf8')) as {
+  models: Record<string, { prompts: Prompt[] }>;
+};
+const text = { stopTokenIds: [], decode: () => '' } as unknown as TextLayer;
+
+interface Loaded {
+  readonly config: HfModelConfig;
+  readonly base: BaseTensors;
+  readonly onnx: OnnxHfModel;
+  readonly adapter: { settings: LoraSettings; weights: HostWeights };
+  readonly lora: OnnxLora;
+}
+
+let tf: TensorFlow;
+const loaded = new Map<string, Loaded>();
+
+beforeAll(async () => {
+  tf = await loadTensorFlow();
+  for (const name of MODELS) {
+    const directory = path.join(FIXTURES, name);
+    const config = await readHfConfig(directory);
+    const base = await loadBaseTensors(tf, directory, config, 'heap');
+    const adapter = await readAdapter(path.join(FIXTURES, 'lora', name, 'adapter'), config);
+    loaded.set(name, {
+      config,
+      base,
+      onnx: await OnnxHfModel.create(config, base, 1),
+      adapter,
+      lora: await onnxLora(config, adapter.settings, adapter.weights),
+    });
+  }
+});
+afterAll(async () => {
+  for (const { base, onnx } of loaded.values()) {
+    await onnx.release();
+    disposeBase(base);
+  }
+});
+
+function maxDifference(expected: readonly number[], actual: Float32Array): number {
+  let max = 0;
+  expected.forEach((value, index) => {
+    max = Math.max(max, Math.abs(value - (actual[index] as number)));
+  });
+  return max;
+}
+
+/** Rows over the model's reference prompts (three lengths), each with its own budget and seed. */
+function rowsOf(prompts: readonly Prompt[], temperature: number): GenerationRow[] {
+  const chosen = prompts.slice(0, 3).map((prompt) => prompt.ids.slice(0, 12));
+  // Budgets 9, 3, 6, 2, ...: rows finish at different steps, so the cache drops rows.
+  return [...chosen, chosen[0] as number[], chosen[1] as number[]].map((prompt, index) => ({
+    prompt,
+    sampling: {
+      temperature,
+      topP: 1,
+      maxTokens: [9, 3, 6, 2, 8][index] as number,
+      stop: [],
+      topLogprobs: 2,
+      random: new SeededRandom(100 + index),
+    },
+  }));
+}
+
+function expectSameSamples(onnx: GeneratedSequence[], tfjs: GeneratedSequence[]): void {
+  expect(onnx.map((sequence) => sequence.tokens)).toEqual(tfjs.map((sequence) => sequence.tokens));
+  expect(onnx.map((sequence) => sequence.finishReason)).toEqual(tfjs.map((sequence) => sequence.finishReason));
+  onnx.forEach((sequence, row) => {
+    const expected = tfjs[row] as GeneratedSequence;
+    sequence.logprobs.forEach((logprob, index) =>
+      expect(Math.abs(logprob - (expected.logprobs[index] as number)), `row ${row} token ${index}`).toBeLessThan(
+        LOGPROB_TOLERANCE,
+      ),
+    );
+    sequence.alternatives.forEach((alternatives, index) =>
+      expect(alternatives.map((alternative) => alternative.id)).toEqual(
+        expected.alternatives[index]?.map((alternative) => alternative.id),
+      ),
+    );
+  });
+}
+
+describe.each(MODELS)('%s on onnxruntime', (name) => {
+  const prompts = reference.models[name]?.prompts ?? [];
+
+  it("gives transformers' logits at every position through the cache, after a 2-token prefill", async () => {
+    const { onnx } = loaded.get(name) as Loaded;
+    const decoder = await onnxStepDecoder(onnx, null, text);
+    for (const prompt of prompts) {
+      if (prompt.ids.length < 3) continue;
+      let { cache, logits } = await decoder.prefill([prompt.ids.slice(0, 2)], 2);
+      expect(maxDifference(prompt.logits[1] as number[], logits), `${prompt.name} position 1`).toBeLessThan(
+        LOGIT_TOLERANCE,
+      );
+      for (let position = 2; position < prompt.ids.length; position += 1) {
+        ({ cache, logits } = await decoder.decodeStep(
+          cache,
+          [prompt.ids[position] as number],
+          Int32Array.of(position),
+          new Float32Array(position + 1),
+        ));
+        expect(
+          maxDifference(prompt.logits[position] as number[], logits),
+          `${prompt.name} position ${position}`,
+        ).toBeLessThan(LOGIT_TOLERANCE);
+      }
+    }
+  });
+
+  it("gives the PeftModel's logits with PEFT's adapter, from a whole-prompt prefill", async () => {
+    const { onnx, lora } = loaded.get(name) as Loaded;
+    const expected = JSON.parse(readFileSync(path.join(FIXTURES, 'lora', name, 'logits.json'), 'utf8')) as {
+      prompts: Prompt[];
+    };
+    const decoder = await onnxStepDecoder(onnx, lora, text);
+    // Right-padded together: each row's last prompt token gives its own logits.
+    const batch = expected.prompts.map((prompt) => prompt.ids);
+    const length = Math.max(...batch.map((ids) => ids.length));
+    const { logits } = await decoder.prefill(batch, length);
+    const vocabulary = (loaded.get(name) as Loaded).config.vocabularySize;
+    expected.prompts.forEach((prompt, row) =>
+      expect(
+        maxDifference(
+          prompt.logits[prompt.ids.length - 1] as number[],
+          logits.subarray(row * vocabulary, (row + 1) * vocabulary),
+        ),
+        prompt.name,
+      ).toBeLessThan(LOGIT_TOLERANCE),
+    );
+  });
+
+  it('samples the tfjs path’s tokens and logprobs: greedy and seeded, rows of different lengths and budgets, LoRA on', async () => {
+    const { config, base, onnx, adapter, lora } = loaded.get(name) as Loaded;
+    const tfjsLora = uploadLora(tf, config, adapter.settings, adapter.weights);
+    try {
+      for (const temperature of [0, 1]) {
+        for (const withLora of [false, true]) {
+          const tfjs = await generateHf(
+            tf,
+            runnable(config, base, withLora ? tfjsLora : null),
+            text,
+            rowsOf(prompts, temperature),
+          );
+          const ours = await generateHfOnnx(onnx, withLora ? lora : null, text, rowsOf(prompts, temperature));
+          expect(ours.map((sequence) => sequence.tokens.length)).toEqual([9, 3, 6, 2, 8]);
+          expectSameSamples(ours, tfjs);
+        }
+      }
+    } finally {
+      disposeLora(tfjsLora);
+    }
+  });
+});
