@@ -20,6 +20,7 @@ import type { HfModelConfig } from '../../src/engine/hf/config.js';
 import { generateHf } from '../../src/engine/hf/sampler.js';
 import { OnnxHfModel, generateHfOnnx, onnxLora, onnxStepDecoder } from '../../src/engine/onnx/onnx-sampler.js';
 import type { OnnxLora } from '../../src/engine/onnx/onnx-sampler.js';
+import { OnnxKeyValueCache } from '../../src/engine/onnx/onnx-cache.js';
 import { SeededRandom } from '../../src/engine/random.js';
 import type { GeneratedSequence, GenerationRow } from '../../src/engine/sampler.js';
 import type { HostWeights } from '../../src/engine/weights.js';
@@ -120,6 +121,54 @@ function expectSameSamples(onnx: GeneratedSequence[], tfjs: GeneratedSequence[])
   });
 }
 
+describe('the onnxruntime key/value cache', () => {
+  /** A cache whose every value names its layer, row, head, lane and position. */
+  function filled(rows: number, length: number, capacity: number, tag: number): OnnxKeyValueCache {
+    const cache = new OnnxKeyValueCache(2, rows, 2, 3, capacity);
+    for (let layer = 0; layer < 2; layer += 1) {
+      const keys = new Float32Array(rows * 2 * 3 * length).map((_, index) => tag + layer * 1e5 + index);
+      const values = keys.map((value) => -value);
+      cache.writePositions(layer, 0, keys, values, length);
+    }
+    cache.length = length;
+    return cache;
+  }
+  const held = (cache: OnnxKeyValueCache, layer: number, row: number): number[][] => {
+    const { keys, values } = cache.buffers(layer);
+    const lane = 2 * 3 * cache.capacity;
+    const out: number[][] = [];
+    for (let position = 0; position < cache.length; position += 1) {
+      const at: number[] = [];
+      for (let head = 0; head < 2; head += 1)
+        for (let i = 0; i < 3; i += 1) {
+          at.push(keys[row * lane + (head * 3 + i) * cache.capacity + position] as number);
+          at.push(values[row * lane + (head * cache.capacity + position) * 3 + i] as number);
+        }
+      out.push(at);
+    }
+    return out;
+  };
+
+  it('keeps the held positions when it grows, and joins and selects rows by position', () => {
+    const first = filled(2, 3, 3, 0);
+    const before = [0, 1].map((row) => held(first, 1, row));
+    first.reserve(5);
+    expect(first.capacity).toBe(6);
+    expect([0, 1].map((row) => held(first, 1, row))).toEqual(before);
+    const second = filled(1, 3, 4, 1e7);
+    const joined = OnnxKeyValueCache.join([first, second]);
+    expect(joined.rows).toBe(3);
+    expect(held(joined, 1, 0)).toEqual(before[0]);
+    expect(held(joined, 1, 2)).toEqual(held(second, 1, 0));
+    const picked = joined.selectRows([2, 0, 0]);
+    expect([0, 1, 2].map((row) => held(picked, 0, row))).toEqual([
+      held(second, 0, 0),
+      held(first, 0, 0),
+      held(first, 0, 0),
+    ]);
+  });
+});
+
 describe.each(MODELS)('%s on onnxruntime', (name) => {
   const prompts = reference.models[name]?.prompts ?? [];
 
@@ -181,7 +230,10 @@ describe.each(MODELS)('%s on onnxruntime', (name) => {
             text,
             rowsOf(prompts, temperature),
           );
-          const ours = await generateHfOnnx(onnx, withLora ? lora : null, text, rowsOf(prompts, temperature));
+          // A cache of room for 1 generated position grows (and is copied) 3 times on the way.
+          const ours = await generateHfOnnx(onnx, withLora ? lora : null, text, rowsOf(prompts, temperature), {
+            initialRoom: temperature === 0 ? 1 : 64,
+          });
           expect(ours.map((sequence) => sequence.tokens.length)).toEqual([9, 3, 6, 2, 8]);
           expectSameSamples(ours, tfjs);
         }

@@ -5,16 +5,19 @@
  * (named by {@link layerInput}), so one session serves every policy of a model; batch, prompt
  * length and cache length are symbolic.
  *
- * The cache crosses the graph boundary time-major, `[positions, batch, kvHeads, headDim]`: the
- * prefill answers its keys and values that way, and a decoding step takes the held positions
- * (`past_keys`, `past_values`) and answers only the new position's `[batch, 1, kvHeads, headDim]`,
- * which the host appends (`onnx-cache.ts`).
+ * The cache crosses the graph boundary in the layouts a decoding step's products want (see
+ * `cached-attention.ts`): keys `[batch, kvHeads, headDim, positions]`, values
+ * `[batch, kvHeads, positions, headDim]`. The prefill answers its keys and values that way; a
+ * decoding step takes the whole cache buffers (`past_keys`, `past_values`, masked past the held
+ * positions) and answers only the new position's key and value `[batch, 1, kvHeads, headDim]`,
+ * which the host writes into them (`onnx-cache.ts`).
  */
 import type { HfModelConfig } from '../hf/config.js';
 import { LINEAR_MODULES } from '../hf/model.js';
 import type { LinearModule } from '../hf/model.js';
 import { blockForwardOp, linearSizes, rmsNormOp } from './block-ops.js';
 import type { BlockShape, BlockValues, LinearValues } from './block-ops.js';
+import { cachedBlockOp } from './cached-attention.js';
 import { GraphBuilder } from './graph-builder.js';
 import type { GraphValue } from './graph-builder.js';
 
@@ -43,7 +46,7 @@ export const HF_GRAPH_INPUT = {
   causalMask: 'causal_mask',
   /** Prefill: the flat row `row * length + promptLength - 1` of each row's last prompt token, int64 `[batch]`. */
   last: 'last',
-  /** Decoding step: `[batch, keys]` of 0 (visible) or -1e9, over the held positions and the new one. */
+  /** Decoding step: `[batch, capacity + 1]` of 0 (visible) or -1e9, over the cache's slots and the new token. */
   keyMask: 'key_mask',
   finalNorm: 'final_norm',
   /** The output projection `[vocabulary, hidden]` (the embedding when tied). */
@@ -126,9 +129,9 @@ function commonInputs(graph: GraphBuilder, config: HfModelConfig, length: string
 }
 
 /**
- * The prefill graph: right-padded prompts `[batch, length]` (embedded), every layer's keys and
- * values answered time-major (`layers.<i>.key`, `[length, batch, kvHeads, headDim]`), and the
- * logits of each row's last prompt token.
+ * The prefill graph: right-padded prompts `[batch, length]` (embedded), every layer's keys
+ * (`layers.<i>.key`, `[batch, kvHeads, headDim, length]`) and values (`layers.<i>.value`,
+ * `[batch, kvHeads, length, headDim]`), and the logits of each row's last prompt token.
  */
 export function buildPrefillGraph(config: HfModelConfig, lora: LoraShape | null): Uint8Array {
   const graph = new GraphBuilder('policyloop-prefill');
@@ -136,7 +139,8 @@ export function buildPrefillGraph(config: HfModelConfig, lora: LoraShape | null)
   const { x: embedded, cos, sin } = commonInputs(graph, config, 'length');
   const mask = graph.input(HF_GRAPH_INPUT.causalMask, 'float', ['length', 'length']);
   const last = graph.input(HF_GRAPH_INPUT.last, 'int64', ['batch']);
-  const cacheDims = ['length', 'batch', config.keyValueHeadCount, config.headDimension];
+  const kv = config.keyValueHeadCount;
+  const d = config.headDimension;
   let x = embedded;
   for (let layer = 0; layer < config.layerCount; layer += 1) {
     const weights = declareLayer(graph, shape, layer);
@@ -145,10 +149,11 @@ export function buildPrefillGraph(config: HfModelConfig, lora: LoraShape | null)
       sin,
       mask,
       keyValues: (k, v) => {
-        const timeMajor = (value: GraphValue): GraphValue =>
-          graph.op('Transpose', [value], { perm: { ints: [1, 0, 2, 3] } });
-        graph.output(timeMajor(k), layerInput(layer, 'key'), 'float', cacheDims);
-        graph.output(timeMajor(v), layerInput(layer, 'value'), 'float', cacheDims);
+        // [b, t, kv, d] -> keys [b, kv, d, t], values [b, kv, t, d]
+        const keys = graph.op('Transpose', [k], { perm: { ints: [0, 2, 3, 1] } });
+        const values = graph.op('Transpose', [v], { perm: { ints: [0, 2, 1, 3] } });
+        graph.output(keys, layerInput(layer, 'key'), 'float', ['batch', kv, d, 'length']);
+        graph.output(values, layerInput(layer, 'value'), 'float', ['batch', kv, 'length', d]);
         return { k, v };
       },
     });
@@ -163,39 +168,28 @@ export function buildPrefillGraph(config: HfModelConfig, lora: LoraShape | null)
 
 /**
  * The decoding-step graph: one new token per row (`hidden` `[batch, 1, hidden]`) attending over
- * the held positions (`layers.<i>.past_keys`, `[past, batch, kvHeads, headDim]`) and itself, with
- * `key_mask` `[batch, past + 1]`; answers each layer's new key and value
- * (`[batch, 1, kvHeads, headDim]`) and the next logits.
+ * the cache (`layers.<i>.past_keys` `[batch, kvHeads, headDim, capacity]`, `past_values`
+ * `[batch, kvHeads, capacity, headDim]`) and itself, with `key_mask` `[batch, capacity + 1]`;
+ * answers each layer's new key and value (`[batch, 1, kvHeads, headDim]`) and the next logits.
  */
 export function buildDecodeGraph(config: HfModelConfig, lora: LoraShape | null): Uint8Array {
   const graph = new GraphBuilder('policyloop-decode');
   const shape = blockShapeOf(config, lora);
   const { x: embedded, cos, sin } = commonInputs(graph, config, 1);
-  const keyMask = graph.input(HF_GRAPH_INPUT.keyMask, 'float', ['batch', 'keys']);
-  // [batch, keys] -> [batch, 1, 1, 1, keys]: broadcast over kv heads, groups and the one query.
-  const mask = graph.op('Unsqueeze', [keyMask, graph.ints([1, 2, 3])]);
+  const keyMask = graph.input(HF_GRAPH_INPUT.keyMask, 'float', ['batch', 'slots']);
+  // [batch, slots] -> [batch, 1, 1, slots]: broadcast over kv heads and groups.
+  const mask = graph.op('Unsqueeze', [keyMask, graph.ints([1, 2])]);
   const kv = config.keyValueHeadCount;
   const d = config.headDimension;
   let x = embedded;
   for (let layer = 0; layer < config.layerCount; layer += 1) {
     const weights = declareLayer(graph, shape, layer);
-    const pastKeys = graph.input(layerInput(layer, 'past_keys'), 'float', ['past', 'batch', kv, d]);
-    const pastValues = graph.input(layerInput(layer, 'past_values'), 'float', ['past', 'batch', kv, d]);
-    const trace = blockForwardOp(graph, shape, x, weights, {
-      cos,
-      sin,
-      mask,
-      keyValues: (k, v) => {
-        graph.output(k, layerInput(layer, 'key'), 'float', ['batch', 1, kv, d]);
-        graph.output(v, layerInput(layer, 'value'), 'float', ['batch', 1, kv, d]);
-        const grown = (past: GraphValue, now: GraphValue): GraphValue =>
-          graph.op('Concat', [graph.op('Transpose', [past], { perm: { ints: [1, 0, 2, 3] } }), now], {
-            axis: { int: 1 },
-          });
-        return { k: grown(pastKeys, k), v: grown(pastValues, v) };
-      },
-    });
-    x = trace.output;
+    const pastKeys = graph.input(layerInput(layer, 'past_keys'), 'float', ['batch', kv, d, 'capacity']);
+    const pastValues = graph.input(layerInput(layer, 'past_values'), 'float', ['batch', kv, 'capacity', d]);
+    const block = cachedBlockOp(graph, shape, x, weights, { cos, sin, pastKeys, pastValues, mask });
+    graph.output(block.key, layerInput(layer, 'key'), 'float', ['batch', 1, kv, d]);
+    graph.output(block.value, layerInput(layer, 'value'), 'float', ['batch', 1, kv, d]);
+    x = block.output;
   }
   head(graph, config, graph.op('Reshape', [x, graph.ints([-1, config.hiddenSize])]));
   return graph.encode();

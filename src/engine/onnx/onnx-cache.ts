@@ -1,12 +1,12 @@
 /**
- * The key/value cache of onnxruntime sampling, in host memory between decoding steps. Each layer's
- * keys and values are one buffer laid out time-major, `[capacity, rows, kvHeads, headDim]`: the
- * first `length` positions are contiguous, so a step hands them to onnxruntime as a tensor over the
- * buffer itself (no copy), and the step's new key and value (`[rows, kvHeads, headDim]`, one
- * contiguous slab) are written after them. Capacity doubles when a step needs more.
+ * The key/value cache of onnxruntime sampling, in host memory between decoding steps, in the
+ * layouts the decoding graph's products take as they are (`cached-attention.ts`): per layer, keys
+ * `[rows, kvHeads, headDim, capacity]` and values `[rows, kvHeads, capacity, headDim]`. A step hands
+ * the whole buffers to onnxruntime (tensors over them: no copy) with the slots past {@link length}
+ * masked, and writes the new position's key and value into them. Capacity doubles when needed.
  */
 
-/** One layer's keys or values, time-major. */
+/** One layer's buffers. */
 interface LayerBuffers {
   keys: Float32Array;
   values: Float32Array;
@@ -15,8 +15,8 @@ interface LayerBuffers {
 /**
  * Keys and values of every layer for `rows` sequences and `length` positions.
  * @example
- * const cache = new OnnxKeyValueCache(2, 32, 3 * 64, 80);
- * cache.writeSlab(0, 0, prefillKeys, prefillValues, 64); // positions 0..63 of layer 0
+ * const cache = new OnnxKeyValueCache(30, 32, 3, 64, 128);
+ * cache.writePositions(0, 0, keys, values, 64); // a prefill's 64 positions of layer 0
  */
 export class OnnxKeyValueCache {
   private readonly layers: LayerBuffers[];
@@ -27,17 +27,19 @@ export class OnnxKeyValueCache {
   /**
    * @param layerCount blocks of the model.
    * @param rows sequences (batch rows).
-   * @param width floats of one row at one position: `kvHeads * headDim`.
+   * @param kvHeads key/value heads.
+   * @param headDimension floats of one head.
    * @param capacity positions to allocate at first (grown on demand).
    */
   constructor(
     layerCount: number,
     readonly rows: number,
-    readonly width: number,
+    readonly kvHeads: number,
+    readonly headDimension: number,
     capacity: number,
   ) {
     this.capacityValue = Math.max(1, capacity);
-    const size = this.capacityValue * rows * width;
+    const size = rows * kvHeads * headDimension * this.capacityValue;
     this.layers = Array.from({ length: layerCount }, () => ({
       keys: new Float32Array(size),
       values: new Float32Array(size),
@@ -49,23 +51,33 @@ export class OnnxKeyValueCache {
     return this.capacityValue;
   }
 
-  /** Floats of one position (all rows). */
-  private get slab(): number {
-    return this.rows * this.width;
+  /** Layer `layer`'s whole buffers (keys `[rows, kvHeads, headDim, capacity]`, values `[rows, kvHeads, capacity, headDim]`). */
+  buffers(layer: number): { keys: Float32Array; values: Float32Array } {
+    return this.layers[layer] as LayerBuffers;
   }
 
-  /** Makes room for `positions` positions (copying the held ones into buffers twice as large as needed). */
+  /** Makes room for `positions` positions: buffers of twice the capacity until they fit, the held positions copied. */
   reserve(positions: number): void {
     if (positions <= this.capacityValue) return;
     let capacity = this.capacityValue;
     while (capacity < positions) capacity *= 2;
-    const size = capacity * this.slab;
-    const held = this.length * this.slab;
+    this.resize(capacity);
+  }
+
+  /** Buffers of exactly `capacity` positions (at least {@link length}), the held positions copied. */
+  private resize(capacity: number): void {
+    if (capacity === this.capacityValue) return;
+    const old = this.capacityValue;
+    const heads = this.rows * this.kvHeads;
+    const d = this.headDimension;
     for (const layer of this.layers) {
-      const keys = new Float32Array(size);
-      keys.set(layer.keys.subarray(0, held));
-      const values = new Float32Array(size);
-      values.set(layer.values.subarray(0, held));
+      const keys = new Float32Array(heads * d * capacity);
+      const values = new Float32Array(heads * d * capacity);
+      // Keys: each (head, d) lane of `old` positions; values: each head's block of positions.
+      for (let lane = 0; lane < heads * d; lane += 1)
+        keys.set(layer.keys.subarray(lane * old, lane * old + this.length), lane * capacity);
+      for (let head = 0; head < heads; head += 1)
+        values.set(layer.values.subarray(head * old * d, (head * old + this.length) * d), head * capacity * d);
       layer.keys = keys;
       layer.values = values;
     }
@@ -73,39 +85,54 @@ export class OnnxKeyValueCache {
   }
 
   /**
-   * Writes `count` positions of layer `layer` from position `start` on: `keys` and `values` are
-   * `[count, rows, kvHeads, headDim]`. The caller sets {@link length} once every layer is written.
+   * Writes `count` positions of layer `layer` from position `start` on: `keys`
+   * `[rows, kvHeads, headDim, count]` and `values` `[rows, kvHeads, count, headDim]`, as the prefill
+   * answers them. The caller sets {@link length} once every layer is written.
    */
-  writeSlab(layer: number, start: number, keys: Float32Array, values: Float32Array, count: number): void {
+  writePositions(layer: number, start: number, keys: Float32Array, values: Float32Array, count: number): void {
     this.reserve(start + count);
     const buffers = this.layers[layer] as LayerBuffers;
-    const size = count * this.slab;
-    buffers.keys.set(keys.subarray(0, size), start * this.slab);
-    buffers.values.set(values.subarray(0, size), start * this.slab);
+    const capacity = this.capacityValue;
+    const heads = this.rows * this.kvHeads;
+    const d = this.headDimension;
+    for (let lane = 0; lane < heads * d; lane += 1)
+      buffers.keys.set(keys.subarray(lane * count, (lane + 1) * count), lane * capacity + start);
+    for (let head = 0; head < heads; head += 1)
+      buffers.values.set(values.subarray(head * count * d, (head + 1) * count * d), (head * capacity + start) * d);
   }
 
-  /** Layer `layer`'s first `length` positions, `[length, rows, kvHeads, headDim]`, as views of the buffers. */
-  held(layer: number): { keys: Float32Array; values: Float32Array } {
+  /**
+   * Writes one position `at` of layer `layer`: `key` and `value` `[rows, kvHeads, headDim]` (a
+   * decoding step's new token).
+   */
+  writePosition(layer: number, at: number, key: Float32Array, value: Float32Array): void {
+    this.reserve(at + 1);
     const buffers = this.layers[layer] as LayerBuffers;
-    const size = this.length * this.slab;
-    return { keys: buffers.keys.subarray(0, size), values: buffers.values.subarray(0, size) };
+    const capacity = this.capacityValue;
+    const heads = this.rows * this.kvHeads;
+    const d = this.headDimension;
+    for (let lane = 0; lane < heads * d; lane += 1) buffers.keys[lane * capacity + at] = key[lane] as number;
+    for (let head = 0; head < heads; head += 1)
+      buffers.values.set(value.subarray(head * d, (head + 1) * d), (head * capacity + at) * d);
   }
 
   /** A new cache of the given rows, in order (a row may repeat: rows sharing a prompt). */
   selectRows(rows: readonly number[]): OnnxKeyValueCache {
-    const out = new OnnxKeyValueCache(this.layers.length, rows.length, this.width, this.capacityValue);
+    const out = new OnnxKeyValueCache(
+      this.layers.length,
+      rows.length,
+      this.kvHeads,
+      this.headDimension,
+      this.capacityValue,
+    );
     out.length = this.length;
-    const width = this.width;
+    const block = this.kvHeads * this.headDimension * this.capacityValue;
     this.layers.forEach((layer, index) => {
       const target = out.layers[index] as LayerBuffers;
-      for (let position = 0; position < this.length; position += 1) {
-        const from = position * this.slab;
-        const to = position * rows.length * width;
-        rows.forEach((row, at) => {
-          target.keys.set(layer.keys.subarray(from + row * width, from + (row + 1) * width), to + at * width);
-          target.values.set(layer.values.subarray(from + row * width, from + (row + 1) * width), to + at * width);
-        });
-      }
+      rows.forEach((row, at) => {
+        target.keys.set(layer.keys.subarray(row * block, (row + 1) * block), at * block);
+        target.values.set(layer.values.subarray(row * block, (row + 1) * block), at * block);
+      });
     });
     return out;
   }
@@ -115,24 +142,26 @@ export class OnnxKeyValueCache {
     const first = caches[0];
     if (!first) throw new Error('OnnxKeyValueCache.join: expected at least one cache, got none.');
     if (caches.length === 1) return first;
+    const capacity = Math.max(...caches.map((cache) => cache.capacityValue));
     const rows = caches.reduce((sum, cache) => sum + cache.rows, 0);
-    const out = new OnnxKeyValueCache(first.layers.length, rows, first.width, first.length);
+    const out = new OnnxKeyValueCache(first.layers.length, rows, first.kvHeads, first.headDimension, capacity);
     out.length = first.length;
+    for (const cache of caches) {
+      if (cache.length !== first.length || cache.kvHeads !== first.kvHeads)
+        throw new Error(
+          `OnnxKeyValueCache.join: expected caches of ${first.length} positions, got one of ${cache.length}.`,
+        );
+      cache.resize(capacity);
+    }
+    const block = first.kvHeads * first.headDimension * capacity;
     for (let layer = 0; layer < first.layers.length; layer += 1) {
       const target = out.layers[layer] as LayerBuffers;
-      for (let position = 0; position < first.length; position += 1) {
-        let to = position * rows * first.width;
-        for (const cache of caches) {
-          if (cache.length !== first.length || cache.width !== first.width)
-            throw new Error(
-              `OnnxKeyValueCache.join: expected caches of ${first.length} positions of width ${first.width}, got ${cache.length} of ${cache.width}.`,
-            );
-          const source = cache.layers[layer] as LayerBuffers;
-          const from = position * cache.slab;
-          target.keys.set(source.keys.subarray(from, from + cache.slab), to);
-          target.values.set(source.values.subarray(from, from + cache.slab), to);
-          to += cache.slab;
-        }
+      let offset = 0;
+      for (const cache of caches) {
+        const source = cache.layers[layer] as LayerBuffers;
+        target.keys.set(source.keys.subarray(0, cache.rows * block), offset);
+        target.values.set(source.values.subarray(0, cache.rows * block), offset);
+        offset += cache.rows * block;
       }
     }
     return out;

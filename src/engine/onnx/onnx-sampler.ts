@@ -182,6 +182,15 @@ export async function onnxLora(config: HfModelConfig, settings: LoraSettings, we
   };
 }
 
+/** Options of {@link onnxStepDecoder} and {@link generateHfOnnx}. */
+export interface OnnxSamplingOptions {
+  /**
+   * Positions a new cache holds past the prompt before it first grows (it doubles after).
+   * @default 64
+   */
+  readonly initialRoom?: number | undefined;
+}
+
 /**
  * The {@link StepDecoder} of a model and adapter on onnxruntime: each pass is one session run over
  * the whole model; the cache stays in host memory between steps.
@@ -190,12 +199,13 @@ export async function onnxStepDecoder(
   model: OnnxHfModel,
   lora: OnnxLora | null,
   text: Pick<TextLayer, 'stopTokenIds' | 'decode'>,
+  options: OnnxSamplingOptions = {},
 ): Promise<StepDecoder<OnnxKeyValueCache>> {
+  const room = Math.max(1, options.initialRoom ?? INITIAL_DECODE_ROOM);
   const { ort, config } = model;
   const sessions = await model.sessionsFor(lora?.shape ?? null);
   const constant = { ...model.weights, ...(lora?.inputs ?? {}) };
   const stopIds = new Set(text.stopTokenIds);
-  const width = config.keyValueHeadCount * config.headDimension;
   const d = config.headDimension;
   const float = (values: Float32Array, dims: readonly number[]): OrtTensor =>
     new ort.Tensor('float32', values, [...dims]);
@@ -226,9 +236,9 @@ export async function onnxStepDecoder(
         [HF_GRAPH_INPUT.causalMask]: float(causalMaskValues(promptLength), [promptLength, promptLength]),
         [HF_GRAPH_INPUT.last]: new ort.Tensor('int64', last, [batch]),
       })) as Record<string, OrtTensor>;
-      const cache = new OnnxKeyValueCache(config.layerCount, batch, width, promptLength + INITIAL_DECODE_ROOM);
+      const cache = new OnnxKeyValueCache(config.layerCount, batch, config.keyValueHeadCount, d, promptLength + room);
       for (let layer = 0; layer < config.layerCount; layer += 1)
-        cache.writeSlab(
+        cache.writePositions(
           layer,
           0,
           output[layerInput(layer, 'key')]?.data as Float32Array,
@@ -240,32 +250,40 @@ export async function onnxStepDecoder(
     },
     decodeStep: async (cache, tokens, positions, keyMask) => {
       const batch = tokens.length;
+      const held = cache.length;
+      if (keyMask.length !== batch * (held + 1))
+        throw new Error(`Expected a key mask of ${batch} x ${held + 1}, got ${keyMask.length} values.`);
+      // The cache's slots then the new token: the held positions as the loop masks them, the
+      // slots not yet written hidden.
+      const capacity = cache.capacity;
+      const mask = new Float32Array(batch * (capacity + 1)).fill(-1e9);
+      for (let row = 0; row < batch; row += 1) {
+        mask.set(keyMask.subarray(row * (held + 1), row * (held + 1) + held), row * (capacity + 1));
+        mask[row * (capacity + 1) + capacity] = keyMask[row * (held + 1) + held] as number;
+      }
+      const { cos, sin } = rotary(positions, batch);
       const feeds: Record<string, OrtTensor> = {
         ...constant,
         [HF_GRAPH_INPUT.hidden]: float(embedRows(model, tokens), [batch, 1, config.hiddenSize]),
-        [HF_GRAPH_INPUT.keyMask]: float(keyMask, [batch, keyMask.length / batch]),
-        ...((): Record<string, OrtTensor> => {
-          const { cos, sin } = rotary(positions, batch);
-          return { [HF_GRAPH_INPUT.cos]: cos, [HF_GRAPH_INPUT.sin]: sin };
-        })(),
+        [HF_GRAPH_INPUT.keyMask]: float(mask, [batch, capacity + 1]),
+        [HF_GRAPH_INPUT.cos]: cos,
+        [HF_GRAPH_INPUT.sin]: sin,
       };
-      const dims = [cache.length, batch, config.keyValueHeadCount, d];
+      const kv = config.keyValueHeadCount;
       for (let layer = 0; layer < config.layerCount; layer += 1) {
-        const held = cache.held(layer);
-        feeds[layerInput(layer, 'past_keys')] = float(held.keys, dims);
-        feeds[layerInput(layer, 'past_values')] = float(held.values, dims);
+        const buffers = cache.buffers(layer);
+        feeds[layerInput(layer, 'past_keys')] = float(buffers.keys, [batch, kv, d, capacity]);
+        feeds[layerInput(layer, 'past_values')] = float(buffers.values, [batch, kv, capacity, d]);
       }
       const output = (await sessions.decode.run(feeds)) as Record<string, OrtTensor>;
-      const at = cache.length;
       for (let layer = 0; layer < config.layerCount; layer += 1)
-        cache.writeSlab(
+        cache.writePosition(
           layer,
-          at,
+          held,
           output[layerInput(layer, 'key')]?.data as Float32Array,
           output[layerInput(layer, 'value')]?.data as Float32Array,
-          1,
         );
-      cache.length = at + 1;
+      cache.length = held + 1;
       return { logits: logitsOf(output), cache };
     },
     selectCacheRows: (cache, rows) => cache.selectRows(rows),
@@ -286,6 +304,7 @@ export async function generateHfOnnx(
   lora: OnnxLora | null,
   text: Pick<TextLayer, 'stopTokenIds' | 'decode'>,
   rows: readonly GenerationRow[],
+  options: OnnxSamplingOptions = {},
 ): Promise<GeneratedSequence[]> {
-  return generateSequences(await onnxStepDecoder(model, lora, text), rows);
+  return generateSequences(await onnxStepDecoder(model, lora, text, options), rows);
 }
