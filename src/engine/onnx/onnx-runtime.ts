@@ -76,20 +76,28 @@ export function onnxThreads(): number {
 let resolving: Promise<EngineRuntimeInfo> | null = null;
 
 /**
- * The runtime the engine computes on in this process: the one `POLICYLOOP_ENGINE_RUNTIME` names
- * (rejecting when that is onnxruntime and it cannot load), else onnxruntime when it loads, else
- * tfjs-wasm with the reason.
+ * The runtime the engine computes on in this process: `requested` (an engine option) when given,
+ * else the one `POLICYLOOP_ENGINE_RUNTIME` names (rejecting when that is onnxruntime and it cannot
+ * load), else onnxruntime when it loads, else tfjs-wasm with the reason.
  */
-export function engineRuntime(): Promise<EngineRuntimeInfo> {
-  resolving ??= resolveRuntime().catch((error: unknown) => {
+export function engineRuntime(requested?: EngineRuntimeName): Promise<EngineRuntimeInfo> {
+  if (requested !== undefined) {
+    if (!(ENGINE_RUNTIMES as readonly string[]).includes(requested))
+      return Promise.reject(
+        new EngineRuntimeError(
+          `Expected the engine runtime ${ENGINE_RUNTIMES.join(' or ')}, got ${JSON.stringify(requested)}.`,
+        ),
+      );
+    return resolveRuntime(requested);
+  }
+  resolving ??= resolveRuntime(requestedEngineRuntime()).catch((error: unknown) => {
     resolving = null;
     throw error;
   });
   return resolving;
 }
 
-async function resolveRuntime(): Promise<EngineRuntimeInfo> {
-  const requested = requestedEngineRuntime();
+async function resolveRuntime(requested: EngineRuntimeName | undefined): Promise<EngineRuntimeInfo> {
   if (requested === 'tfjs-wasm') return tfjsInfo(undefined);
   try {
     const ort = await loadOnnxRuntime();

@@ -43,25 +43,32 @@ function floats(value: Tensor | HostValues): Float32Array {
   return value.dataSync() as Float32Array;
 }
 
-/** The output projection `[vocabulary, hidden]` as one float32 array (a view when its blocks are one buffer's). */
+/**
+ * The output projection `[vocabulary, hidden]` as one float32 array: a view when its blocks are
+ * consecutive float32 views of one buffer (the tied embedding in host memory), else one copy
+ * (bfloat16 blocks widened straight into it).
+ */
 function outputProjection(base: BaseTensors, config: HfModelConfig): Float32Array {
-  const blocks = base.output.map((block) => (isHostMatrix(block) ? floats(block.values) : floats(block)));
-  if (blocks.length === 1) return blocks[0] as Float32Array;
-  const first = blocks[0] as Float32Array;
   const size = config.vocabularySize * config.hiddenSize;
-  const contiguous = blocks.every(
-    (block, index) =>
-      block.buffer === first.buffer &&
-      block.byteOffset === first.byteOffset + 4 * index * (base.output[0]?.shape[0] ?? 0) * config.hiddenSize,
-  );
-  if (contiguous && first.byteOffset + 4 * size <= first.buffer.byteLength)
-    return new Float32Array(first.buffer, first.byteOffset, size);
-  const out = new Float32Array(size);
-  let offset = 0;
-  for (const block of blocks) {
-    out.set(block, offset);
-    offset += block.length;
+  const host = base.output.map((block) => (isHostMatrix(block) ? block.values : null));
+  const first = host[0];
+  if (first instanceof Float32Array) {
+    let offset = first.byteOffset;
+    const contiguous = host.every((values) => {
+      const ok = values instanceof Float32Array && values.buffer === first.buffer && values.byteOffset === offset;
+      offset += 4 * (values?.length ?? 0);
+      return ok;
+    });
+    if (contiguous) return new Float32Array(first.buffer, first.byteOffset, size);
   }
+  const out = new Float32Array(size);
+  let at = 0;
+  base.output.forEach((block, index) => {
+    const values = host[index];
+    if (values instanceof Uint16Array) widenBfloat16(values, out, at);
+    else out.set(values ?? floats(block as Tensor), at);
+    at += block.shape[0] * config.hiddenSize;
+  });
   return out;
 }
 
