@@ -62,20 +62,21 @@ const VARIANTS: Record<string, ExperimentalTrainingConfig> = {
 };
 const names = Object.keys(VARIANTS);
 
-function timeStep(name: string): number {
+async function timeStep(name: string): Promise<number> {
   const settings = lossSettings('rl', VARIANTS[name] as ExperimentalTrainingConfig);
   const started = performance.now();
-  computeStep(tf, model, sequences, settings, settings.klPenaltyCoef > 0 ? reference : undefined);
+  await computeStep(tf, model, sequences, settings, settings.klPenaltyCoef > 0 ? reference : undefined);
   return performance.now() - started;
 }
 
 // One warm-up of each (kernels, caches).
-for (const name of names) timeStep(name);
+for (const name of names) await timeStep(name);
 const ratios = new Map<string, number[]>(names.map((name) => [name, []]));
 const plainTimes: number[] = [];
 for (let round = 0; round < ROUNDS; round += 1) {
   const order = names.map((_, index) => names[(index + round) % names.length] as string);
-  const times = new Map(order.map((name) => [name, timeStep(name)]));
+  const times = new Map<string, number>();
+  for (const name of order) times.set(name, await timeStep(name));
   const plain = times.get('plain') as number;
   plainTimes.push(plain);
   for (const name of names) (ratios.get(name) as number[]).push((times.get(name) as number) / plain);

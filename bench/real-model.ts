@@ -190,6 +190,8 @@ interface TrainingReport {
   readonly learned: number;
   readonly profile: readonly string[];
   readonly refused: string | null;
+  /** The runtime the step ran on. */
+  readonly runtime: string;
 }
 
 /**
@@ -208,10 +210,22 @@ async function trainInWorker(request: TrainingRequest): Promise<TrainingReport> 
   const settings = loraSettingsOf(null);
   const weights = initialLora(config, settings);
   const text = null as unknown as TextLayer;
-  const report = { placement, loadSeconds, loadPeakMb, seconds: 0, passTokens: 0, rank: settings.rank, learned: 0 };
+  const runtime = describeEngineRuntime(await engineRuntime());
+  const report = {
+    placement,
+    loadSeconds,
+    loadPeakMb,
+    seconds: 0,
+    passTokens: 0,
+    rank: settings.rank,
+    learned: 0,
+    runtime,
+  };
   let trainable: ReturnType<typeof trainableAdapter>;
   try {
-    trainable = trainableAdapter(tf, { directory: request.directory, config, base, text }, settings, weights);
+    trainable = trainableAdapter(tf, { directory: request.directory, config, base, text }, settings, weights, {
+      runtime: (await engineRuntime()).name,
+    });
   } catch (error) {
     return { ...report, profile: [], refused: (error as Error).message };
   }
@@ -229,8 +243,8 @@ async function trainInWorker(request: TrainingRequest): Promise<TrainingReport> 
   const profile: string[] = [];
   if (request.profile) {
     // --profile: where the training step's time goes, by kernel (summed wall time of each kernel).
-    const info = await tf.profile(() => {
-      computeStep(tf, trainable, sequences, lossSettings('rl', null));
+    const info = await tf.profile(async () => {
+      await computeStep(tf, trainable, sequences, lossSettings('rl', null));
     });
     const byKernel = new Map<string, { ms: number; calls: number }>();
     for (const kernel of info.kernels) {
@@ -249,8 +263,9 @@ async function trainInWorker(request: TrainingRequest): Promise<TrainingReport> 
         `  ${name}: ${entry.ms.toFixed(0)} ms (${((100 * entry.ms) / total).toFixed(0)}%) in ${entry.calls} calls`,
       );
   }
+  if (trainable.native) await computeStep(tf, trainable, sequences, lossSettings('rl', null)); // sessions, warm-up
   started = performance.now();
-  computeStep(tf, trainable, sequences, lossSettings('rl', null));
+  await computeStep(tf, trainable, sequences, lossSettings('rl', null));
   const seconds = (performance.now() - started) / 1000;
   return { ...report, seconds, passTokens: trainable.tokensPerPass ?? 0, learned, profile, refused: null };
 }
@@ -417,7 +432,7 @@ if (!isMainThread) {
     const trainingFlops = tokens * 4 * linear + learned * 4 * shape.hidden * shape.vocab;
     const achieved = trainingFlops / seconds;
     console.log(
-      `LoRA training (rank ${report.rank}, all 7 modules), ${trainRows} rows x ${trainLength} tokens (${learned} learned): ` +
+      `LoRA training on ${report.runtime} (rank ${report.rank}, all 7 modules), ${trainRows} rows x ${trainLength} tokens (${learned} learned): ` +
         `${(tokens / seconds).toFixed(1)} tokens/s in passes of at most ${report.passTokens} tokens (${(achieved / 1e9).toFixed(2)} GFLOP/s = ${((100 * achieved) / matmul[512]).toFixed(0)}% of the 512-row matMul rate), peak RSS ${peakRss()}`,
     );
     achievedBy.push(['LoRA training', achieved, 512]);

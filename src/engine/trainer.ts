@@ -108,7 +108,7 @@ export type ReferenceScorer = (
   positions: Int32Array,
   offsets: readonly number[],
   targets: Int32Array,
-) => Float32Array;
+) => Float32Array | Promise<Float32Array>;
 
 /**
  * A {@link ReferenceScorer} of `model`'s forward pass with other `weights` (an earlier checkpoint,
@@ -118,9 +118,13 @@ export type ReferenceScorer = (
  */
 export function referenceScorer(
   tf: TensorFlow,
-  model: Pick<DifferentiableModel, 'vocabularySize' | 'forward' | 'tokenLogprobs'>,
+  model: Pick<DifferentiableModel, 'vocabularySize' | 'forward' | 'tokenLogprobs' | 'native'>,
   weights: HostWeights,
 ): ReferenceScorer {
+  const native = model.native;
+  if (native)
+    return async (tokens, batch, length, positions, offsets, targets) =>
+      (await native.scores(weights, tokens, batch, length, positions, offsets, targets, false)).logprobs;
   return (tokens, batch, length, positions, offsets, targets) =>
     tf.tidy(() => {
       const parameters = Object.fromEntries(
@@ -161,6 +165,38 @@ export interface DifferentiableModel {
   readonly tokenLogprobs?: ((...args: [...PassArguments, targets: Int32Array]) => TokenScores) | undefined;
   /** Next-token logits at the flat `positions` of right-padded `tokens` `[batch, length]`. */
   readonly forward: (...args: PassArguments) => Tensor;
+  /**
+   * The pass on a runtime other than tfjs (onnxruntime): when given, {@link computeStep} takes the
+   * learned tokens' logprobs from it, the objective's gradient with respect to them from tfjs (a
+   * small tensor), and the weights' gradients from its backward pass.
+   */
+  readonly native?: NativeTraining | undefined;
+}
+
+/** Scores of a pass computed by a {@link NativeTraining}, and its backward pass. */
+export interface NativeScores {
+  readonly logprobs: Float32Array;
+  readonly entropy: Float32Array;
+  /** The weights' gradients (by name) of `Σ dLogprobs[i] · logprobs[i]`. */
+  readonly backward: (dLogprobs: Float32Array) => Promise<Map<string, Float32Array>>;
+}
+
+/** A model's training pass outside tfjs (see {@link DifferentiableModel.native}). */
+export interface NativeTraining {
+  /**
+   * The logprob of `targets[i]` at flat position `positions[i]` of right-padded `tokens`
+   * `[batch, length]` with `weights`, and the entropy there; `keep` keeps what the backward pass needs.
+   */
+  readonly scores: (
+    weights: HostWeights,
+    tokens: Int32Array,
+    batch: number,
+    length: number,
+    positions: Int32Array,
+    offsets: readonly number[],
+    targets: Int32Array,
+    keep: boolean,
+  ) => Promise<NativeScores>;
 }
 
 /**
@@ -234,13 +270,13 @@ export function trainingPasses(
  * Loss and gradients of one optimizer step over `sequences` (accumulated over passes). The loss is
  * a mean over all trainable tokens of the step.
  */
-export function computeStep(
+export async function computeStep(
   tf: TensorFlow,
   config: DifferentiableModel,
   sequences: readonly TrainingSequence[],
   settings: LossSettings,
   reference?: ReferenceScorer,
-): StepResult {
+): Promise<StepResult> {
   const weights = config.weights;
   const names = [...weights.keys()];
   const gradients = new Map<string, Float32Array>(
@@ -265,7 +301,7 @@ export function computeStep(
   const step: StepContext = { tf, config, names, settings, trainableTokens, totals, gradients, reference };
   for (const pass of trainingPasses(config, sequences)) {
     const inputs = passInputs(config.contextLength, pass);
-    if (inputs !== null) accumulatePass(step, inputs);
+    if (inputs !== null) await (config.native ? accumulateNativePass(step, inputs) : accumulatePass(step, inputs));
   }
   return {
     loss: totals.loss,
@@ -368,19 +404,74 @@ function passInputs(contextLength: number, pass: readonly TrainingSequence[]): P
   };
 }
 
+/** The reference policy's logprobs of a pass (RL with a KL penalty), outside any gradient tape. */
+async function referenceLogprobs(step: StepContext, pass: PassInputs): Promise<Float32Array | undefined> {
+  const { settings } = step;
+  if (!(settings.kind === 'rl' && settings.klPenaltyCoef > 0 && step.reference)) return undefined;
+  return step.reference(pass.inputs, pass.batch, pass.steps, pass.positions, pass.offsets, pass.targets);
+}
+
+/** The loss of a pass from its learned tokens' logprobs, inside the gradient tape. */
+function passLoss(
+  step: StepContext,
+  pass: PassInputs,
+  tokenLogprobs: Tensor,
+  maskTensor: Tensor,
+  reference: Float32Array | undefined,
+): Tensor {
+  const { tf, settings, trainableTokens } = step;
+  if (settings.kind === 'sft') return tf.div(tf.neg(tf.sum(tf.mul(tokenLogprobs, maskTensor))), trainableTokens);
+  return policyLoss(step, pass, tokenLogprobs, maskTensor, reference);
+}
+
+/**
+ * One pass on the model's native runtime: its logprobs, the loss's gradient with respect to them
+ * (tfjs, over a tensor of the pass's learned tokens), then the native backward pass.
+ */
+async function accumulateNativePass(step: StepContext, pass: PassInputs): Promise<void> {
+  const { tf, config, totals } = step;
+  const native = config.native as NativeTraining;
+  const reference = await referenceLogprobs(step, pass);
+  const scores = await native.scores(
+    config.weights,
+    pass.inputs,
+    pass.batch,
+    pass.steps,
+    pass.positions,
+    pass.offsets,
+    pass.targets,
+    true,
+  );
+  const logprobs = tf.tensor1d(scores.logprobs);
+  const maskTensor = tf.tensor1d(pass.mask);
+  const { value, grads } = tf.valueAndGrads((tokenLogprobs: Tensor) =>
+    passLoss(step, pass, tokenLogprobs, maskTensor, reference),
+  )([logprobs]);
+  totals.loss += value.dataSync()[0] as number;
+  scores.entropy.forEach((entropy, index) => {
+    totals.entropy += entropy * (pass.mask[index] as number);
+  });
+  const dLogprobs = Float32Array.from((grads[0] as Tensor).dataSync() as Float32Array);
+  for (const tensor of [value, ...grads, logprobs, maskTensor]) tensor.dispose();
+  const gradients = await scores.backward(dLogprobs);
+  for (const [name, sum] of step.gradients) {
+    const values = gradients.get(name);
+    if (!values) throw new Error(`The native backward pass gave no gradient for ${name}.`);
+    for (let position = 0; position < sum.length; position += 1)
+      sum[position] = (sum[position] as number) + (values[position] as number);
+  }
+}
+
 /** Runs one forward and backward pass and adds its loss, entropy and gradients to the step's. */
-function accumulatePass(step: StepContext, pass: PassInputs): void {
-  const { tf, config, names, settings, trainableTokens, totals } = step;
+async function accumulatePass(step: StepContext, pass: PassInputs): Promise<void> {
+  const { tf, config, names, totals } = step;
   const { batch, steps, offsets, inputs, positions } = pass;
   const parameterTensors = names.map((name) => {
     const tensor = config.weights.get(name) as { shape: readonly number[]; data: Float32Array };
     return tf.tensor(tensor.data, [...tensor.shape]);
   });
   // The reference policy's logprobs, outside the gradient tape.
-  const reference =
-    settings.kind === 'rl' && settings.klPenaltyCoef > 0 && step.reference
-      ? step.reference(inputs, batch, steps, positions, offsets, pass.targets)
-      : undefined;
+  const reference = await referenceLogprobs(step, pass);
   let entropyTensor: Tensor | null = null;
   const { value, grads } = tf.valueAndGrads((...parameters: Tensor[]) => {
     const byName = Object.fromEntries(names.map((name, index) => [name, parameters[index] as Tensor]));
@@ -396,8 +487,7 @@ function accumulatePass(step: StepContext, pass: PassInputs): void {
     const tokenLogprobs = scores.logprobs;
     entropyTensor = tf.keep(tf.sum(tf.mul(scores.entropy, maskTensor)));
     scores.entropy.dispose();
-    if (settings.kind === 'sft') return tf.div(tf.neg(tf.sum(tf.mul(tokenLogprobs, maskTensor))), trainableTokens);
-    return policyLoss(step, pass, tokenLogprobs, maskTensor, reference);
+    return passLoss(step, pass, tokenLogprobs, maskTensor, reference);
   })(parameterTensors);
   totals.loss += value.dataSync()[0] as number;
   totals.entropy += entropyTensor ? ((entropyTensor as Tensor).dataSync()[0] as number) : 0;
@@ -626,7 +716,7 @@ export async function runSteps(
     const scorer = settings.klPenaltyCoef > 0 && reference ? await reference(klReferencePath(job)) : undefined;
     hooks.onEvent({ type: 'training_started', data: { num_sequences: 1 } });
     checkCancelled(hooks);
-    const step = computeStep(tf, trainable, sequences, settings, scorer);
+    const step = await computeStep(tf, trainable, sequences, settings, scorer);
     checkCancelled(hooks);
     // No trainable token left (checked above; kept for safety): no update, not even weight decay.
     const gradNorm = step.trainableTokens > 0 ? optimizer.step(step.gradients, learningRate) : 0;
@@ -675,7 +765,7 @@ export async function runSteps(
       const learningRate = Array.isArray(rates)
         ? (rates[Math.min(index, rates.length - 1)] ?? DEFAULT_SFT_LEARNING_RATE)
         : (rates ?? DEFAULT_SFT_LEARNING_RATE);
-      const step = computeStep(tf, trainable, batch, lossSettings('sft', null));
+      const step = await computeStep(tf, trainable, batch, lossSettings('sft', null));
       const gradNorm = step.trainableTokens > 0 ? optimizer.step(step.gradients, learningRate) : 0;
       totalTokens += step.trainableTokens;
       lossSum += step.loss * step.trainableTokens;

@@ -56,15 +56,16 @@ describe('the KL reference of a LoRA adapter', () => {
     const policy = trainableAdapter(tf, model, adapter.settings, adapter.weights);
     const off = trainableAdapter(tf, model, adapter.settings, initialLora(model.config, adapter.settings));
     // −mean log π over the learned tokens of each model.
-    const sftLoss = (trainable: typeof policy) => computeStep(tf, trainable, sequences, lossSettings('sft', null)).loss;
-    const expected = sftLoss(off) - sftLoss(policy);
+    const sftLoss = async (trainable: typeof policy) =>
+      (await computeStep(tf, trainable, sequences, lossSettings('sft', null))).loss;
+    const expected = (await sftLoss(off)) - (await sftLoss(policy));
     expect(Math.abs(expected)).toBeGreaterThan(1e-3); // the adapter changes the logprobs
     const loader = hfReferenceLoader(tf, model, adapter.settings);
     const settings = lossSettings('rl', { kl_penalty_coef: 0.1 });
-    const againstBase = computeStep(tf, policy, sequences, settings, await loader(null));
+    const againstBase = await computeStep(tf, policy, sequences, settings, await loader(null));
     const tokens = againstBase.trainableTokens;
     expect(againstBase.sums.klReference / tokens).toBeCloseTo(expected, 4);
-    const againstItself = computeStep(tf, policy, sequences, settings, await loader(ADAPTER));
+    const againstItself = await computeStep(tf, policy, sequences, settings, await loader(ADAPTER));
     expect(Math.abs(againstItself.sums.klReference / tokens)).toBeLessThan(1e-5);
   });
 });

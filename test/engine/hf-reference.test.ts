@@ -23,6 +23,7 @@ import { SeededRandom } from '../../src/engine/random.js';
 import { computeStep, lossSettings } from '../../src/engine/trainer.js';
 import { readSafetensors } from '../../src/engine/safetensors.js';
 import type { HfModelConfig } from '../../src/engine/hf/config.js';
+import { requestedEngineRuntime } from '../../src/engine/onnx/onnx-runtime.js';
 
 const FIXTURES = path.resolve('test/fixtures/reference');
 const MODELS = ['llama-tied', 'llama-untied', 'qwen3-tied', 'qwen3-untied'] as const;
@@ -100,7 +101,13 @@ async function fixtureStep(name: string, placement: WeightPlacement, logitsPerCh
     adapter.weights,
     { logitsPerChunk },
   );
-  return { config, folder, adapter, batch, step: computeStep(tf, trainable, sequences, lossSettings('rl', null)) };
+  return {
+    config,
+    folder,
+    adapter,
+    batch,
+    step: await computeStep(tf, trainable, sequences, lossSettings('rl', null)),
+  };
 }
 
 describe.each(MODELS.flatMap((model) => PLACEMENTS.map((placement) => [model, placement] as const)))(
@@ -255,7 +262,7 @@ describe.each(MODELS.flatMap((model) => PLACEMENTS.map((placement) => [model, pl
           adapter.weights,
           { logitsPerChunk: 5 * config.vocabularySize },
         );
-        const step = computeStep(tf, trainable, sequences, lossSettings('rl', null));
+        const step = await computeStep(tf, trainable, sequences, lossSettings('rl', null));
         expect(step.trainableTokens).toBe(24);
         expect(Math.abs(step.approximateKl)).toBeLessThan(1e-5);
         expect(step.meanRatio).toBeCloseTo(1, 5);
@@ -279,7 +286,9 @@ describe.each(MODELS.flatMap((model) => PLACEMENTS.map((placement) => [model, pl
           });
         }
         expect(largest).toBeGreaterThan(1e-3);
-        expect(max).toBeLessThan(1e-6);
+        // tfjs runs the same operations either way; onnxruntime's multithreaded products block the
+        // chunked head's rows differently (float32 rounding, ~1e-5 of the largest gradient).
+        expect(max).toBeLessThan(requestedEngineRuntime() === 'onnxruntime' ? 1e-5 : 1e-6);
       });
   },
 );

@@ -25,6 +25,12 @@ import { WASM_TRAINING_WEIGHT_BUDGET, blockWeightBytes, wasmWeightBytes } from '
 import type { HfBaseCache, HfBaseModel } from './runtime.js';
 import type { TextLayerLoader } from '../../text/loader.js';
 import { buildHfRlData, buildHfSftSequences } from './training-data.js';
+import type { NativeTraining } from '../trainer.js';
+import type { BaseTensors } from './model.js';
+import { OnnxTrainer, onnxBaseOf } from '../onnx/onnx-model.js';
+import type { OnnxBase } from '../onnx/onnx-model.js';
+import { engineRuntime, requestedEngineRuntime } from '../onnx/onnx-runtime.js';
+import type { EngineRuntimeName } from '../onnx/onnx-runtime.js';
 
 /** The LoRA settings a job asks for, compared with those of the adapter it continues. */
 function checkSettings(requested: LoraOptions | null, continued: LoraSettings): void {
@@ -108,26 +114,94 @@ export function assertTrainable(directory: string, config: HfModelConfig, placem
     );
 }
 
+/** Each base model's weights for onnxruntime, converted once. */
+const onnxBases = new WeakMap<BaseTensors, OnnxBase>();
+
+/** Each onnxruntime base's training sessions, by LoRA shape. */
+const onnxTrainers = new WeakMap<OnnxBase, Map<string, Promise<OnnxTrainer>>>();
+
+/** The onnxruntime training sessions of a base model and LoRA shape, created once. */
+function onnxTrainerOf(model: HfBaseModel, settings: LoraSettings): Promise<OnnxTrainer> {
+  let base = onnxBases.get(model.base);
+  if (!base) {
+    base = onnxBaseOf(model.config, model.base);
+    onnxBases.set(model.base, base);
+  }
+  let byShape = onnxTrainers.get(base);
+  if (!byShape) {
+    byShape = new Map();
+    onnxTrainers.set(base, byShape);
+  }
+  const key = JSON.stringify(settings);
+  let trainer = byShape.get(key);
+  if (!trainer) {
+    trainer = OnnxTrainer.create(base, settings);
+    trainer.catch(() => byShape.delete(key));
+    byShape.set(key, trainer);
+  }
+  return trainer;
+}
+
+/**
+ * Bytes a pass on onnxruntime holds per padded token: every block's input and the linear outputs
+ * its forward pass keeps (q, k, v, o, gate, up; LoRA's small `x · A` left out), plus one block's
+ * intermediates and their gradients in its backward pass.
+ */
+function onnxBytesPerToken(config: HfModelConfig): number {
+  const q = config.headCount * config.headDimension;
+  const kv = config.keyValueHeadCount * config.headDimension;
+  const kept = 2 * config.hiddenSize + q + 2 * kv + 2 * config.intermediateSize;
+  return 4 * config.layerCount * kept + 3 * blockBytesPerToken(config);
+}
+
+/** Bytes of activations one pass on onnxruntime may hold (native memory, not the wasm heap). */
+const ONNX_ACTIVATION_BUDGET = 1024 * 1024 * 1024;
+
 /**
  * The adapter of a policy as a {@link DifferentiableModel} over the base model. `options.logitsPerChunk`
  * bounds the logits the loss holds at once (default `LOGITS_PER_CHUNK`; tests make it small).
+ * `options.runtime` is where its passes run: onnxruntime (the forward and backward graphs of
+ * `src/engine/onnx`) or tfjs-wasm; by default the one `POLICYLOOP_ENGINE_RUNTIME` names, else
+ * tfjs-wasm (the engine passes the runtime it resolved).
  */
 export function trainableAdapter(
   tf: TensorFlow,
   model: HfBaseModel,
   settings: LoraSettings,
   weights: HostWeights,
-  options: { readonly logitsPerChunk?: number | undefined } = {},
+  options: { readonly logitsPerChunk?: number | undefined; readonly runtime?: EngineRuntimeName | undefined } = {},
 ): DifferentiableModel {
   const c = model.config;
   const placement: WeightPlacement = model.base.layers.some((layer) => isHostLayer(layer)) ? 'host' : 'heap';
-  assertTrainable(model.directory, c, placement);
+  const runtime = options.runtime ?? requestedEngineRuntime() ?? 'tfjs-wasm';
+  const logitsPerChunk = options.logitsPerChunk ?? LOGITS_PER_CHUNK;
+  const native: NativeTraining | undefined =
+    runtime === 'onnxruntime'
+      ? {
+          scores: async (lora, tokens, batch, length, positions, offsets, targets, keep) =>
+            (await onnxTrainerOf(model, settings)).pass(
+              lora,
+              tokens,
+              batch,
+              length,
+              positions,
+              offsets,
+              targets,
+              logitsPerChunk,
+              keep,
+            ),
+        }
+      : undefined;
+  if (!native) assertTrainable(model.directory, c, placement);
   return {
     vocabularySize: c.vocabularySize,
     contextLength: c.contextLength,
     scoresPerRow: (length) => c.headCount * length * length,
-    tokensPerPass: tokensPerPass(c, placement),
+    tokensPerPass: native
+      ? Math.max(16, Math.floor(ONNX_ACTIVATION_BUDGET / onnxBytesPerToken(c)))
+      : tokensPerPass(c, placement),
     weights,
+    native,
     forward: (parameters, tokens, batch, length, positions, offsets) => {
       const lora = loraTensors(c, settings, (name) => parameters[name] as Tensor2D);
       return forwardLogits(tf, runnable(c, model.base, lora), tokens, batch, length, positions, offsets) as Tensor;
@@ -157,14 +231,23 @@ export function trainableAdapter(
  * @example
  * const reference = await hfReferenceLoader(tf, model, settings)(null); // the base model's logprobs
  */
-export function hfReferenceLoader(tf: TensorFlow, model: HfBaseModel, settings: LoraSettings): ReferenceLoader {
+export function hfReferenceLoader(
+  tf: TensorFlow,
+  model: HfBaseModel,
+  settings: LoraSettings,
+  runtime?: EngineRuntimeName,
+): ReferenceLoader {
   return async (checkpointPath) => {
     if (checkpointPath === null) {
       const off = initialLora(model.config, settings);
-      return referenceScorer(tf, trainableAdapter(tf, model, settings, off), off);
+      return referenceScorer(tf, trainableAdapter(tf, model, settings, off, { runtime }), off);
     }
     const adapter = await readAdapter(checkpointPath, model.config);
-    return referenceScorer(tf, trainableAdapter(tf, model, adapter.settings, adapter.weights), adapter.weights);
+    return referenceScorer(
+      tf,
+      trainableAdapter(tf, model, adapter.settings, adapter.weights, { runtime }),
+      adapter.weights,
+    );
   };
 }
 
@@ -196,7 +279,9 @@ export async function runHfTrainingJob(
     weights = initialLora(model.config, settings);
     optimizer = new AdamW(weights, null);
   }
-  const trainable = trainableAdapter(tf, model, settings, weights);
+  // onnxruntime when it loads (or as POLICYLOOP_ENGINE_RUNTIME says), else tfjs-wasm.
+  const runtime = (await engineRuntime()).name;
+  const trainable = trainableAdapter(tf, model, settings, weights, { runtime });
   // No sliding window on these models: sequences are truncated, not cropped.
   const metrics = await runSteps(
     tf,
@@ -212,7 +297,7 @@ export async function runHfTrainingJob(
       },
       sft: (rows, assistantTurns) => truncate(model.config, buildHfSftSequences(rows, assistantTurns, model.text)),
     },
-    hfReferenceLoader(tf, model, settings),
+    hfReferenceLoader(tf, model, settings, runtime),
   );
   checkCancelled(hooks);
   const state = optimizer.state();
