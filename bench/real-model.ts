@@ -13,7 +13,8 @@
  *
  * `--runtime onnxruntime|tfjs-wasm|both` picks what samples (default: the engine's choice, see
  * `POLICYLOOP_ENGINE_RUNTIME`); onnxruntime's rate is printed in GFLOP/s only (the matMul rate is
- * tfjs's). `--prompt-tokens N` sets the prompt (default 32); `--no-training` skips the training step.
+ * tfjs's), `--threads N` sets its threads (default every core). `--prompt-tokens N` sets the prompt
+ * (default 32); `--no-training` skips the training step.
  * `--layers N` keeps the shape but with N layers (quicker comparisons; not for memory figures).
  * `--training-weights heap|host` overrides where the training worker holds the weights (by default
  * where the engine's would: in host memory only for a model too large for a pass beside them).
@@ -59,6 +60,7 @@ const { values } = parseArgs({
     runtime: { type: 'string' },
     'prompt-tokens': { type: 'string', default: '32' },
     'no-training': { type: 'boolean', default: false },
+    threads: { type: 'string' },
   },
 });
 const trainingWeights = values['training-weights'];
@@ -363,10 +365,11 @@ if (!isMainThread) {
     const model = runnable(config, base, null);
     const prompt = Array.from({ length: promptTokens }, (_, index) => (index * 7919) % shape.vocab);
     for (const runtime of samplingRuntimes) {
-      const onnx = runtime === 'onnxruntime' ? await OnnxHfModel.create(config, base) : null;
+      const threads = values.threads === undefined ? onnxThreads() : Number(values.threads);
+      const onnx = runtime === 'onnxruntime' ? await OnnxHfModel.create(config, base, threads) : null;
       if (onnx)
         console.log(
-          `onnxruntime: ${describeEngineRuntime({ name: 'onnxruntime', version: onnx.ort.env.versions.common ?? '?', threads: onnxThreads() })}`,
+          `onnxruntime: ${describeEngineRuntime({ name: 'onnxruntime', version: onnx.ort.env.versions.common ?? '?', threads })}`,
         );
       for (const sequences of [1, 32]) {
         const rows = Array.from({ length: sequences }, (_, index) => ({
