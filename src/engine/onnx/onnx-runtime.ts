@@ -127,11 +127,18 @@ export function describeEngineRuntime(info: EngineRuntimeInfo): string {
 
 /**
  * An onnxruntime session for the model `bytes`, on `threads` intra-op threads (every core by
- * default), with every graph optimisation.
+ * default), with every graph optimisation. `spinning: false` makes idle pool threads sleep rather
+ * than spin between ops (onnxruntime's `session.intra_op.allow_spinning`): what a session sharing
+ * the cores with other work wants.
  */
-export async function createOnnxSession(bytes: Uint8Array, threads = onnxThreads()): Promise<OnnxSession> {
+export async function createOnnxSession(
+  bytes: Uint8Array,
+  threads = onnxThreads(),
+  options: { readonly spinning?: boolean | undefined } = {},
+): Promise<OnnxSession> {
   const ort = await loadOnnxRuntime();
   return ort.InferenceSession.create(bytes, {
+    ...(options.spinning === false ? { extra: { session: { intra_op: { allow_spinning: '0' } } } } : {}),
     intraOpNumThreads: threads,
     interOpNumThreads: 1,
     executionMode: 'sequential',

@@ -132,9 +132,12 @@ export class OnnxHfModel {
     const key = loraShapeKey(lora);
     let sessions = this.sessions.get(key);
     if (!sessions) {
+      // Sampling shares the cores with the training worker (and an HTTP server): pool threads that
+      // spin between ops took 1.5-2x longer per decoding step on 2 busy cores than sleeping ones.
+      const options = { spinning: false };
       sessions = (async () => ({
-        prefill: await createOnnxSession(buildPrefillGraph(this.config, lora), this.threads),
-        decode: await createOnnxSession(buildDecodeGraph(this.config, lora), this.threads),
+        prefill: await createOnnxSession(buildPrefillGraph(this.config, lora), this.threads, options),
+        decode: await createOnnxSession(buildDecodeGraph(this.config, lora), this.threads, options),
       }))();
       sessions.catch(() => this.sessions.delete(key));
       this.sessions.set(key, sessions);
