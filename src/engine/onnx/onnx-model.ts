@@ -27,8 +27,12 @@ import type { OnnxRuntime, OnnxSession } from './onnx-runtime.js';
 
 type OrtTensor = import('onnxruntime-node').Tensor;
 
-/** A block's frozen weights as float32 host arrays, by graph-input name. */
-export type OnnxBlockWeights = ReadonlyMap<string, { readonly data: Float32Array; readonly dims: readonly number[] }>;
+/**
+ * A block's frozen weights by graph-input name: float32, or bfloat16 bits (a BF16 checkpoint's
+ * matrices held in host memory) widened into a reused buffer for each run, so a large model is
+ * not held twice.
+ */
+export type OnnxBlockWeights = ReadonlyMap<string, { readonly data: HostValues; readonly dims: readonly number[] }>;
 
 /** A model's frozen weights for onnxruntime. */
 export interface OnnxBase {
@@ -40,6 +44,8 @@ export interface OnnxBase {
   readonly finalNorm: Float32Array;
   readonly layers: readonly OnnxBlockWeights[];
   readonly frequencies: Float32Array;
+  /** Serialises the block runs of this base: they share the buffers bfloat16 weights are widened into. */
+  readonly runs: { queue: Promise<void>; readonly widened: Map<string, Float32Array> };
 }
 
 function float32(values: HostValues): Float32Array {
@@ -67,7 +73,7 @@ export function onnxBaseOf(config: HfModelConfig, base: BaseTensors): OnnxBase {
   const first = base.layers[0];
   const biased = first ? LINEAR_MODULES.filter((module) => first.bias[module] !== undefined) : [];
   const layers = base.layers.map((layer) => {
-    const weights = new Map<string, { data: Float32Array; dims: readonly number[] }>();
+    const weights = new Map<string, { data: HostValues; dims: readonly number[] }>();
     const host = isHostLayer(layer);
     weights.set('input_norm', { data: vector(layer.inputNorm), dims: [config.hiddenSize] });
     weights.set('post_attention_norm', { data: vector(layer.postAttentionNorm), dims: [config.hiddenSize] });
@@ -75,9 +81,7 @@ export function onnxBaseOf(config: HfModelConfig, base: BaseTensors): OnnxBase {
     if (layer.keyNorm) weights.set('k_norm', { data: vector(layer.keyNorm), dims: [config.headDimension] });
     for (const module of LINEAR_MODULES) {
       const matrix = layer.linear[module];
-      const data = host
-        ? float32((matrix as { values: HostValues }).values)
-        : tensorValues(matrix as { dataSync(): unknown });
+      const data = host ? (matrix as { values: HostValues }).values : tensorValues(matrix as { dataSync(): unknown });
       weights.set(blockInputName(module, 'weight'), { data, dims: [...matrix.shape] });
       const bias = layer.bias[module];
       if (bias) {
@@ -87,9 +91,14 @@ export function onnxBaseOf(config: HfModelConfig, base: BaseTensors): OnnxBase {
     }
     return weights;
   });
-  const parts = base.output.map(matrixValues);
-  const output =
-    parts.length === 1 ? (parts[0] as Float32Array) : Float32Array.from(parts.flatMap((part) => Array.from(part)));
+  // The projection's blocks of rows, joined (one product over the whole vocabulary per chunk).
+  const output = new Float32Array(config.vocabularySize * config.hiddenSize);
+  let filled = 0;
+  for (const block of base.output) {
+    const values = matrixValues(block);
+    output.set(values, filled);
+    filled += values.length;
+  }
   return {
     config,
     shape: {
@@ -107,6 +116,7 @@ export function onnxBaseOf(config: HfModelConfig, base: BaseTensors): OnnxBase {
     finalNorm: vector(base.finalNorm),
     layers,
     frequencies: inverseFrequencies(config),
+    runs: { queue: Promise.resolve(), widened: new Map() },
   };
 }
 
@@ -195,8 +205,19 @@ export function layerFeeds(
   lora: HostWeights | null,
 ): Record<string, OrtTensor> {
   const feeds: Record<string, OrtTensor> = {};
-  for (const [name, value] of base.layers[layer] as OnnxBlockWeights)
-    feeds[name] = new ort.Tensor('float32', value.data, [...value.dims]);
+  for (const [name, value] of base.layers[layer] as OnnxBlockWeights) {
+    let data = value.data;
+    if (!(data instanceof Float32Array)) {
+      let buffer = base.runs.widened.get(name);
+      if (!buffer) {
+        buffer = new Float32Array(data.length);
+        base.runs.widened.set(name, buffer);
+      }
+      widenBfloat16(data, buffer);
+      data = buffer;
+    }
+    feeds[name] = new ort.Tensor('float32', data, [...value.dims]);
+  }
   for (const module of shape.adapted as LinearModule[])
     for (const matrix of ['A', 'B'] as const) {
       const tensor = lora?.get(loraName(layer, module, matrix));
@@ -204,6 +225,32 @@ export function layerFeeds(
       feeds[blockInputName(module, matrix)] = new ort.Tensor('float32', tensor.data, [...tensor.shape]);
     }
   return feeds;
+}
+
+/**
+ * Runs `session` on one layer's weights and LoRA matrices plus `feeds`, after any other block run
+ * of the same base has ended (they share the widening buffers of {@link layerFeeds}).
+ */
+export async function runBlock(
+  ort: OnnxRuntime,
+  base: OnnxBase,
+  shape: BlockShape,
+  session: OnnxSession,
+  layer: number,
+  lora: HostWeights | null,
+  feeds: Record<string, OrtTensor>,
+): Promise<Record<string, OrtTensor>> {
+  const previous = base.runs.queue;
+  let release = (): void => undefined;
+  base.runs.queue = new Promise((resolve) => {
+    release = resolve;
+  });
+  await previous;
+  try {
+    return (await session.run({ ...feeds, ...layerFeeds(ort, base, shape, layer, lora) })) as Record<string, OrtTensor>;
+  } finally {
+    release();
+  }
 }
 
 /** The embedded tokens `[batch, length, hidden]` as float32. */
@@ -253,11 +300,7 @@ export class OnnxForward {
     let x: OrtTensor = new ort.Tensor('float32', embedTokens(base, tokens), [batch, length, base.config.hiddenSize]);
     for (let layer = 0; layer < base.layers.length; layer += 1) {
       inputs?.push(x);
-      const result = await this.block.run({
-        x,
-        ...context.feeds,
-        ...layerFeeds(ort, base, this.shape, layer, lora),
-      });
+      const result = await runBlock(ort, base, this.shape, this.block, layer, lora, { x, ...context.feeds });
       x = result.y as OrtTensor;
     }
     return x;
@@ -511,7 +554,7 @@ export class OnnxTrainer {
     let x: OrtTensor = new ort.Tensor('float32', embedTokens(base, tokens), [batch, length, hiddenSize]);
     for (let layer = 0; layer < base.layers.length; layer += 1) {
       const session = keep ? this.sessions.trainingForward : this.sessions.forward;
-      const result = await session.run({ x, ...context.feeds, ...layerFeeds(ort, base, shape, layer, lora) });
+      const result = await runBlock(ort, base, shape, session, layer, lora, { x, ...context.feeds });
       if (keep) {
         const { y: _, ...saved } = result;
         kept.push({ x, ...(saved as Record<string, OrtTensor>) });
@@ -550,11 +593,10 @@ export class OnnxTrainer {
       const gradients = new Map<string, Float32Array>();
       let upstream: OrtTensor = new ort.Tensor('float32', dy, [batch, length, hiddenSize]);
       for (let layer = base.layers.length - 1; layer >= 0; layer -= 1) {
-        const result = await this.sessions.backward.run({
+        const result = await runBlock(ort, base, shape, this.sessions.backward, layer, lora, {
           ...(kept[layer] as Record<string, OrtTensor>),
           dy: upstream,
           ...context.feeds,
-          ...layerFeeds(ort, base, shape, layer, lora),
         });
         for (const module of shape.adapted)
           for (const matrix of ['A', 'B'] as const)
