@@ -15,7 +15,8 @@ import { disposeBase, loadBaseTensors, readHfConfig } from '../../src/engine/hf/
 import { disposeLora, readAdapter, uploadLora } from '../../src/engine/hf/lora.js';
 import type { LoraSettings } from '../../src/engine/hf/lora.js';
 import { runnable } from '../../src/engine/hf/model.js';
-import type { BaseTensors } from '../../src/engine/hf/model.js';
+import type { BaseTensors, LayerTensors, LinearModule } from '../../src/engine/hf/model.js';
+import type { Tensor1D } from '@tensorflow/tfjs-core';
 import type { HfModelConfig } from '../../src/engine/hf/config.js';
 import { generateHf } from '../../src/engine/hf/sampler.js';
 import { OnnxHfModel, generateHfOnnx, onnxLora, onnxStepDecoder } from '../../src/engine/onnx/onnx-sampler.js';
@@ -166,6 +167,46 @@ describe('the onnxruntime key/value cache', () => {
       held(first, 0, 0),
       held(first, 0, 0),
     ]);
+  });
+});
+
+describe('attention biases on onnxruntime', () => {
+  it('a Llama with q/k/v/o biases (attention_bias) samples the tfjs path’s tokens and logprobs', async () => {
+    const { config, base, adapter, lora } = loaded.get('llama-untied') as Loaded;
+    const biased: HfModelConfig = { ...config, attentionBias: true };
+    const random = new SeededRandom(9);
+    const biases: Tensor1D[] = [];
+    const layers = base.layers.map((layer) => {
+      const bias: Partial<Record<LinearModule, Tensor1D>> = {};
+      for (const module of ['q_proj', 'k_proj', 'v_proj', 'o_proj'] as const) {
+        const size = (layer.linear[module] as { shape: readonly number[] }).shape[0] as number;
+        const tensor = tf.tensor1d(Float32Array.from({ length: size }, () => random.next() - 0.5));
+        biases.push(tensor);
+        bias[module] = tensor;
+      }
+      return { ...(layer as LayerTensors), bias };
+    });
+    const biasedBase: BaseTensors = { ...base, layers };
+    const onnx = await OnnxHfModel.create(biased, biasedBase, 1);
+    const tfjsLora = uploadLora(tf, biased, adapter.settings, adapter.weights);
+    try {
+      const prompts = reference.models['llama-untied']?.prompts ?? [];
+      const tfjs = await generateHf(tf, runnable(biased, biasedBase, tfjsLora), text, rowsOf(prompts, 1));
+      const ours = await generateHfOnnx(onnx, lora, text, rowsOf(prompts, 1));
+      expectSameSamples(ours, tfjs);
+      // The biases matter: without them the samples' logprobs differ.
+      const unbiased = await generateHfOnnx(
+        (loaded.get('llama-untied') as Loaded).onnx,
+        lora,
+        text,
+        rowsOf(prompts, 1),
+      );
+      expect(Math.abs((unbiased[0]?.logprobs[0] as number) - (ours[0]?.logprobs[0] as number))).toBeGreaterThan(1e-3);
+    } finally {
+      disposeLora(tfjsLora);
+      await onnx.release();
+      for (const tensor of biases) tensor.dispose();
+    }
   });
 });
 
