@@ -19,8 +19,8 @@ export interface HfBaseModel {
 
 /**
  * What a cache loads models for: `'sampling'` on tfjs holds every model's weights in the wasm heap;
- * `'onnx-sampling'` holds them in host memory, where onnxruntime reads them (and tfjs, should it
- * run, uploads a block at a time); `'training'` holds those too large for a training pass beside
+ * `'onnx-sampling'` holds them in host memory as float32, where onnxruntime reads them without a
+ * copy (and tfjs, should it run, uploads a block at a time); `'training'` holds those too large for a training pass beside
  * them in host memory ({@link trainingPlacement}).
  */
 export type BaseCachePurpose = 'sampling' | 'onnx-sampling' | 'training';
@@ -126,6 +126,7 @@ async function loadBase(
     directory,
     config,
     purpose === 'training' ? trainingPlacement(config) : purpose === 'onnx-sampling' ? 'host' : 'heap',
+    { float32: purpose === 'onnx-sampling' },
   );
   return { directory, config, base, text };
 }
