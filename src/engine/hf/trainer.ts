@@ -155,7 +155,7 @@ function onnxBytesPerToken(config: HfModelConfig): number {
 }
 
 /** Bytes of activations one pass on onnxruntime may hold (native memory, not the wasm heap). */
-const ONNX_ACTIVATION_BUDGET = 1024 * 1024 * 1024;
+const ONNX_ACTIVATION_BUDGET = 768 * 1024 * 1024;
 
 /**
  * The adapter of a policy as a {@link DifferentiableModel} over the base model. `options.logitsPerChunk`

@@ -504,7 +504,7 @@ export class OnnxTrainer {
         blockBackwardGraph(shape),
         headForwardGraph(base),
         headBackwardGraph(base),
-      ].map((graph) => createOnnxSession(graph.encode())),
+      ].map((graph) => createOnnxSession(graph.encode(), undefined, { memoryArena: false })),
     );
     return new OnnxTrainer(ort, base, shape, {
       forward: forward as OnnxSession,

@@ -127,14 +127,16 @@ export function describeEngineRuntime(info: EngineRuntimeInfo): string {
 
 /**
  * An onnxruntime session for the model `bytes`, on `threads` intra-op threads (every core by
- * default), with every graph optimisation. `spinning: false` makes idle pool threads sleep rather
- * than spin between ops (onnxruntime's `session.intra_op.allow_spinning`): what a session sharing
- * the cores with other work wants.
+ * default), with every graph optimisation. `options.memoryArena: false` frees each run's
+ * intermediates when it ends instead of keeping them in a per-session arena (training runs
+ * several sessions, whose arenas would each hold their own peak). `options.spinning: false` makes
+ * idle pool threads sleep rather than spin between ops (onnxruntime's
+ * `session.intra_op.allow_spinning`): what a session sharing the cores with other work wants.
  */
 export async function createOnnxSession(
   bytes: Uint8Array,
   threads = onnxThreads(),
-  options: { readonly spinning?: boolean | undefined } = {},
+  options: { readonly memoryArena?: boolean | undefined; readonly spinning?: boolean | undefined } = {},
 ): Promise<OnnxSession> {
   const ort = await loadOnnxRuntime();
   return ort.InferenceSession.create(bytes, {
@@ -143,5 +145,6 @@ export async function createOnnxSession(
     interOpNumThreads: 1,
     executionMode: 'sequential',
     graphOptimizationLevel: 'all',
+    enableCpuMemArena: options.memoryArena ?? true,
   });
 }
