@@ -134,10 +134,14 @@ export class OnnxHfModel {
     if (!sessions) {
       // Sampling shares the cores with the training worker (and an HTTP server): pool threads that
       // spin between ops took 1.5-2x longer per decoding step on 2 busy cores than sleeping ones.
-      const options = { spinning: false };
+      // The prefill runs once a batch with large intermediates: freed after each run rather than
+      // kept in an arena; the decoding step runs every token with small ones.
       sessions = (async () => ({
-        prefill: await createOnnxSession(buildPrefillGraph(this.config, lora), this.threads, options),
-        decode: await createOnnxSession(buildDecodeGraph(this.config, lora), this.threads, options),
+        prefill: await createOnnxSession(buildPrefillGraph(this.config, lora), this.threads, {
+          spinning: false,
+          memoryArena: false,
+        }),
+        decode: await createOnnxSession(buildDecodeGraph(this.config, lora), this.threads, { spinning: false }),
       }))();
       sessions.catch(() => this.sessions.delete(key));
       this.sessions.set(key, sessions);
