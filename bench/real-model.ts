@@ -11,6 +11,10 @@
  *
  *   npx tsx bench/real-model.ts [--shape smollm2-135m|qwen3-0.6b] [--new-tokens 32] [--train-rows 8] [--train-length 128]
  *
+ * `--runtime onnxruntime|tfjs-wasm|both` picks what samples (default: the engine's choice, see
+ * `POLICYLOOP_ENGINE_RUNTIME`); onnxruntime's rate is printed in GFLOP/s only (the matMul rate is
+ * tfjs's), `--threads N` sets its threads (default every core). `--prompt-tokens N` sets the prompt
+ * (default 32); `--no-training` skips the training step.
  * `--layers N` keeps the shape but with N layers (quicker comparisons; not for memory figures).
  * `--training-weights heap|host` overrides where the training worker holds the weights (by default
  * where the engine's would: in host memory only for a model too large for a pass beside them).
@@ -36,7 +40,8 @@ import { trainableAdapter } from '../src/engine/hf/trainer.js';
 import { SeededRandom } from '../src/engine/random.js';
 import { computeStep, lossSettings } from '../src/engine/trainer.js';
 import { typeScriptWorker } from '../src/engine/training-thread.js';
-import { describeEngineRuntime, engineRuntime } from '../src/engine/onnx/onnx-runtime.js';
+import { OnnxHfModel, generateHfOnnx } from '../src/engine/onnx/onnx-sampler.js';
+import { describeEngineRuntime, engineRuntime, onnxThreads } from '../src/engine/onnx/onnx-runtime.js';
 
 const SHAPES = {
   'smollm2-135m': { layers: 30, hidden: 576, heads: 9, kvHeads: 3, headDim: 64, mlp: 1536, vocab: 49_152 },
@@ -52,6 +57,10 @@ const { values } = parseArgs({
     layers: { type: 'string' },
     profile: { type: 'boolean', default: false },
     'training-weights': { type: 'string' },
+    runtime: { type: 'string' },
+    'prompt-tokens': { type: 'string', default: '32' },
+    'no-training': { type: 'boolean', default: false },
+    threads: { type: 'string' },
   },
 });
 const trainingWeights = values['training-weights'];
@@ -66,6 +75,14 @@ const newTokens = Number(values['new-tokens']);
 const trainRows = Number(values['train-rows']);
 const trainLength = Number(values['train-length']);
 const qwen = shapeName === 'qwen3-0.6b';
+const promptTokens = Number(values['prompt-tokens']);
+const runtimeChoice = values.runtime ?? (await engineRuntime()).name;
+if (!['onnxruntime', 'tfjs-wasm', 'both'].includes(runtimeChoice))
+  throw new Error(`Expected --runtime onnxruntime, tfjs-wasm or both, got ${runtimeChoice}`);
+const samplingRuntimes = (runtimeChoice === 'both' ? ['tfjs-wasm', 'onnxruntime'] : [runtimeChoice]) as (
+  | 'tfjs-wasm'
+  | 'onnxruntime'
+)[];
 
 /** Writes a BF16 model folder tensor by tensor (never the whole model in memory at once). */
 async function writeRandomModel(directory: string): Promise<number> {
@@ -346,31 +363,52 @@ if (!isMainThread) {
       parseAssistant: () => ({ content: null }),
     };
     const model = runnable(config, base, null);
-    const prompt = Array.from({ length: 32 }, (_, index) => (index * 7919) % shape.vocab);
-    for (const sequences of [1, 32]) {
-      const rows = Array.from({ length: sequences }, (_, index) => ({
-        prompt,
-        sampling: {
-          temperature: 1,
-          topP: 1,
-          maxTokens: newTokens,
-          stop: [],
-          topLogprobs: 0,
-          random: new SeededRandom(index + 1),
-        },
-      }));
-      started = performance.now();
-      const result = await generateHf(tf, model, text, rows);
-      const seconds = (performance.now() - started) / 1000;
-      const tokens = result.reduce((sum, sequence) => sum + sequence.sampledCount, 0);
-      const achieved = (tokens * forwardFlops) / seconds;
-      const reference = sequences === 1 ? matmul[1] : matmul[32];
-      achievedBy.push([`sampling, ${sequences} sequence(s)`, achieved, sequences === 1 ? 1 : 32]);
-      console.log(
-        `sampling, ${sequences} sequence(s), 32-token prompt + ${newTokens} tokens: ${(tokens / seconds).toFixed(1)} tokens/s ` +
-          `(${(achieved / 1e9).toFixed(2)} GFLOP/s = ${((100 * achieved) / reference).toFixed(0)}% of the ${sequences}-row matMul rate), peak RSS ${peakRss()}`,
-      );
+    const prompt = Array.from({ length: promptTokens }, (_, index) => (index * 7919) % shape.vocab);
+    for (const runtime of samplingRuntimes) {
+      const threads = values.threads === undefined ? onnxThreads() : Number(values.threads);
+      const onnx = runtime === 'onnxruntime' ? await OnnxHfModel.create(config, base, threads) : null;
+      if (onnx)
+        console.log(
+          `onnxruntime: ${describeEngineRuntime({ name: 'onnxruntime', version: onnx.ort.env.versions.common ?? '?', threads })}`,
+        );
+      for (const sequences of [1, 32]) {
+        const rows = Array.from({ length: sequences }, (_, index) => ({
+          prompt,
+          sampling: {
+            temperature: 1,
+            topP: 1,
+            maxTokens: newTokens,
+            stop: [],
+            topLogprobs: 0,
+            random: new SeededRandom(index + 1),
+          },
+        }));
+        // onnxruntime builds its sessions on first use: a short warm-up run keeps that out of the timing.
+        if (onnx && sequences === 1)
+          await generateHfOnnx(onnx, null, text, [
+            {
+              ...(rows[0] as (typeof rows)[number]),
+              sampling: { ...(rows[0] as (typeof rows)[number]).sampling, maxTokens: 2 },
+            },
+          ]);
+        started = performance.now();
+        const result = onnx ? await generateHfOnnx(onnx, null, text, rows) : await generateHf(tf, model, text, rows);
+        const seconds = (performance.now() - started) / 1000;
+        const tokens = result.reduce((sum, sequence) => sum + sequence.sampledCount, 0);
+        const achieved = (tokens * forwardFlops) / seconds;
+        const reference = sequences === 1 ? matmul[1] : matmul[32];
+        if (!onnx) achievedBy.push([`sampling, ${sequences} sequence(s)`, achieved, sequences === 1 ? 1 : 32]);
+        const fraction = onnx
+          ? ''
+          : ` = ${((100 * achieved) / reference).toFixed(0)}% of the ${sequences}-row matMul rate`;
+        console.log(
+          `sampling on ${runtime}, ${sequences} sequence(s), ${promptTokens}-token prompt + ${newTokens} tokens: ${(tokens / seconds).toFixed(1)} tokens/s ` +
+            `(${(achieved / 1e9).toFixed(2)} GFLOP/s${fraction}, ${seconds.toFixed(2)} s), peak RSS ${peakRss()}`,
+        );
+      }
+      await onnx?.release();
     }
+    if (values['no-training']) process.exit(0);
 
     // Training runs in a worker thread, as in the engine; this thread keeps its weights meanwhile.
     const report = await trainInThread({

@@ -27,7 +27,18 @@ import type { GenerationRow, HostEmbeddings } from './sampler.js';
 import { loadPolicyWeights, runTrainingJob } from './trainer.js';
 import { TrainingThread } from './training-thread.js';
 import { completionUsage, EngineInputError } from './types.js';
-import type { Engine, EngineTrainingEvent, EngineTrainingJob, EngineTrainingResult, PolicyRef } from './types.js';
+import type {
+  Engine,
+  EngineRuntimeInfo,
+  EngineTrainingEvent,
+  EngineTrainingJob,
+  EngineTrainingResult,
+  PolicyRef,
+} from './types.js';
+import { engineRuntime } from './onnx/onnx-runtime.js';
+import type { EngineRuntimeName } from './onnx/onnx-runtime.js';
+import { OnnxHfModel, generateHfOnnx, onnxLora } from './onnx/onnx-sampler.js';
+import type { OnnxLora } from './onnx/onnx-sampler.js';
 
 /** Options of {@link createEngine}. */
 export interface EngineOptions {
@@ -65,6 +76,13 @@ export interface EngineOptions {
    * a training worker always uses the default. @default the `src/engine/hf/text-layer.ts` loader
    */
   readonly textLayer?: TextLayerLoader | undefined;
+  /**
+   * What Hugging Face models sample on: `onnxruntime` (native kernels on every core; rejects when
+   * onnxruntime-node cannot load) or `tfjs-wasm` (one thread, the fallback). Training and the
+   * built-in models run on tfjs-wasm either way.
+   * @default `POLICYLOOP_ENGINE_RUNTIME`, else onnxruntime when it loads, else tfjs-wasm
+   */
+  readonly runtime?: EngineRuntimeName | undefined;
 }
 
 type LoadedPolicy =
@@ -78,7 +96,10 @@ type LoadedPolicy =
       readonly kind: 'hf';
       readonly base: HfBaseModel;
       readonly model: RunnableModel;
+      /** The adapter as tfjs tensors (tfjs-wasm sampling). */
       readonly lora: LoraTensors | null;
+      /** The adapter as onnxruntime inputs (onnxruntime sampling). */
+      readonly onnxLora: OnnxLora | null;
     };
 
 function disposePolicy(entry: LoadedPolicy): void {
@@ -119,12 +140,17 @@ class LocalEngine implements Engine {
   private readonly batchWindowMs: number;
   private readonly registry: ModelRegistry;
   private readonly loadText: TextLayerLoader;
-  private readonly bases = new HfBaseCache();
+  private readonly bases: HfBaseCache;
+  /** Base models wrapped for onnxruntime, by base (onnxruntime sampling only). */
+  private readonly onnxModels = new Map<HfBaseModel, Promise<OnnxHfModel>>();
 
   constructor(
     private readonly tf: TensorFlow,
     options: EngineOptions,
+    private readonly runtimeInfo: EngineRuntimeInfo,
   ) {
+    // onnxruntime reads the weights from host memory: none of them need a copy in the wasm heap.
+    this.bases = new HfBaseCache(runtimeInfo.name === 'onnxruntime' ? 'onnx-sampling' : 'sampling');
     this.trainingThread = options.workers === false ? null : new TrainingThread();
     this.cacheSize = Math.max(1, options.cacheSize ?? 4);
     this.maxBatchSequences = Math.max(1, options.maxBatchSequences ?? 128);
@@ -134,6 +160,21 @@ class LocalEngine implements Engine {
       textFiles: options.textLayer === undefined,
     });
     this.loadText = options.textLayer ?? loadDefaultTextLayer;
+  }
+
+  runtime(): EngineRuntimeInfo {
+    return this.runtimeInfo;
+  }
+
+  /** A base model wrapped for onnxruntime, once. */
+  private onnxModel(base: HfBaseModel): Promise<OnnxHfModel> {
+    let model = this.onnxModels.get(base);
+    if (!model) {
+      model = OnnxHfModel.create(base.config, base.base);
+      model.catch(() => this.onnxModels.delete(base));
+      this.onnxModels.set(base, model);
+    }
+    return model;
   }
 
   baseModels(): readonly string[] {
@@ -330,7 +371,9 @@ class LocalEngine implements Engine {
       const sequences =
         loaded.kind === 'builtin'
           ? await generate(this.tf, loaded.config, loaded.parameters, loaded.embeddings, rows)
-          : await generateHf(this.tf, loaded.model, loaded.base.text, rows);
+          : this.runtimeInfo.name === 'onnxruntime'
+            ? await generateHfOnnx(await this.onnxModel(loaded.base), loaded.onnxLora, loaded.base.text, rows)
+            : await generateHf(this.tf, loaded.model, loaded.base.text, rows);
       let offset = 0;
       for (const pending of batch) {
         const mine = sequences.slice(offset, offset + pending.rows.length);
@@ -415,6 +458,7 @@ class LocalEngine implements Engine {
   private async loadHf(policy: PolicyRef): Promise<LoadedPolicy> {
     const base = await this.loadBase(policy.baseModel);
     let lora: LoraTensors | null = null;
+    let adapterOnnx: OnnxLora | null = null;
     if (policy.checkpointPath) {
       let adapter;
       try {
@@ -424,9 +468,11 @@ class LocalEngine implements Engine {
           `Could not load the adapter of ${policy.key} from ${policy.checkpointPath}: ${error instanceof Error ? error.message : String(error)}`,
         );
       }
-      lora = uploadLora(this.tf, base.config, adapter.settings, adapter.weights);
+      if (this.runtimeInfo.name === 'onnxruntime')
+        adapterOnnx = await onnxLora(base.config, adapter.settings, adapter.weights);
+      else lora = uploadLora(this.tf, base.config, adapter.settings, adapter.weights);
     }
-    return { kind: 'hf', base, model: runnable(base.config, base.base, lora), lora };
+    return { kind: 'hf', base, model: runnable(base.config, base.base, lora), lora, onnxLora: adapterOnnx };
   }
 
   train(
@@ -468,12 +514,21 @@ class LocalEngine implements Engine {
       }
     }
     this.cache.clear();
+    for (const model of this.onnxModels.values()) {
+      try {
+        await (await model).release();
+      } catch {
+        // A model that failed to wrap holds no session.
+      }
+    }
+    this.onnxModels.clear();
     await this.bases.unload();
   }
 }
 
 /**
- * Creates the local policy engine (loads tfjs with the wasm backend on first use).
+ * Creates the local policy engine (loads tfjs with the wasm backend, and onnxruntime-node when the
+ * runtime is onnxruntime: see {@link EngineOptions.runtime}).
  *
  * @example
  * const engine = await createEngine();
@@ -482,6 +537,7 @@ class LocalEngine implements Engine {
  * await engine.close();
  */
 export async function createEngine(options: EngineOptions = {}): Promise<Engine> {
+  const runtime = await engineRuntime(options.runtime);
   const tf = await loadTensorFlow();
-  return new LocalEngine(tf, options);
+  return new LocalEngine(tf, options, runtime);
 }

@@ -193,7 +193,7 @@ export interface BatchDecoder {
   isEndToken(id: number): boolean;
 }
 
-function finishOnStop(state: RowState, decoder: BatchDecoder): void {
+function finishOnStop(state: RowState, decoder: Pick<BatchDecoder, 'decodeText' | 'isEndToken'>): void {
   const { stop } = state.row.sampling;
   const ended = decoder.isEndToken(state.tokens[state.tokens.length - 1] as number);
   const body = ended ? state.tokens.slice(0, -1) : state.tokens;
@@ -305,14 +305,102 @@ export async function generate(
 }
 
 /**
+ * What {@link generateSequences} needs of a model on any runtime: an asynchronous batched prefill
+ * and decoding step over a cache of its own kind `C` (tfjs tensors, host buffers for onnxruntime),
+ * which the loop owns: a decoding step takes the cache and answers the one to use next.
+ */
+export interface StepDecoder<C> {
+  readonly vocabularySize: number;
+  readonly contextLength: number;
+  /** Attention heads (to bound the attention scores of one prefill pass). */
+  readonly headCount: number;
+  /** Sliding attention window in tokens; `undefined` = every earlier token is in sight. */
+  readonly attentionWindow: number | undefined;
+  /** Right-padded `prompts`: the logits of each row's last prompt token `[rows, vocabulary]` and the filled cache. */
+  prefill(prompts: readonly (readonly number[])[], promptLength: number): Promise<{ logits: Float32Array; cache: C }>;
+  /**
+   * One decoding step: `tokens[row]` at `positions[row]` over the cache plus itself, `keyMask`
+   * `[rows, cacheLength + 1]` of 0 or -1e9. Answers the next logits and the cache to use next
+   * (what the step no longer needs of `cache` is freed).
+   */
+  decodeStep(
+    cache: C,
+    tokens: readonly number[],
+    positions: Int32Array,
+    keyMask: Float32Array,
+  ): Promise<{ logits: Float32Array; cache: C }>;
+  /** The given batch rows of a cache, in order (a new cache; the caller frees the old one). */
+  selectCacheRows(cache: C, rows: readonly number[]): C;
+  /** Caches of consecutive batch chunks as one (the chunks are freed; one chunk is returned as it is). */
+  joinCaches(caches: readonly C[]): C;
+  /** Frees a cache. */
+  disposeCache(cache: C): void;
+  /** The completion text of token ids. */
+  decodeText(ids: readonly number[]): string;
+  /** Whether a sampled token ends the row (kept in its tokens, left out of its text). */
+  isEndToken(id: number): boolean;
+}
+
+/** A tfjs {@link BatchDecoder} as a {@link StepDecoder}: each pass in `tf.tidy`, logits read to the host. */
+function tfjsStepDecoder(tf: TensorFlow, model: BatchDecoder): StepDecoder<KeyValueCache> {
+  return {
+    vocabularySize: model.vocabularySize,
+    contextLength: model.contextLength,
+    headCount: model.headCount,
+    attentionWindow: model.attentionWindow,
+    prefill: async (prompts, promptLength) => {
+      const result = tf.tidy(() => {
+        const output = model.prefill(prompts, promptLength);
+        return { logits: output.logits, keys: output.cache.keys, values: output.cache.values };
+      });
+      const cache = { keys: result.keys, values: result.values };
+      try {
+        return { cache, logits: (await result.logits.data()) as Float32Array };
+      } catch (error) {
+        disposeCache(cache);
+        throw error;
+      } finally {
+        result.logits.dispose();
+      }
+    },
+    decodeStep: async (previous, tokens, positions, keyMask) => {
+      const result = tf.tidy(() => {
+        const output = model.decodeStep(previous, tokens, positions, keyMask);
+        return { logits: output.logits, keys: output.cache.keys, values: output.cache.values };
+      });
+      const cache = { keys: result.keys, values: result.values };
+      disposeReplaced(previous, cache);
+      try {
+        return { cache, logits: (await result.logits.data()) as Float32Array };
+      } finally {
+        result.logits.dispose();
+      }
+    },
+    selectCacheRows: (cache, rows) => model.selectCacheRows(cache, rows),
+    joinCaches: (caches) => joinCaches(tf, caches),
+    disposeCache,
+    decodeText: (ids) => model.decodeText(ids),
+    isEndToken: (id) => model.isEndToken(id),
+  };
+}
+
+/**
  * The generation loop shared by every model: extends every row until it ends, sharing each forward
  * pass across rows. Rows must have prompts of at least one token, shorter than the context, and
  * `maxTokens >= 1` that fits the context. A returned sequence keeps its final end token (so a
  * trainer learns to stop); its `text` does not.
  */
-export async function generateRows(
+export function generateRows(
   tf: TensorFlow,
   model: BatchDecoder,
+  rows: readonly GenerationRow[],
+): Promise<GeneratedSequence[]> {
+  return generateSequences(tfjsStepDecoder(tf, model), rows);
+}
+
+/** {@link generateRows} over a {@link StepDecoder} of any runtime. */
+export async function generateSequences<C>(
+  model: StepDecoder<C>,
   rows: readonly GenerationRow[],
 ): Promise<GeneratedSequence[]> {
   if (rows.length === 0) return [];
@@ -327,7 +415,7 @@ export async function generateRows(
     keptTokens: 0,
   }));
   const promptLength = maxOf(rows.map((row) => row.prompt.length));
-  let { cache, logits: logitsData } = await prefillRows(tf, model, rows, promptLength);
+  let { cache, logits: logitsData } = await prefillRows(model, rows, promptLength);
   // Rows of the cache, in order. Finished rows ride along (their outputs are ignored) until half
   // of them are done: compacting the cache is a gather over all of it, too slow for every finish.
   let cacheRows = states.map((_, index) => index);
@@ -342,7 +430,7 @@ export async function generateRows(
           cache,
           remaining.map((stateIndex) => cacheRows.indexOf(stateIndex)),
         );
-        disposeCache(cache);
+        model.disposeCache(cache);
         cache = selected;
         cacheRows = remaining;
       }
@@ -352,19 +440,13 @@ export async function generateRows(
       const positions = new Int32Array(cacheRows.length);
       const keyMask = new Float32Array(cacheRows.length * keyLength);
       fillDecodeInputs(model, states, cacheRows, promptLength, keyLength, tokens, positions, keyMask);
-      const previous = cache;
-      const result = tf.tidy(() => {
-        const output = model.decodeStep(previous, tokens, positions, keyMask);
-        return { logits: output.logits, keys: output.cache.keys, values: output.cache.values };
-      });
-      cache = { keys: result.keys, values: result.values };
-      disposeReplaced(previous, cache);
-      logitsData = (await result.logits.data()) as Float32Array;
-      result.logits.dispose();
+      const result = await model.decodeStep(cache, tokens, positions, keyMask);
+      cache = result.cache;
+      logitsData = result.logits;
       await yieldToEventLoop();
     }
   } finally {
-    disposeCache(cache);
+    model.disposeCache(cache);
   }
   return states.map((state) => ({
     tokens: state.tokens.slice(0, state.keptTokens),
@@ -382,12 +464,11 @@ export async function generateRows(
  * a request, a group's rollouts) share one prefill; the unique prompts run in chunks whose
  * attention scores stay within PREFILL_SCORE_BUDGET.
  */
-async function prefillRows(
-  tf: TensorFlow,
-  model: BatchDecoder,
+async function prefillRows<C>(
+  model: StepDecoder<C>,
   rows: readonly GenerationRow[],
   promptLength: number,
-): Promise<{ cache: KeyValueCache; logits: Float32Array }> {
+): Promise<{ cache: C; logits: Float32Array }> {
   const vocabulary = model.vocabularySize;
   const uniqueIndex = new Map<string, number>();
   const unique: number[][] = [];
@@ -401,11 +482,8 @@ async function prefillRows(
     }
     return index;
   });
-  const parts = await prefillChunks(tf, model, unique, promptLength);
-  const joined = joinCaches(
-    tf,
-    parts.map((part) => part.cache),
-  );
+  const parts = await prefillChunks(model, unique, promptLength);
+  const joined = model.joinCaches(parts.map((part) => part.cache));
   const uniqueLogits = new Float32Array(unique.length * vocabulary);
   let offset = 0;
   for (const part of parts) {
@@ -415,7 +493,7 @@ async function prefillRows(
   const identity = rowToUnique.every((uniqueRow, row) => uniqueRow === row);
   if (identity) return { cache: joined, logits: uniqueLogits };
   const cache = model.selectCacheRows(joined, rowToUnique);
-  disposeCache(joined);
+  model.disposeCache(joined);
   const logits = new Float32Array(rows.length * vocabulary);
   rowToUnique.forEach((uniqueRow, row) =>
     logits.set(uniqueLogits.subarray(uniqueRow * vocabulary, (uniqueRow + 1) * vocabulary), row * vocabulary),
@@ -424,35 +502,25 @@ async function prefillRows(
 }
 
 /** Prefills `prompts` in chunks of at most PREFILL_SCORE_BUDGET attention scores; each chunk's cache and logits. */
-async function prefillChunks(
-  tf: TensorFlow,
-  model: BatchDecoder,
+async function prefillChunks<C>(
+  model: StepDecoder<C>,
   prompts: readonly (readonly number[])[],
   promptLength: number,
-): Promise<{ cache: KeyValueCache; logits: Float32Array }[]> {
+): Promise<{ cache: C; logits: Float32Array }[]> {
   const window = model.attentionWindow;
   const perRow =
     window !== undefined && window < promptLength
       ? model.headCount * Math.ceil(promptLength / window) * window * 2 * window
       : model.headCount * promptLength * promptLength;
   const chunkRows = Math.max(1, Math.floor(PREFILL_SCORE_BUDGET / perRow));
-  const parts: { cache: KeyValueCache; logits: Float32Array }[] = [];
+  const parts: { cache: C; logits: Float32Array }[] = [];
   try {
     for (let start = 0; start < prompts.length; start += chunkRows) {
-      const chunk = prompts.slice(start, start + chunkRows);
-      const result = tf.tidy(() => {
-        const output = model.prefill(chunk, promptLength);
-        return { logits: output.logits, keys: output.cache.keys, values: output.cache.values };
-      });
-      parts.push({
-        cache: { keys: result.keys, values: result.values },
-        logits: (await result.logits.data()) as Float32Array,
-      });
-      result.logits.dispose();
+      parts.push(await model.prefill(prompts.slice(start, start + chunkRows), promptLength));
       await yieldToEventLoop();
     }
   } catch (error) {
-    for (const part of parts) disposeCache(part.cache);
+    for (const part of parts) model.disposeCache(part.cache);
     throw error;
   }
   return parts;
@@ -483,7 +551,7 @@ function joinCaches(tf: TensorFlow, caches: readonly KeyValueCache[]): KeyValueC
  * the row at `cacheRows[position]`) and marks the rows that end: a stop, the context, a cancel.
  */
 function sampleNextTokens(
-  model: BatchDecoder,
+  model: Pick<BatchDecoder, 'decodeText' | 'isEndToken' | 'contextLength'>,
   states: readonly RowState[],
   cacheRows: readonly number[],
   logitsData: Float32Array,
@@ -512,7 +580,7 @@ function sampleNextTokens(
  * padding after a shorter prompt, and over the keys a sliding window has left behind.
  */
 function fillDecodeInputs(
-  model: BatchDecoder,
+  model: Pick<BatchDecoder, 'attentionWindow' | 'contextLength'>,
   states: readonly RowState[],
   cacheRows: readonly number[],
   promptLength: number,

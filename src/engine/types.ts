@@ -11,6 +11,9 @@ import type {
   SFTTrainingConfig,
   TrajectoryGroup,
 } from '../schema/index.js';
+import type { EngineRuntimeInfo } from './onnx/onnx-runtime.js';
+
+export type { EngineRuntimeInfo } from './onnx/onnx-runtime.js';
 
 /**
  * Which weights to use: a base model, optionally with a trained checkpoint on top.
@@ -116,6 +119,13 @@ export interface Engine {
    * (the service answers a registration on it with this message). Optional.
    */
   describeMissingBaseModel?(id: string): string;
+
+  /**
+   * What the engine computes on (`onnxruntime` or the `tfjs-wasm` fallback, its version and
+   * threads), as `policyloop serve` prints it and `GET /v1/system-check` reports it. Optional: a
+   * remote engine has none of its own.
+   */
+  runtime?(): EngineRuntimeInfo;
 
   /**
    * Frees what the engine keeps outside the checkpoint directory for a checkpoint the service is

@@ -305,6 +305,23 @@ export const SystemCheckResult = z.looseObject({
 export type SystemCheckResult = z.infer<typeof SystemCheckResult>;
 
 /**
+ * What the local engine computes on, in `GET /v1/system-check`'s `gpu_queue.runtime`: onnxruntime,
+ * or the tfjs-wasm fallback with the reason it runs.
+ */
+export const EngineRuntimeReport = z.looseObject({
+  /** `onnxruntime` or `tfjs-wasm`. */
+  name: z.string(),
+  version: z.string(),
+  /** Threads one computation uses. */
+  threads: z.number().int(),
+  /** Why the fallback runs; null when it was not a fallback. */
+  fallback_reason: z.string().nullable(),
+  /** One line, as `policyloop serve` prints it. */
+  description: z.string(),
+});
+export type EngineRuntimeReport = z.infer<typeof EngineRuntimeReport>;
+
+/**
  * Response of `GET /v1/system-check` as this project's local service answers it (503 when a check
  * fails): the shape the service description's prose gives. The published contract leaves the 200
  * open (an empty schema), so the client accepts any JSON ({@link SystemCheckReport}); this strict
@@ -314,7 +331,8 @@ export const SystemCheckResponse = z.looseObject({
   api: z.boolean(),
   database: z.union([z.boolean(), SystemCheckResult]),
   cpu_queue: SystemCheckResult,
-  gpu_queue: SystemCheckResult,
+  /** The engine's check; the local engine adds what it computes on (`runtime`). */
+  gpu_queue: SystemCheckResult.extend({ runtime: EngineRuntimeReport.optional() }),
 });
 export type SystemCheckResponse = z.infer<typeof SystemCheckResponse>;
 

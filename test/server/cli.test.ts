@@ -65,7 +65,7 @@ function run(args: string[], environment: Record<string, string> = {}): Run {
 describe('policyloop serve', () => {
   it('prints its URL when ready, says it uses the dev key, serves, and stops cleanly on SIGTERM', async () => {
     const dataDir = temporaryDirectory();
-    const cli = run(['serve', '--port', '0', '--data-dir', dataDir]);
+    const cli = run(['serve', '--port', '0', '--data-dir', dataDir], { POLICYLOOP_ENGINE_RUNTIME: '' });
     const ready = await cli.nextLine();
     const match = /^policyloop listening on (http:\/\/127\.0\.0\.1:(\d+))$/.exec(ready);
     expect(match, ready).not.toBeNull();
@@ -74,6 +74,8 @@ describe('policyloop serve', () => {
     const url = match?.[1] as string;
     // The development key is public: the dashboard link carries it in the fragment.
     expect(await cli.nextLine()).toBe(`dashboard: ${url}/#key=${DEV_API_KEY}`);
+    // onnxruntime-node is installed here, so the engine's default is onnxruntime on every core.
+    expect(await cli.nextLine()).toMatch(/^engine runtime: onnxruntime \d+\.\d+\.\d+, \d+ threads?$/);
     const response = await fetch(`${url}/v1/preview/models`, {
       method: 'POST',
       headers: { authorization: `Bearer ${DEV_API_KEY}`, 'content-type': 'application/json' },
@@ -85,6 +87,27 @@ describe('policyloop serve', () => {
     cli.child.kill('SIGTERM');
     expect(await cli.exit).toBe(0);
     expect(cli.lines).toEqual([]);
+  });
+
+  it('prints the runtime POLICYLOOP_ENGINE_RUNTIME picks, which GET /v1/system-check reports too', async () => {
+    const cli = run(['serve', '--port', '0', '--data-dir', temporaryDirectory()], {
+      POLICYLOOP_ENGINE_RUNTIME: 'tfjs-wasm',
+    });
+    const url = /on (\S+)$/.exec(await cli.nextLine())?.[1] as string;
+    let line = await cli.nextLine();
+    while (!line.startsWith('engine runtime: ')) line = await cli.nextLine();
+    expect(line).toMatch(/^engine runtime: tfjs-wasm \d+\.\d+\.\d+, 1 thread$/);
+    const check = (await (await fetch(`${url}/v1/system-check`)).json()) as {
+      gpu_queue: { runtime?: Record<string, unknown> };
+    };
+    expect(check.gpu_queue.runtime).toMatchObject({
+      name: 'tfjs-wasm',
+      threads: 1,
+      fallback_reason: null,
+      description: line.slice('engine runtime: '.length),
+    });
+    cli.child.kill('SIGTERM');
+    expect(await cli.exit).toBe(0);
   });
 
   it('warns when it listens beyond loopback with the public development key it was allowed to use', async () => {
@@ -119,6 +142,7 @@ describe('policyloop serve', () => {
     ]);
     const url = /on (\S+)$/.exec(await cli.nextLine())?.[1] as string;
     expect(await cli.nextLine()).toBe(`dashboard: ${url}/`);
+    expect(await cli.nextLine()).toMatch(/^engine runtime: /);
     const status = async (key: string) =>
       (await fetch(`${url}/v1/models`, { headers: { authorization: `Bearer ${key}` } })).status;
     expect([await status('key-one'), await status('key-two'), await status(DEV_API_KEY)]).toEqual([200, 200, 401]);
@@ -135,6 +159,7 @@ describe('policyloop serve', () => {
     const url = /on (\S+)$/.exec(await cli.nextLine())?.[1] as string;
     expect(await cli.nextLine()).toBe('using the API key from POLICYLOOP_API_KEY');
     expect(await cli.nextLine()).toBe(`dashboard: ${url}/`);
+    expect(await cli.nextLine()).toMatch(/^engine runtime: /);
     const status = async (key: string) =>
       (await fetch(`${url}/v1/models`, { headers: { authorization: `Bearer ${key}` } })).status;
     expect([await status('from-the-environment'), await status(DEV_API_KEY)]).toEqual([200, 401]);

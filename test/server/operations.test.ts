@@ -52,7 +52,7 @@ describe('operations without a key', () => {
       api: true,
       database: { success: true },
       cpu_queue: { success: true },
-      gpu_queue: { success: true },
+      gpu_queue: { success: true, runtime: { name: expect.stringMatching(/^(onnxruntime|tfjs-wasm)$/) } },
     });
     const baseModels = await server.call('GET', '/v1/preview/base-models', { auth: false });
     expect(baseModels.body).toContain('policyloop/tiny-chat');

@@ -9,6 +9,7 @@
 import { escapeControl } from '../../internal/control-characters.js';
 import { ENV, readEnv } from '../../internal/env.js';
 import { InvalidArgumentError } from '../../internal/errors.js';
+import { describeEngineRuntime } from '../../engine/onnx/onnx-runtime.js';
 
 /** The options of `policyloop serve`, as commander parsed them (`serve-command.ts` declares them). */
 export interface ServeOptions {
@@ -153,5 +154,8 @@ export async function serveCommand(values: ServeOptions): Promise<number> {
   process.stdout.write(
     `dashboard: ${server.url}/${apiKeys === undefined ? `#key=${encodeURIComponent(DEV_API_KEY)}` : ''}\n`,
   );
+  // What the engine computes on: onnxruntime, or the tfjs-wasm fallback and why.
+  const runtime = server.app.engine.runtime?.();
+  if (runtime) process.stdout.write(`engine runtime: ${describeEngineRuntime(runtime)}\n`);
   return await exited;
 }

@@ -195,14 +195,18 @@ export function compactValues(data: Float32Array): HostValues {
  * Loads a model folder's weights (matrices as transformers stores them, `[out, in]`), checking
  * every expected tensor's presence and shape. The embedding stays in host memory (as bfloat16
  * bits when its values are exactly bfloat16); the blocks and the output projection go where
- * `placement` says (host matrices are kept as bfloat16 bits the same way).
+ * `placement` says (host matrices are kept as bfloat16 bits the same way). With `options.float32`
+ * host values stay float32 (bfloat16 ones widened once), as onnxruntime reads them.
  */
 export async function loadBaseTensors(
   tf: TensorFlow,
   directory: string,
   config: HfModelConfig,
   placement: WeightPlacement = 'heap',
+  options: { readonly float32?: boolean | undefined } = {},
 ): Promise<BaseTensors> {
+  // Widened once here rather than held as bfloat16 bits beside onnxruntime's float32 copy.
+  const float32 = options.float32 === true;
   const expected = new Map<string, readonly number[]>();
   const d = config.hiddenSize;
   expected.set('model.embed_tokens.weight', [config.vocabularySize, d]);
@@ -248,13 +252,13 @@ export async function loadBaseTensors(
         const shape = shapeOf(name, tensor.shape);
         if (!shape) return;
         if (!onHost(name)) held.set(name, tf.tensor(tensor.data, [...shape]));
-        else held.set(name, shape.length === 2 ? compactValues(tensor.data) : tensor.data);
+        else held.set(name, shape.length === 2 && !float32 ? compactValues(tensor.data) : tensor.data);
       },
       // BF16 tensors as they are in the file: no float32 copy of a whole file's weights at once.
       (name, fileShape, bits) => {
         const shape = shapeOf(name, fileShape);
         if (!shape) return;
-        if (shape.length !== 2) {
+        if (shape.length !== 2 || (float32 && onHost(name))) {
           const widened = new Float32Array(bits.length);
           widenBfloat16(bits, widened);
           held.set(name, onHost(name) ? widened : tf.tensor(widened, [...shape]));

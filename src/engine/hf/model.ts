@@ -693,7 +693,8 @@ export function forwardTokenLogprobs(
   return chunkedScores(tf, model.base.output, rows, targets, model.config.vocabularySize, logitsPerChunk);
 }
 
-function embedRows(model: RunnableModel, tokens: ArrayLike<number>): Float32Array {
+/** The embedding rows of `tokens`, `[tokens, hidden]` row-major, looked up on the host. */
+export function embedRows(model: Pick<RunnableModel, 'config' | 'base'>, tokens: ArrayLike<number>): Float32Array {
   const d = model.config.hiddenSize;
   const out = new Float32Array(tokens.length * d);
   const embedding = model.base.hostEmbedding;

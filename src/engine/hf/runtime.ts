@@ -18,15 +18,19 @@ export interface HfBaseModel {
 }
 
 /**
- * Base models by folder, each loaded once (a training thread keeps one cache; each engine its own).
- * A cache for `'sampling'` holds every model's weights in the wasm heap; one for `'training'` holds
- * those too large for a training pass beside them in host memory ({@link trainingPlacement}).
+ * What a cache loads models for: `'sampling'` on tfjs holds every model's weights in the wasm heap;
+ * `'onnx-sampling'` holds them in host memory as float32, where onnxruntime reads them without a
+ * copy (and tfjs, should it run, uploads a block at a time); `'training'` holds those too large for a training pass beside
+ * them in host memory ({@link trainingPlacement}).
  */
+export type BaseCachePurpose = 'sampling' | 'onnx-sampling' | 'training';
+
+/** Base models by folder, each loaded once (a training thread keeps one cache; each engine its own). */
 export class HfBaseCache {
   private readonly loaded = new Map<string, Promise<HfBaseModel>>();
 
   /** @param purpose what the models are loaded for. @default 'sampling' */
-  constructor(private readonly purpose: 'sampling' | 'training' = 'sampling') {}
+  constructor(private readonly purpose: BaseCachePurpose = 'sampling') {}
 
   /** Loads (once) a Hugging Face base model. */
   load(tf: TensorFlow, directory: string, loadText: TextLayerLoader): Promise<HfBaseModel> {
@@ -108,7 +112,7 @@ async function loadBase(
   tf: TensorFlow,
   directory: string,
   loadText: TextLayerLoader,
-  purpose: 'sampling' | 'training',
+  purpose: BaseCachePurpose,
 ): Promise<HfBaseModel> {
   const config = await readHfConfig(directory);
   assertFitsWasmHeap(directory, config);
@@ -121,7 +125,8 @@ async function loadBase(
     tf,
     directory,
     config,
-    purpose === 'training' ? trainingPlacement(config) : 'heap',
+    purpose === 'training' ? trainingPlacement(config) : purpose === 'onnx-sampling' ? 'host' : 'heap',
+    { float32: purpose === 'onnx-sampling' },
   );
   return { directory, config, base, text };
 }

@@ -76,20 +76,28 @@ export function onnxThreads(): number {
 let resolving: Promise<EngineRuntimeInfo> | null = null;
 
 /**
- * The runtime the engine computes on in this process: the one `POLICYLOOP_ENGINE_RUNTIME` names
- * (rejecting when that is onnxruntime and it cannot load), else onnxruntime when it loads, else
- * tfjs-wasm with the reason.
+ * The runtime the engine computes on in this process: `requested` (an engine option) when given,
+ * else the one `POLICYLOOP_ENGINE_RUNTIME` names (rejecting when that is onnxruntime and it cannot
+ * load), else onnxruntime when it loads, else tfjs-wasm with the reason.
  */
-export function engineRuntime(): Promise<EngineRuntimeInfo> {
-  resolving ??= resolveRuntime().catch((error: unknown) => {
+export function engineRuntime(requested?: EngineRuntimeName): Promise<EngineRuntimeInfo> {
+  if (requested !== undefined) {
+    if (!(ENGINE_RUNTIMES as readonly string[]).includes(requested))
+      return Promise.reject(
+        new EngineRuntimeError(
+          `Expected the engine runtime ${ENGINE_RUNTIMES.join(' or ')}, got ${JSON.stringify(requested)}.`,
+        ),
+      );
+    return resolveRuntime(requested);
+  }
+  resolving ??= resolveRuntime(requestedEngineRuntime()).catch((error: unknown) => {
     resolving = null;
     throw error;
   });
   return resolving;
 }
 
-async function resolveRuntime(): Promise<EngineRuntimeInfo> {
-  const requested = requestedEngineRuntime();
+async function resolveRuntime(requested: EngineRuntimeName | undefined): Promise<EngineRuntimeInfo> {
   if (requested === 'tfjs-wasm') return tfjsInfo(undefined);
   try {
     const ort = await loadOnnxRuntime();
@@ -121,15 +129,18 @@ export function describeEngineRuntime(info: EngineRuntimeInfo): string {
  * An onnxruntime session for the model `bytes`, on `threads` intra-op threads (every core by
  * default), with every graph optimisation. `options.memoryArena: false` frees each run's
  * intermediates when it ends instead of keeping them in a per-session arena (training runs
- * several sessions, whose arenas would each hold their own peak).
+ * several sessions, whose arenas would each hold their own peak). `options.spinning: false` makes
+ * idle pool threads sleep rather than spin between ops (onnxruntime's
+ * `session.intra_op.allow_spinning`): what a session sharing the cores with other work wants.
  */
 export async function createOnnxSession(
   bytes: Uint8Array,
   threads = onnxThreads(),
-  options: { readonly memoryArena?: boolean | undefined } = {},
+  options: { readonly memoryArena?: boolean | undefined; readonly spinning?: boolean | undefined } = {},
 ): Promise<OnnxSession> {
   const ort = await loadOnnxRuntime();
   return ort.InferenceSession.create(bytes, {
+    ...(options.spinning === false ? { extra: { session: { intra_op: { allow_spinning: '0' } } } } : {}),
     intraOpNumThreads: threads,
     interOpNumThreads: 1,
     executionMode: 'sequential',

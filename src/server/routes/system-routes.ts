@@ -1,5 +1,7 @@
 /** Health, system check, the base-model list and the OpenAPI document: the operations that need no key. */
 import type { HealthResponse } from '../contract.js';
+import type { EngineRuntimeReport } from '../../schema/index.js';
+import { describeEngineRuntime } from '../../engine/onnx/onnx-runtime.js';
 import { buildOpenApiDocument, packageVersion } from '../openapi.js';
 import { operation } from '../operations.js';
 import type { RouteTable } from '../route-table.js';
@@ -29,7 +31,22 @@ export function registerSystemRoutes(routes: RouteTable, service: ServiceContext
       const baseModels = service.engine.baseModels();
       if (baseModels.length === 0) throw new Error('The engine serves no base model');
       // The local engine has no GPU: training and sampling share the CPU with the job queue.
-      return { device: 'cpu', base_models: baseModels.length };
+      const runtime = service.engine.runtime?.();
+      return {
+        device: 'cpu',
+        base_models: baseModels.length,
+        ...(runtime
+          ? {
+              runtime: {
+                name: runtime.name,
+                version: runtime.version,
+                threads: runtime.threads,
+                fallback_reason: runtime.fallbackReason ?? null,
+                description: describeEngineRuntime(runtime),
+              } satisfies EngineRuntimeReport,
+            }
+          : {}),
+      };
     });
     const healthy = database.success && cpuQueue.success && gpuQueue.success;
     return context.json({ api: true, database, cpu_queue: cpuQueue, gpu_queue: gpuQueue }, healthy ? 200 : 503);

@@ -291,6 +291,11 @@ export const apiCases: CorpusCase[] = [
     ['failed', { success: false, error: 'queue unreachable' }],
   ]),
   ...cases('SystemCheckResult', false, [['missing-success', { duration_ms: 3 }]]),
+  ...cases('EngineRuntimeReport', true, [
+    ['onnxruntime', { name: 'onnxruntime', version: '1.30.0', threads: 2, fallback_reason: null, description: 'onnxruntime 1.30.0, 2 threads' }],
+    ['fallback', { name: 'tfjs-wasm', version: '4.22.0', threads: 1, fallback_reason: 'not installed', description: 'tfjs-wasm 4.22.0, 1 thread (fallback: not installed)' }],
+  ]),
+  ...cases('EngineRuntimeReport', false, [['threads-string', { name: 'onnxruntime', version: '1.30.0', threads: '2', fallback_reason: null, description: '' }]]),
   ...cases('SystemCheckResponse', true, [
     [
       'healthy',
@@ -301,9 +306,21 @@ export const apiCases: CorpusCase[] = [
         gpu_queue: { success: true },
       },
     ],
+    [
+      'with-runtime',
+      {
+        api: true,
+        database: true,
+        cpu_queue: { success: true },
+        gpu_queue: { success: true, device: 'cpu', runtime: { name: 'tfjs-wasm', version: '4.22.0', threads: 1, fallback_reason: null, description: 'tfjs-wasm 4.22.0, 1 thread' } },
+      },
+    ],
     ['database-boolean', { api: true, database: true, cpu_queue: { success: true }, gpu_queue: { success: false, error: 'no workers' } }],
   ]),
-  ...cases('SystemCheckResponse', false, [['missing-queues', { api: true, database: true }]]),
+  ...cases('SystemCheckResponse', false, [
+    ['missing-queues', { api: true, database: true }],
+    ['runtime-without-name', { api: true, database: true, cpu_queue: { success: true }, gpu_queue: { success: true, runtime: { threads: 1 } } }],
+  ]),
   // The client's view of a system check: the contract's 200 schema is empty, so any JSON passes.
   ...cases('SystemCheckReport', true, [
     ['described', { api: true, database: true, cpu_queue: { success: true }, gpu_queue: { success: true } }],
