@@ -77,8 +77,8 @@ export interface EngineOptions {
    */
   readonly textLayer?: TextLayerLoader | undefined;
   /**
-   * What Hugging Face models sample on: `onnxruntime` (native kernels on every core; rejects when
-   * onnxruntime-node cannot load) or `tfjs-wasm` (one thread, the fallback). Training and the
+   * What Hugging Face models sample and train on: `onnxruntime` (native kernels on every core;
+   * rejects when onnxruntime-node cannot load) or `tfjs-wasm` (one thread, the fallback). The
    * built-in models run on tfjs-wasm either way.
    * @default `POLICYLOOP_ENGINE_RUNTIME`, else onnxruntime when it loads, else tfjs-wasm
    */
@@ -480,6 +480,8 @@ class LocalEngine implements Engine {
     options: { readonly onEvent: (event: EngineTrainingEvent) => void; readonly signal?: AbortSignal | undefined },
   ): Promise<EngineTrainingResult> {
     if (this.closed) return Promise.reject(new Error('The engine is closed.'));
+    // Training runs on the engine's runtime, as its sampling does.
+    job = { ...job, runtime: this.runtimeInfo.name };
     const run = async (): Promise<EngineTrainingResult> => {
       if (options.signal?.aborted) throw new Error('The training job was cancelled before it started.');
       const directory = MODEL_CONFIGS.has(job.policy.baseModel) ? null : this.registry.resolve(job.policy.baseModel);

@@ -11,7 +11,7 @@ import type {
   SFTTrainingConfig,
   TrajectoryGroup,
 } from '../schema/index.js';
-import type { EngineRuntimeInfo } from './onnx/onnx-runtime.js';
+import type { EngineRuntimeInfo, EngineRuntimeName } from './onnx/onnx-runtime.js';
 
 export type { EngineRuntimeInfo } from './onnx/onnx-runtime.js';
 
@@ -53,6 +53,8 @@ export type EngineTrainingJob =
        * @default `kl_ref_adapter_path`, else the base weights
        */
       readonly klReference?: { readonly checkpointPath: string | null } | undefined;
+      /** The runtime its passes run on; the engine sets its own. @default what `engineRuntime()` resolves */
+      readonly runtime?: EngineRuntimeName | undefined;
     }
   | {
       readonly kind: 'sft';
@@ -64,6 +66,8 @@ export type EngineTrainingJob =
       /** Parsed JSONL rows `{messages, tools?}`; the last assistant message(s) are learned. */
       readonly rows: readonly SFTRow[];
       readonly config: SFTTrainingConfig | null;
+      /** The runtime its passes run on; the engine sets its own. @default what `engineRuntime()` resolves */
+      readonly runtime?: EngineRuntimeName | undefined;
     };
 
 /** What a finished training job reports back (stored with the checkpoint). */

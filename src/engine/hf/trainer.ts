@@ -279,8 +279,8 @@ export async function runHfTrainingJob(
     weights = initialLora(model.config, settings);
     optimizer = new AdamW(weights, null);
   }
-  // onnxruntime when it loads (or as POLICYLOOP_ENGINE_RUNTIME says), else tfjs-wasm.
-  const runtime = (await engineRuntime()).name;
+  // The engine's runtime; without one, onnxruntime when it loads (or as POLICYLOOP_ENGINE_RUNTIME says), else tfjs-wasm.
+  const runtime = job.runtime ?? (await engineRuntime()).name;
   const trainable = trainableAdapter(tf, model, settings, weights, { runtime });
   // No sliding window on these models: sequences are truncated, not cropped.
   const metrics = await runSteps(
