@@ -237,7 +237,7 @@ async function main(): Promise<void> {
   if (!(Number.isInteger(warmup) && warmup >= 0)) throw new Error(`Expected --warmup >= 0, got ${values.warmup}`);
   const requested = values.runtime ?? process.env['POLICYLOOP_ENGINE_RUNTIME'];
   if (requested !== undefined && !(RUNTIMES as readonly string[]).includes(requested))
-    throw new Error(`Expected --runtime ${RUNTIMES.join(' or ')}, got ${requested}`);
+    throw new Error(`Expected --runtime (or POLICYLOOP_ENGINE_RUNTIME) ${RUNTIMES.join(' or ')}, got ${requested}`);
   // Set before the engine loads, in this thread and (inherited) in the training worker.
   if (requested !== undefined) process.env['POLICYLOOP_ENGINE_RUNTIME'] = requested;
   const layers = values.layers === undefined ? undefined : Number(values.layers);
