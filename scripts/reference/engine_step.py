@@ -110,8 +110,9 @@ def build(shape_name: str, seed: int, layers: int | None):
         r=8, lora_alpha=16, target_modules=LORA_TARGETS, lora_dropout=0.0, bias="none", task_type="CAUSAL_LM"
     )
     model = get_peft_model(base, lora)
-    parameters = sum(p.numel() for p in base.parameters())
+    # get_peft_model adds the LoRA matrices to `base` in place: count the base model's own parameters.
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    parameters = sum(p.numel() for p in model.parameters()) - trainable
     return model, config, parameters, trainable
 
 
