@@ -23,6 +23,8 @@
  *
  *   npx tsx bench/engine-vs-torch.ts [--shape smollm2-135m|qwen3-0.6b] [--rounds 3] [--warmup 1] [--runtime onnxruntime|tfjs-wasm]
  *
+ * `--torch-micro-batch N` makes torch's step accumulate the gradient over N rows at a time (default:
+ * all 32 for SmolLM2, whose step peaks near 11 GB in torch; 8 for Qwen3).
  * `--runtime` reaches the engine as POLICYLOOP_ENGINE_RUNTIME (default: that variable, else the
  * engine's own choice). `--layers N` keeps the shape with N layers on both sides (quick checks, not
  * figures). Needs the reference venv (scripts/reference/README.md); without it the bench prints the
@@ -157,6 +159,8 @@ const loadAverage = (): string =>
 interface Timing {
   readonly seconds: number;
   readonly tokens: number;
+  /** A training step's gradient norm before clipping (null: not finite), to see both sides computed one. */
+  readonly gradNorm?: number | null;
 }
 
 /** A line-oriented conversation with engine_step.py --serve: one JSON line per command. */
@@ -193,7 +197,12 @@ class TorchSide {
   async run(what: 'train' | 'sample'): Promise<Timing> {
     this.child.stdin.write(`${what}\n`);
     const record = await this.next();
-    return { seconds: Number(record['seconds']), tokens: Number(record['tokens']) };
+    const gradNorm = record['grad_norm'];
+    return {
+      seconds: Number(record['seconds']),
+      tokens: Number(record['tokens']),
+      ...(gradNorm === undefined ? {} : { gradNorm: gradNorm === null ? null : Number(gradNorm) }),
+    };
   }
 
   close(): void {
@@ -228,6 +237,7 @@ async function main(): Promise<void> {
       warmup: { type: 'string', default: '1' },
       runtime: { type: 'string' },
       layers: { type: 'string' },
+      'torch-micro-batch': { type: 'string' },
     },
   });
   const shapeName = shapeNamed(values.shape);
@@ -280,13 +290,16 @@ async function main(): Promise<void> {
       : await writeRandomModel(directory, shape, qwen);
 
     // torch first: its child process builds the model while nothing else runs.
-    const torchArgs = ['--shape', shapeName, '--threads', String(cpus.length)];
+    // torch holds every activation of its micro-batch (about 10 GB for 32 rows of the SmolLM2 shape,
+    // more than the machine has beside the engine for Qwen3): Qwen3 goes 8 rows at a time.
+    const microBatch = values['torch-micro-batch'] ?? (qwen ? '8' : String(ROWS));
+    const torchArgs = ['--shape', shapeName, '--threads', String(cpus.length), '--micro-batch', microBatch];
     if (layers !== undefined) torchArgs.push('--layers', String(layers));
     const { side: torch, ready } = await TorchSide.start(torchArgs);
     cleanups.push(() => torch.close());
     console.log(
       `torch ${String(ready['torch'])}, transformers ${String(ready['transformers'])}, peft ${String(ready['peft'])}, ` +
-        `${String(ready['threads'])} threads; model built in ${Number(ready['build_seconds']).toFixed(1)} s ` +
+        `${String(ready['threads'])} threads, training in micro-batches of ${String(ready['micro_batch'])} rows; model built in ${Number(ready['build_seconds']).toFixed(1)} s ` +
         `(${(Number(ready['parameters']) / 1e6).toFixed(1)}M parameters, ${Number(ready['lora_parameters']).toLocaleString('en')} LoRA)`,
     );
 
@@ -383,7 +396,8 @@ async function main(): Promise<void> {
       worker.postMessage('step');
       const message = await answer;
       if (message.type !== 'step') throw new Error(`The training worker failed: ${JSON.stringify(message)}`);
-      return { seconds: message.seconds, tokens: ROWS * (PROMPT + NEW_TOKENS) };
+      const gradNorm = Number.isFinite(message.gradNorm) ? message.gradNorm : null;
+      return { seconds: message.seconds, tokens: ROWS * (PROMPT + NEW_TOKENS), gradNorm };
     };
 
     const measures = {
@@ -395,12 +409,16 @@ async function main(): Promise<void> {
     type Measure = keyof typeof measures;
     for (let run = 0; run < warmup; run += 1) {
       const begin = performance.now();
-      for (const measure of Object.values(measures)) await measure();
+      const seconds: string[] = [];
+      for (const [name, measure] of Object.entries(measures))
+        seconds.push(`${name} ${(await measure()).seconds.toFixed(1)} s`);
       console.log(
-        `warm-up ${run + 1}: ${((performance.now() - begin) / 1000).toFixed(0)} s, load average ${loadAverage()}`,
+        `warm-up ${run + 1} (not counted): ${seconds.join(', ')}; ${((performance.now() - begin) / 1000).toFixed(0)} s in all, load average ${loadAverage()}`,
       );
     }
 
+    const gradientNorm = (timing: Timing): string =>
+      timing.gradNorm === null || timing.gradNorm === undefined ? 'not finite' : timing.gradNorm.toFixed(3);
     const perSecond = (timing: Timing): string => `${(timing.tokens / timing.seconds).toFixed(1)} tokens/s`;
     const results: Record<Measure, Timing[]> = { engineTrain: [], torchTrain: [], engineSample: [], torchSample: [] };
     const ratios = { train: [] as number[], sample: [] as number[] };
@@ -421,7 +439,8 @@ async function main(): Promise<void> {
       ratios.sample.push(sample);
       console.log(
         `round ${round + 1}: training engine ${timings.engineTrain.seconds.toFixed(2)} s (${perSecond(timings.engineTrain)}), ` +
-          `torch ${timings.torchTrain.seconds.toFixed(2)} s (${perSecond(timings.torchTrain)}), ratio ${train.toFixed(2)}; ` +
+          `torch ${timings.torchTrain.seconds.toFixed(2)} s (${perSecond(timings.torchTrain)}), ratio ${train.toFixed(2)} ` +
+          `(gradient norms ${gradientNorm(timings.engineTrain)} / ${gradientNorm(timings.torchTrain)}); ` +
           `sampling engine ${timings.engineSample.seconds.toFixed(2)} s (${perSecond(timings.engineSample)}), ` +
           `torch ${timings.torchSample.seconds.toFixed(2)} s (${perSecond(timings.torchSample)}), ratio ${sample.toFixed(2)}; ` +
           `load average ${loadAverage()}`,

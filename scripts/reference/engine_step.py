@@ -9,7 +9,8 @@ width 576, 9 / 3 heads of 64, MLP 1536, vocabulary 49,152, tied, rope theta 100,
 q, k, v, o, gate, up and down) and times, on the CPU with `torch.set_num_threads(--threads)`:
 
 - `train`: one RL step on `--batch` sequences of `--prompt` prompt tokens and `--new` learned
-  tokens: forward (logits only where a learned token is predicted, `logits_to_keep`), the learned
+  tokens (in micro-batches of `--micro-batch` rows with the gradient accumulated, when given):
+  forward (logits only where a learned token is predicted, `logits_to_keep`), the learned
   tokens' logprobs, a policy-gradient loss (-(advantage x logprob), mean over the learned tokens),
   backward, gradient clipping to norm 1 and an AdamW step (the engine's defaults: lr 5e-3, betas
   0.9 / 0.99, eps 1e-8, weight decay 0.01);
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import warnings
@@ -75,7 +77,9 @@ LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", 
 
 
 def emit(record: dict) -> None:
-    print(json.dumps(record), flush=True)
+    # Strict JSON for the bench's JSON.parse: a non-finite number (a NaN gradient norm) becomes null.
+    clean = {key: (None if isinstance(value, float) and not math.isfinite(value) else value) for key, value in record.items()}
+    print(json.dumps(clean, allow_nan=False), flush=True)
 
 
 def peak_rss_mb() -> float:
@@ -101,7 +105,10 @@ def build(shape_name: str, seed: int, layers: int | None):
         rope_parameters=dict(rope_type="default", rope_theta=theta),
         bos_token_id=1,
         eos_token_id=2,
-        pad_token_id=0,
+        # No padding token: its embedding row would be zero, and a row that starts with that token
+        # (the batch's token ids include 0) keeps a zero hidden state whose RMSNorm backward
+        # multiplies the gradient by 1/sqrt(eps) in every norm: NaN gradients by layer 30.
+        pad_token_id=None,
     )
     torch.manual_seed(seed)
     base = model_class(config).float()
@@ -142,15 +149,23 @@ class Bench:
         args = self.args
         self.model.train()
         started = time.perf_counter()
-        # Logits only where a learned token is predicted: positions prompt-1 .. prompt+new-2.
-        output = self.model(input_ids=self.train_ids, logits_to_keep=args.new + 1)
-        assert output.logits.shape[1] == args.new + 1, f"logits_to_keep ignored: {tuple(output.logits.shape)}"
-        logits = output.logits[:, :-1, :]
-        targets = self.train_ids[:, args.prompt :]
-        logprobs = torch.log_softmax(logits.float(), dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-        loss = -(self.advantages.unsqueeze(1) * logprobs).mean()
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        learned = args.batch * args.new
+        total = 0.0
+        # Micro-batches of rows accumulate the gradient of the same mean (bounds the activations).
+        for start in range(0, args.batch, args.micro_batch):
+            ids = self.train_ids[start : start + args.micro_batch]
+            # Logits only where a learned token is predicted: positions prompt-1 .. prompt+new-2.
+            output = self.model(input_ids=ids, logits_to_keep=args.new + 1)
+            assert output.logits.shape[1] == args.new + 1, f"logits_to_keep ignored: {tuple(output.logits.shape)}"
+            logits = output.logits[:, :-1, :]
+            targets = ids[:, args.prompt :]
+            logprobs = torch.log_softmax(logits.float(), dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+            advantages = self.advantages[start : start + args.micro_batch].unsqueeze(1)
+            loss = -(advantages * logprobs).sum() / learned
+            loss.backward()
+            total += float(loss.detach())
+            del output, logits, logprobs, loss
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params, 1.0)
         self.optimizer.step()
         seconds = time.perf_counter() - started
@@ -161,7 +176,7 @@ class Bench:
             tokens=tokens,
             learned=args.batch * args.new,
             tokens_per_second=tokens / seconds,
-            loss=float(loss.detach()),
+            loss=total,
             grad_norm=float(grad_norm),
             peak_rss_mb=peak_rss_mb(),
         )
@@ -211,6 +226,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--prompt", type=int, default=64)
     parser.add_argument("--new", type=int, default=64)
+    parser.add_argument(
+        "--micro-batch", type=int, help="rows per forward/backward (gradient accumulation); default: the whole batch"
+    )
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--what", default="train,sample", help="comma-separated: train, sample")
@@ -219,6 +237,7 @@ def main() -> None:
     parser.add_argument("--serve", action="store_true", help="run one `train` or `sample` per stdin line")
     args = parser.parse_args()
 
+    args.micro_batch = args.micro_batch or args.batch
     torch.set_num_threads(args.threads)
     bench = Bench(args)
     import peft
@@ -233,6 +252,7 @@ def main() -> None:
             lora_parameters=bench.trainable,
             build_seconds=bench.build_seconds,
             threads=torch.get_num_threads(),
+            micro_batch=args.micro_batch,
             torch=torch.__version__,
             transformers=transformers.__version__,
             peft=peft.__version__,
