@@ -23,6 +23,9 @@
  *
  *   npx tsx bench/engine-vs-torch.ts [--shape smollm2-135m|qwen3-0.6b] [--rounds 3] [--warmup 1] [--runtime onnxruntime|tfjs-wasm]
  *
+ * `--train-rows N` trains on N rows instead of 32 (a Qwen3-0.6B step of 32 rows takes the engine
+ * over half an hour on 2 cores; its tokens/s hardly depend on the rows, since it trains in passes of
+ * at most 340 tokens, and neither do torch's in micro-batches of 8).
  * `--torch-micro-batch N` makes torch's step accumulate the gradient over N rows at a time (default:
  * all 32 for SmolLM2, whose step peaks near 11 GB in torch; 8 for Qwen3).
  * `--runtime` reaches the engine as POLICYLOOP_ENGINE_RUNTIME (default: that variable, else the
@@ -64,6 +67,8 @@ const tokenId = (row: number, index: number, vocabulary: number): number => (row
 interface WorkerSetup {
   readonly directory: string;
   readonly vocabulary: number;
+  /** Rows of the training step. */
+  readonly rows: number;
 }
 
 /** What the training worker posts: once `ready`, then one `step` per step asked for. */
@@ -115,7 +120,7 @@ async function trainingWorker(setup: WorkerSetup): Promise<void> {
   }
   const optimizer = new AdamW(weights, null);
   const length = PROMPT + NEW_TOKENS;
-  const sequences = Array.from({ length: ROWS }, (_, row) => {
+  const sequences = Array.from({ length: setup.rows }, (_, row) => {
     const tokens = Array.from({ length }, (_, index) => tokenId(row, index, setup.vocabulary));
     return {
       tokens,
@@ -238,6 +243,7 @@ async function main(): Promise<void> {
       runtime: { type: 'string' },
       layers: { type: 'string' },
       'torch-micro-batch': { type: 'string' },
+      'train-rows': { type: 'string', default: String(ROWS) },
     },
   });
   const shapeName = shapeNamed(values.shape);
@@ -250,6 +256,9 @@ async function main(): Promise<void> {
     throw new Error(`Expected --runtime (or POLICYLOOP_ENGINE_RUNTIME) ${RUNTIMES.join(' or ')}, got ${requested}`);
   // Set before the engine loads, in this thread and (inherited) in the training worker.
   if (requested !== undefined) process.env['POLICYLOOP_ENGINE_RUNTIME'] = requested;
+  const trainRows = Number(values['train-rows']);
+  if (!(Number.isInteger(trainRows) && trainRows >= 1))
+    throw new Error(`Expected --train-rows >= 1, got ${values['train-rows']}`);
   const layers = values.layers === undefined ? undefined : Number(values.layers);
   const shape = { ...SHAPES[shapeName], ...(layers === undefined ? {} : { layers }) };
   const qwen = shapeName === 'qwen3-0.6b';
@@ -258,7 +267,7 @@ async function main(): Promise<void> {
 
   console.log(
     `# The engine against torch + PEFT: ${shapeName}${layers === undefined ? '' : ` with ${layers} layers`}, ` +
-      `LoRA rank 8 on 7 modules; RL step on ${ROWS} x (${PROMPT} + ${NEW_TOKENS} learned) tokens; sampling ${ROWS} x ${NEW_TOKENS} new tokens`,
+      `LoRA rank 8 on 7 modules; RL step on ${trainRows} x (${PROMPT} + ${NEW_TOKENS} learned) tokens; sampling ${ROWS} x ${NEW_TOKENS} new tokens`,
   );
   console.log(
     `machine: ${cpus.length}x ${cpus[0]?.model ?? 'cpu'}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GB, node ${process.version}, load average ${loadAverage()}`,
@@ -292,8 +301,9 @@ async function main(): Promise<void> {
     // torch first: its child process builds the model while nothing else runs.
     // torch holds every activation of its micro-batch (about 10 GB for 32 rows of the SmolLM2 shape,
     // more than the machine has beside the engine for Qwen3): Qwen3 goes 8 rows at a time.
-    const microBatch = values['torch-micro-batch'] ?? (qwen ? '8' : String(ROWS));
-    const torchArgs = ['--shape', shapeName, '--threads', String(cpus.length), '--micro-batch', microBatch];
+    const microBatch = values['torch-micro-batch'] ?? String(Math.min(trainRows, qwen ? 8 : ROWS));
+    const torchArgs = ['--shape', shapeName, '--threads', String(cpus.length)];
+    torchArgs.push('--train-batch', String(trainRows), '--micro-batch', microBatch);
     if (layers !== undefined) torchArgs.push('--layers', String(layers));
     const { side: torch, ready } = await TorchSide.start(torchArgs);
     cleanups.push(() => torch.close());
@@ -363,7 +373,7 @@ async function main(): Promise<void> {
     // The engine's training side: a worker thread with its own copy of the base model.
     started = performance.now();
     const worker = typeScriptWorker(new URL(import.meta.url), {
-      workerData: { directory, vocabulary: shape.vocab } satisfies WorkerSetup,
+      workerData: { directory, vocabulary: shape.vocab, rows: trainRows } satisfies WorkerSetup,
     });
     cleanups.push(() => worker.terminate());
     const workerMessages: ((message: WorkerMessage) => void)[] = [];
@@ -397,7 +407,7 @@ async function main(): Promise<void> {
       const message = await answer;
       if (message.type !== 'step') throw new Error(`The training worker failed: ${JSON.stringify(message)}`);
       const gradNorm = Number.isFinite(message.gradNorm) ? message.gradNorm : null;
-      return { seconds: message.seconds, tokens: ROWS * (PROMPT + NEW_TOKENS), gradNorm };
+      return { seconds: message.seconds, tokens: trainRows * (PROMPT + NEW_TOKENS), gradNorm };
     };
 
     const measures = {
@@ -456,7 +466,7 @@ async function main(): Promise<void> {
       );
     };
     summary(
-      `training step (${ROWS} x ${PROMPT + NEW_TOKENS} tokens)`,
+      `training step (${trainRows} x ${PROMPT + NEW_TOKENS} tokens)`,
       results.engineTrain,
       results.torchTrain,
       ratios.train,
