@@ -427,6 +427,8 @@ async function main(): Promise<void> {
       );
     }
 
+    const peakRss = (): string =>
+      `engine ${(process.resourceUsage().maxRSS / 1024).toFixed(0)} MB / torch ${torch.peakRssMb.toFixed(0)} MB`;
     const gradientNorm = (timing: Timing): string =>
       timing.gradNorm === null || timing.gradNorm === undefined ? 'not finite' : timing.gradNorm.toFixed(3);
     const perSecond = (timing: Timing): string => `${(timing.tokens / timing.seconds).toFixed(1)} tokens/s`;
@@ -442,6 +444,9 @@ async function main(): Promise<void> {
       for (const measure of order) {
         timings[measure] = await measures[measure]();
         results[measure].push(timings[measure]);
+        // Each measure as it ends too: a long round (Qwen3) leaves figures even if it is stopped.
+        const timing = timings[measure];
+        console.log(`  ${measure} ${timing.seconds.toFixed(2)} s, ${perSecond(timing)}, peak RSS ${peakRss()}`);
       }
       const train = timings.engineTrain.seconds / timings.torchTrain.seconds;
       const sample = timings.engineSample.seconds / timings.torchSample.seconds;
@@ -473,8 +478,8 @@ async function main(): Promise<void> {
     );
     summary(`sampling (${ROWS} x ${NEW_TOKENS} new tokens)`, results.engineSample, results.torchSample, ratios.sample);
     console.log(
-      `engine runtime ${runtime}; peak RSS engine ${(process.resourceUsage().maxRSS / 1024).toFixed(0)} MB (the process: ` +
-        `sampling thread and training worker), torch ${torch.peakRssMb.toFixed(0)} MB; load average ${loadAverage()}`,
+      `engine runtime ${runtime}; peak RSS ${peakRss()} (the engine's: its process, sampling thread and ` +
+        `training worker); load average ${loadAverage()}`,
     );
   } finally {
     for (const cleanup of cleanups.reverse()) await cleanup();
