@@ -183,8 +183,10 @@ class TorchSide {
     child.stderr.on('data', (chunk: Buffer) => {
       stderr = (stderr + chunk.toString()).slice(-4000);
     });
-    child.once('exit', (code) => {
-      if (code !== 0 && code !== null) console.error(`engine_step.py exited with code ${code}:\n${stderr}`);
+    child.once('exit', (code, signal) => {
+      // A signal too: the kernel's OOM killer ends it with SIGKILL when the machine runs short.
+      if (code !== 0)
+        console.error(`engine_step.py exited with ${code === null ? signal : `code ${code}`}:\n${stderr}`);
     });
     const side = new TorchSide(child);
     const ready = await side.next();
