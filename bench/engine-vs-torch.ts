@@ -26,8 +26,9 @@
  * `--train-rows N` trains on N rows instead of 32 (a Qwen3-0.6B step of 32 rows takes the engine
  * over half an hour on 2 cores; its tokens/s hardly depend on the rows, since it trains in passes of
  * at most 340 tokens, and neither do torch's in micro-batches of 8).
- * `--torch-micro-batch N` makes torch's step accumulate the gradient over N rows at a time (default:
- * all 32 for SmolLM2, whose step peaks near 11 GB in torch; 8 for Qwen3).
+ * `--torch-micro-batch N` makes torch's step accumulate the gradient over N rows at a time (default
+ * 8: all 32 rows of the SmolLM2 shape at once peak at 12.3 GB in torch, and the OOM killer took that
+ * process on a shared 24 GB machine; 8 rows took about the same time at 4.5 GB).
  * `--runtime` reaches the engine as POLICYLOOP_ENGINE_RUNTIME (default: that variable, else the
  * engine's own choice). `--layers N` keeps the shape with N layers on both sides (quick checks, not
  * figures). Needs the reference venv (scripts/reference/README.md); without it the bench prints the
@@ -301,9 +302,8 @@ async function main(): Promise<void> {
       : await writeRandomModel(directory, shape, qwen);
 
     // torch first: its child process builds the model while nothing else runs.
-    // torch holds every activation of its micro-batch (about 10 GB for 32 rows of the SmolLM2 shape,
-    // more than the machine has beside the engine for Qwen3): Qwen3 goes 8 rows at a time.
-    const microBatch = values['torch-micro-batch'] ?? String(Math.min(trainRows, qwen ? 8 : ROWS));
+    // torch holds every activation of its micro-batch (12.3 GB for 32 rows of the SmolLM2 shape).
+    const microBatch = values['torch-micro-batch'] ?? String(Math.min(trainRows, 8));
     const torchArgs = ['--shape', shapeName, '--threads', String(cpus.length)];
     torchArgs.push('--train-batch', String(trainRows), '--micro-batch', microBatch);
     if (layers !== undefined) torchArgs.push('--layers', String(layers));
