@@ -379,7 +379,12 @@ async function main(): Promise<void> {
     // The engine's training side: a worker thread with its own copy of the base model.
     started = performance.now();
     const worker = typeScriptWorker(new URL(import.meta.url), {
-      workerData: { directory, vocabulary: shape.vocab, rows: trainRows, runtime: runtimeInfo.name } satisfies WorkerSetup,
+      workerData: {
+        directory,
+        vocabulary: shape.vocab,
+        rows: trainRows,
+        runtime: runtimeInfo.name,
+      } satisfies WorkerSetup,
     });
     cleanups.push(() => worker.terminate());
     const workerMessages: ((message: WorkerMessage) => void)[] = [];
