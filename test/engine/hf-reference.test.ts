@@ -24,6 +24,7 @@ import { computeStep, lossSettings } from '../../src/engine/trainer.js';
 import { readSafetensors } from '../../src/engine/safetensors.js';
 import type { HfModelConfig } from '../../src/engine/hf/config.js';
 import { requestedEngineRuntime } from '../../src/engine/onnx/onnx-runtime.js';
+import type { EngineRuntimeName } from '../../src/engine/onnx/onnx-runtime.js';
 
 const FIXTURES = path.resolve('test/fixtures/reference');
 const MODELS = ['llama-tied', 'llama-untied', 'qwen3-tied', 'qwen3-untied'] as const;
@@ -73,7 +74,12 @@ afterAll(() => {
  * The loss and LoRA gradients of the engine's training step on a model's fixed PEFT batch (10
  * learned positions; `logitsPerChunk` of 3 × the vocabulary cuts the loss into 4 chunks).
  */
-async function fixtureStep(name: string, placement: WeightPlacement, logitsPerChunk?: number) {
+async function fixtureStep(
+  name: string,
+  placement: WeightPlacement,
+  logitsPerChunk?: number,
+  runtime?: EngineRuntimeName,
+) {
   const { config, base } = loaded.get(`${name} ${placement}`) as { config: HfModelConfig; base: BaseTensors };
   const folder = path.join(FIXTURES, 'lora', name);
   const adapter = await readAdapter(path.join(folder, 'adapter'), config);
@@ -99,7 +105,7 @@ async function fixtureStep(name: string, placement: WeightPlacement, logitsPerCh
     { directory: folder, config, base, text: null as never },
     adapter.settings,
     adapter.weights,
-    { logitsPerChunk },
+    { logitsPerChunk, runtime },
   );
   return {
     config,
@@ -109,6 +115,44 @@ async function fixtureStep(name: string, placement: WeightPlacement, logitsPerCh
     step: await computeStep(tf, trainable, sequences, lossSettings('rl', null)),
   };
 }
+
+/** Asserts that a {@link fixtureStep} gives PEFT's loss and every LoRA gradient (within GRADIENT_TOLERANCE). */
+async function expectPeftStep({ config, folder, adapter, batch, step }: Awaited<ReturnType<typeof fixtureStep>>) {
+  expect(step.loss).toBeCloseTo(batch.loss, 5);
+  const { tensors } = await readSafetensors(path.join(folder, 'grads.safetensors'));
+  let compared = 0;
+  for (let layer = 0; layer < config.layerCount; layer += 1)
+    for (const module of adapter.settings.targetModules as LinearModule[])
+      for (const matrix of ['A', 'B'] as const) {
+        const expected = tensors.get(peftName(layer, module, matrix));
+        const ours = step.gradients.get(loraName(layer, module, matrix)) as Float32Array;
+        expect(expected, peftName(layer, module, matrix)).toBeDefined();
+        const [rows, columns] = (expected as { shape: readonly number[] }).shape as [number, number];
+        let max = 0;
+        // Ours is the transpose: [in, rank] for A, [rank, out] for B.
+        for (let row = 0; row < rows; row += 1)
+          for (let column = 0; column < columns; column += 1)
+            max = Math.max(
+              max,
+              Math.abs(
+                ((expected as { data: Float32Array }).data[row * columns + column] as number) -
+                  (ours[column * rows + row] as number),
+              ),
+            );
+        expect(max, `${peftName(layer, module, matrix)}`).toBeLessThan(GRADIENT_TOLERANCE);
+        compared += 1;
+      }
+  expect(compared).toBe(config.layerCount * 7 * 2);
+}
+
+describe.each(MODELS)(
+  '%s, trained on onnxruntime (the fast path; the suites below train on tfjs-wasm unless POLICYLOOP_ENGINE_RUNTIME says otherwise)',
+  (model) => {
+    it(`gives PEFT's loss and LoRA gradients on the fixed batch (gradients within ${GRADIENT_TOLERANCE})`, async () => {
+      await expectPeftStep(await fixtureStep(model, 'heap', undefined, 'onnxruntime'));
+    });
+  },
+);
 
 describe.each(MODELS.flatMap((model) => PLACEMENTS.map((placement) => [model, placement] as const)))(
   '%s, weights in %s memory',
@@ -190,32 +234,7 @@ describe.each(MODELS.flatMap((model) => PLACEMENTS.map((placement) => [model, pl
     });
 
     it(`gives PEFT's loss and LoRA gradients on the fixed batch (gradients within ${GRADIENT_TOLERANCE})`, async () => {
-      const { config, folder, adapter, batch, step } = await fixtureStep(model, placement);
-      expect(step.loss).toBeCloseTo(batch.loss, 5);
-      const { tensors } = await readSafetensors(path.join(folder, 'grads.safetensors'));
-      let compared = 0;
-      for (let layer = 0; layer < config.layerCount; layer += 1)
-        for (const module of adapter.settings.targetModules as LinearModule[])
-          for (const matrix of ['A', 'B'] as const) {
-            const expected = tensors.get(peftName(layer, module, matrix));
-            const ours = step.gradients.get(loraName(layer, module, matrix)) as Float32Array;
-            expect(expected, peftName(layer, module, matrix)).toBeDefined();
-            const [rows, columns] = (expected as { shape: readonly number[] }).shape as [number, number];
-            let max = 0;
-            // Ours is the transpose: [in, rank] for A, [rank, out] for B.
-            for (let row = 0; row < rows; row += 1)
-              for (let column = 0; column < columns; column += 1)
-                max = Math.max(
-                  max,
-                  Math.abs(
-                    ((expected as { data: Float32Array }).data[row * columns + column] as number) -
-                      (ours[column * rows + row] as number),
-                  ),
-                );
-            expect(max, `${peftName(layer, module, matrix)}`).toBeLessThan(GRADIENT_TOLERANCE);
-            compared += 1;
-          }
-      expect(compared).toBe(config.layerCount * 7 * 2);
+      await expectPeftStep(await fixtureStep(model, placement));
     });
 
     if (placement === 'host')

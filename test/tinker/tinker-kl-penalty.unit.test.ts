@@ -17,7 +17,7 @@ import { TinkerTrainingJobs } from '../../src/backends/tinker/training-jobs.js';
 import type { ReferenceLogprobs } from '../../src/backends/tinker/training-jobs.js';
 import type { TinkerDatum } from '../../src/backends/tinker/types.js';
 import type { EngineTrainingJob, PolicyRef } from '../../src/engine/types.js';
-import type { ExperimentalTrainingConfig } from '../../src/schema/index.js';
+import type { ExperimentalTrainingConfig } from 'policyloop/schema';
 import type { TextLayer } from '../../src/text/loader.js';
 
 describe('foldKlPenalty', () => {
