@@ -47,7 +47,7 @@ import { parseArgs } from 'node:util';
 import { isMainThread, parentPort, workerData } from 'node:worker_threads';
 import type { WeightPlacement } from '../src/engine/hf/files.js';
 import type { TextLayer } from '../src/text/loader.js';
-import { SHAPES, countParameters, shapeNamed, writeRandomModel } from './support/random-model.js';
+import { SHAPES, countParameters, idsOnlyTextLayer, shapeNamed, writeRandomModel } from './support/random-model.js';
 
 const ROWS = 32;
 const PROMPT = 64;
@@ -334,21 +334,7 @@ async function main(): Promise<void> {
     console.log(
       `engine: ${(parameters / 1e6).toFixed(1)}M parameters loaded in ${((performance.now() - started) / 1000).toFixed(1)} s for sampling`,
     );
-    const text: TextLayer = {
-      vocabularySize: shape.vocab,
-      modelVocabularySize: shape.vocab,
-      stopTokenIds: [],
-      bosTokenId: null,
-      toolCallFormat: 'hermes',
-      encode: () => [],
-      decode: () => '',
-      tokenBytes: () => [],
-      tokenString: (id) => `token_id:${id}`,
-      recoverTokenId: () => null,
-      renderChat: () => '',
-      encodeChat: () => [],
-      parseAssistant: () => ({ content: null }),
-    };
+    const text = idsOnlyTextLayer(shape.vocab);
     let samplingSeed = 0;
     const engineSample = async (): Promise<Timing> => {
       const rows = Array.from({ length: ROWS }, (_, row) => {

@@ -42,7 +42,7 @@ import { computeStep, lossSettings } from '../src/engine/trainer.js';
 import { typeScriptWorker } from '../src/engine/training-thread.js';
 import { OnnxHfModel, generateHfOnnx } from '../src/engine/onnx/onnx-sampler.js';
 import { describeEngineRuntime, engineRuntime, onnxThreads } from '../src/engine/onnx/onnx-runtime.js';
-import { SHAPES, countParameters, shapeNamed, writeRandomModel } from './support/random-model.js';
+import { SHAPES, countParameters, idsOnlyTextLayer, shapeNamed, writeRandomModel } from './support/random-model.js';
 
 const { values } = parseArgs({
   options: {
@@ -257,21 +257,7 @@ if (!isMainThread) {
     const linear = shape.layers * (shape.hidden * (q + 2 * kv) + q * shape.hidden + 3 * shape.hidden * shape.mlp);
     const forwardFlops = 2 * (linear + shape.hidden * shape.vocab);
 
-    const text: TextLayer = {
-      vocabularySize: shape.vocab,
-      modelVocabularySize: shape.vocab,
-      stopTokenIds: [],
-      bosTokenId: null,
-      toolCallFormat: 'hermes',
-      encode: () => [],
-      decode: () => '',
-      tokenBytes: () => [],
-      tokenString: (id) => `token_id:${id}`,
-      recoverTokenId: () => null,
-      renderChat: () => '',
-      encodeChat: () => [],
-      parseAssistant: () => ({ content: null }),
-    };
+    const text = idsOnlyTextLayer(shape.vocab);
     const model = runnable(config, base, null);
     const prompt = Array.from({ length: promptTokens }, (_, index) => (index * 7919) % shape.vocab);
     for (const runtime of samplingRuntimes) {

@@ -6,6 +6,7 @@ import { closeSync, openSync, writeSync } from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { SeededRandom } from '../../src/engine/random.js';
+import type { TextLayer } from '../../src/text/loader.js';
 
 /** The shape of a Llama-like decoder (Qwen3 adds the per-head query/key norms). */
 export interface ModelShape {
@@ -119,4 +120,26 @@ export async function countParameters(folder: string): Promise<number> {
   const length = Number(bytes.readBigUInt64LE(0));
   const header = JSON.parse(bytes.subarray(8, 8 + length).toString()) as Record<string, { shape?: number[] }>;
   return Object.values(header).reduce((sum, entry) => sum + (entry.shape ?? [0]).reduce((a, b) => a * b, 1), 0);
+}
+
+/**
+ * A text layer for benchmarks that sample and train on token ids only: the vocabulary size, no
+ * stop tokens, and each token written as `token_id:<id>`.
+ */
+export function idsOnlyTextLayer(vocabulary: number): TextLayer {
+  return {
+    vocabularySize: vocabulary,
+    modelVocabularySize: vocabulary,
+    stopTokenIds: [],
+    bosTokenId: null,
+    toolCallFormat: 'hermes',
+    encode: () => [],
+    decode: () => '',
+    tokenBytes: () => [],
+    tokenString: (id) => `token_id:${id}`,
+    recoverTokenId: () => null,
+    renderChat: () => '',
+    encodeChat: () => [],
+    parseAssistant: () => ({ content: null }),
+  };
 }

@@ -7,6 +7,7 @@
  * layer), `[out, in]` as transformers stores them. Each helper answers the values its backward pass
  * needs besides its output (see `block-backward.ts`).
  */
+import type { HfModelConfig } from '../hf/config.js';
 import type { LinearModule } from '../hf/model.js';
 import type { GraphBuilder, GraphValue } from './graph-builder.js';
 
@@ -28,6 +29,34 @@ export interface BlockShape {
   readonly loraScale: number;
   /** LoRA's rank (0 without adapters). */
   readonly loraRank: number;
+}
+
+/** LoRA adapters on a block, as {@link blockShape} takes them. */
+export interface BlockLora {
+  readonly modules: readonly LinearModule[];
+  /** `alpha / rank` (or rsLoRA's `alpha / sqrt(rank)`). */
+  readonly scale: number;
+  readonly rank: number;
+}
+
+/**
+ * The block shape of a model `config` whose `biased` linear layers have a bias, with the adapters
+ * `lora` (or none).
+ */
+export function blockShape(config: HfModelConfig, biased: readonly LinearModule[], lora: BlockLora | null): BlockShape {
+  return {
+    hiddenSize: config.hiddenSize,
+    headCount: config.headCount,
+    keyValueHeadCount: config.keyValueHeadCount,
+    headDimension: config.headDimension,
+    intermediateSize: config.intermediateSize,
+    rmsNormEpsilon: config.rmsNormEpsilon,
+    queryKeyNorm: config.queryKeyNorm,
+    biased,
+    adapted: lora?.modules ?? [],
+    loraScale: lora?.scale ?? 0,
+    loraRank: lora?.rank ?? 0,
+  };
 }
 
 /** A linear layer's weights as graph values: `weight` `[out, in]`, LoRA `a` `[in, rank]`, `b` `[rank, out]`. */

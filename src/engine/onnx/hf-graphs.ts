@@ -15,20 +15,14 @@
 import type { HfModelConfig } from '../hf/config.js';
 import { LINEAR_MODULES } from '../hf/model.js';
 import type { LinearModule } from '../hf/model.js';
-import { blockForwardOp, linearSizes, rmsNormOp } from './block-ops.js';
-import type { BlockShape, BlockValues, LinearValues } from './block-ops.js';
+import { blockForwardOp, blockShape, linearSizes, rmsNormOp } from './block-ops.js';
+import type { BlockLora, BlockShape, BlockValues, LinearValues } from './block-ops.js';
 import { cachedBlockOp } from './cached-attention.js';
 import { GraphBuilder } from './graph-builder.js';
 import type { GraphValue } from './graph-builder.js';
 
 /** The shape of a policy's LoRA adapter, which its sessions are built for. */
-export interface LoraShape {
-  readonly rank: number;
-  /** The adapted linear layers. */
-  readonly modules: readonly LinearModule[];
-  /** `alpha / rank` (or rsLoRA's `alpha / sqrt(rank)`). */
-  readonly scale: number;
-}
+export type LoraShape = BlockLora;
 
 /** A key naming an adapter shape (`none` without an adapter). */
 export function loraShapeKey(lora: LoraShape | null): string {
@@ -67,19 +61,7 @@ export function layerInput(layer: number, part: string): string {
 
 /** The block shape of a model and adapter, for `block-ops.ts`. */
 export function blockShapeOf(config: HfModelConfig, lora: LoraShape | null): BlockShape {
-  return {
-    hiddenSize: config.hiddenSize,
-    headCount: config.headCount,
-    keyValueHeadCount: config.keyValueHeadCount,
-    headDimension: config.headDimension,
-    intermediateSize: config.intermediateSize,
-    rmsNormEpsilon: config.rmsNormEpsilon,
-    queryKeyNorm: config.queryKeyNorm,
-    biased: config.attentionBias ? ['q_proj', 'k_proj', 'v_proj', 'o_proj'] : [],
-    adapted: lora?.modules ?? [],
-    loraScale: lora?.scale ?? 0,
-    loraRank: lora?.rank ?? 0,
-  };
+  return blockShape(config, config.attentionBias ? ['q_proj', 'k_proj', 'v_proj', 'o_proj'] : [], lora);
 }
 
 /** Declares layer `layer`'s weights as inputs named by {@link layerInput}. */

@@ -21,6 +21,7 @@ import {
   rmsNormOp,
 } from './block-ops.js';
 import { blockBackwardOp, rmsNormBackward } from './block-backward.js';
+import { blockShape } from './block-ops.js';
 import type { BlockShape } from './block-ops.js';
 import { createOnnxSession, loadOnnxRuntime } from './onnx-runtime.js';
 import type { OnnxRuntime, OnnxSession } from './onnx-runtime.js';
@@ -101,16 +102,7 @@ export function onnxBaseOf(config: HfModelConfig, base: BaseTensors): OnnxBase {
   }
   return {
     config,
-    shape: {
-      hiddenSize: config.hiddenSize,
-      headCount: config.headCount,
-      keyValueHeadCount: config.keyValueHeadCount,
-      headDimension: config.headDimension,
-      intermediateSize: config.intermediateSize,
-      rmsNormEpsilon: config.rmsNormEpsilon,
-      queryKeyNorm: config.queryKeyNorm,
-      biased,
-    },
+    shape: blockShape(config, biased, null),
     embedding: base.hostEmbedding,
     output,
     finalNorm: vector(base.finalNorm),
