@@ -3,33 +3,23 @@
  * reference models (Llama and Qwen3 with q/k norms, tied and untied, GQA), with a PEFT adapter, on
  * ragged right-padded rows with per-row offsets.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import path from 'node:path';
-import { loadTensorFlow } from '../../src/engine/backend.js';
 import type { TensorFlow } from '../../src/engine/tensorflow.js';
-import { disposeBase, loadBaseTensors, readHfConfig } from '../../src/engine/hf/files.js';
 import { disposeLora, readAdapter, uploadLora } from '../../src/engine/hf/lora.js';
 import { forwardLogits, runnable } from '../../src/engine/hf/model.js';
 import type { BaseTensors } from '../../src/engine/hf/model.js';
 import type { HfModelConfig } from '../../src/engine/hf/config.js';
 import { OnnxForward, onnxBaseOf } from '../../src/engine/onnx/onnx-model.js';
+import { REFERENCE_FIXTURES, REFERENCE_MODELS, useReferenceModels } from './support/reference-models.js';
 
-const FIXTURES = path.resolve('test/fixtures/reference');
-const MODELS = ['llama-tied', 'llama-untied', 'qwen3-tied', 'qwen3-untied'] as const;
-
+const FIXTURES = REFERENCE_FIXTURES;
+const MODELS = REFERENCE_MODELS;
+const models = useReferenceModels();
+const { loaded } = models;
 let tf: TensorFlow;
-const loaded = new Map<string, { config: HfModelConfig; base: BaseTensors }>();
-
-beforeAll(async () => {
-  tf = await loadTensorFlow();
-  for (const name of MODELS) {
-    const directory = path.join(FIXTURES, name);
-    const config = await readHfConfig(directory);
-    loaded.set(name, { config, base: await loadBaseTensors(tf, directory, config, 'heap') });
-  }
-});
-afterAll(() => {
-  for (const { base } of loaded.values()) disposeBase(base);
+beforeAll(() => {
+  tf = models.tf;
 });
 
 describe.each(MODELS)('%s on onnxruntime', (name) => {

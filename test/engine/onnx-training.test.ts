@@ -4,12 +4,10 @@
  * reference models (Llama and Qwen3 with q/k norms, tied and untied, GQA) with their PEFT adapters,
  * ragged rows with masked prompt tokens, chunked loss and a KL penalty.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { loadTensorFlow } from '../../src/engine/backend.js';
 import type { TensorFlow } from '../../src/engine/tensorflow.js';
-import { disposeBase, loadBaseTensors, readHfConfig } from '../../src/engine/hf/files.js';
 import { initialLora, readAdapter } from '../../src/engine/hf/lora.js';
 import type { BaseTensors } from '../../src/engine/hf/model.js';
 import type { HfModelConfig } from '../../src/engine/hf/config.js';
@@ -18,23 +16,15 @@ import type { TextLayer } from '../../src/text/loader.js';
 import { computeStep, lossSettings } from '../../src/engine/trainer.js';
 import type { LossSettings, StepResult } from '../../src/engine/trainer.js';
 import type { TrainingSequence } from '../../src/engine/training-data.js';
+import { REFERENCE_FIXTURES, REFERENCE_MODELS, useReferenceModels } from './support/reference-models.js';
 
-const FIXTURES = path.resolve('test/fixtures/reference');
-const MODELS = ['llama-tied', 'llama-untied', 'qwen3-tied', 'qwen3-untied'] as const;
-
+const FIXTURES = REFERENCE_FIXTURES;
+const MODELS = REFERENCE_MODELS;
+const models = useReferenceModels();
+const { loaded } = models;
 let tf: TensorFlow;
-const loaded = new Map<string, { config: HfModelConfig; base: BaseTensors }>();
-
-beforeAll(async () => {
-  tf = await loadTensorFlow();
-  for (const name of MODELS) {
-    const directory = path.join(FIXTURES, name);
-    const config = await readHfConfig(directory);
-    loaded.set(name, { config, base: await loadBaseTensors(tf, directory, config, 'heap') });
-  }
-});
-afterAll(() => {
-  for (const { base } of loaded.values()) disposeBase(base);
+beforeAll(() => {
+  tf = models.tf;
 });
 
 /** The fixture's PEFT batch (two ragged rows, prompt tokens masked) plus a third row with an offset and old logprobs. */
