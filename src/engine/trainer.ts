@@ -101,14 +101,20 @@ export function lossSettings(kind: 'rl' | 'sft', config: ExperimentalTrainingCon
  * The reference policy's logprob of `targets[i]` at flat position `positions[i]` of right-padded
  * `tokens` `[batch, length]` (no gradient): what the KL penalty compares with.
  */
-export type ReferenceScorer = (
+export type ReferenceScorer = (...args: ScoredPositions) => Float32Array | Promise<Float32Array>;
+
+/**
+ * The positions a pass scores: right-padded `tokens` `[batch, length]`, the flat `positions` whose
+ * next token counts, each row's offset, and the `targets` (next tokens) there.
+ */
+export type ScoredPositions = [
   tokens: Int32Array,
   batch: number,
   length: number,
   positions: Int32Array,
   offsets: readonly number[],
   targets: Int32Array,
-) => Float32Array | Promise<Float32Array>;
+];
 
 /**
  * A {@link ReferenceScorer} of `model`'s forward pass with other `weights` (an earlier checkpoint,
@@ -187,16 +193,7 @@ export interface NativeTraining {
    * The logprob of `targets[i]` at flat position `positions[i]` of right-padded `tokens`
    * `[batch, length]` with `weights`, and the entropy there; `keep` keeps what the backward pass needs.
    */
-  readonly scores: (
-    weights: HostWeights,
-    tokens: Int32Array,
-    batch: number,
-    length: number,
-    positions: Int32Array,
-    offsets: readonly number[],
-    targets: Int32Array,
-    keep: boolean,
-  ) => Promise<NativeScores>;
+  readonly scores: (weights: HostWeights, ...args: [...ScoredPositions, keep: boolean]) => Promise<NativeScores>;
 }
 
 /**
