@@ -25,9 +25,10 @@ import { readSafetensors } from '../../src/engine/safetensors.js';
 import type { HfModelConfig } from '../../src/engine/hf/config.js';
 import { requestedEngineRuntime } from '../../src/engine/onnx/onnx-runtime.js';
 import type { EngineRuntimeName } from '../../src/engine/onnx/onnx-runtime.js';
+import { REFERENCE_FIXTURES, REFERENCE_MODELS } from './support/reference-models.js';
 
-const FIXTURES = path.resolve('test/fixtures/reference');
-const MODELS = ['llama-tied', 'llama-untied', 'qwen3-tied', 'qwen3-untied'] as const;
+const FIXTURES = REFERENCE_FIXTURES;
+const MODELS = REFERENCE_MODELS;
 /** The issue's bound for float32 logits; transformers' own float32 variants differ by ~1e-5. */
 const LOGIT_TOLERANCE = 1e-4;
 /** The fixture README's bound for LoRA gradients (float32 vs float64 differ by ~5e-6). */

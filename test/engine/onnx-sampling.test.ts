@@ -26,9 +26,10 @@ import { SeededRandom } from '../../src/engine/random.js';
 import type { GeneratedSequence, GenerationRow } from '../../src/engine/sampler.js';
 import type { HostWeights } from '../../src/engine/weights.js';
 import type { TextLayer } from '../../src/text/loader.js';
+import { REFERENCE_FIXTURES, REFERENCE_MODELS } from './support/reference-models.js';
 
-const FIXTURES = path.resolve('test/fixtures/reference');
-const MODELS = ['llama-tied', 'llama-untied', 'qwen3-tied', 'qwen3-untied'] as const;
+const FIXTURES = REFERENCE_FIXTURES;
+const MODELS = REFERENCE_MODELS;
 /** The bound the tfjs engine keeps against transformers' float32 logits. */
 const LOGIT_TOLERANCE = 1e-4;
 /** Sampled logprobs of the two runtimes (float32 sums in different orders). */
