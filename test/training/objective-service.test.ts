@@ -8,9 +8,8 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { gatherTrajectoryGroups, LocalBackend, TrainableModel } from 'policyloop';
-import { isChoice } from 'policyloop/schema';
-import type { TrajectoryGroup } from 'policyloop/schema';
+import { LocalBackend, TrainableModel } from 'policyloop';
+import { checksumGroups } from './support/checksum-groups.js';
 
 let dataDir: string;
 let backend: LocalBackend;
@@ -23,32 +22,6 @@ afterAll(async () => {
   await rm(dataDir, { recursive: true, force: true });
 });
 
-/** Two groups of four completions, rewarded by a checksum of the reply (rewards differ). */
-async function sampleGroups(model: TrainableModel): Promise<TrajectoryGroup[]> {
-  const client = model.openai();
-  return gatherTrajectoryGroups(
-    ['one', 'two'],
-    async (scenario) => {
-      await client.chat.completions.create({
-        model: model.inferenceName(),
-        messages: [{ role: 'user', content: `say ${scenario}` }],
-        max_tokens: 6,
-      });
-    },
-    {
-      groupSize: 4,
-      reward: (trajectory) => {
-        const last = trajectory.messages_and_choices.at(-1);
-        const text = last !== undefined && isChoice(last) ? String(last.message.content) : '';
-        let sum = 0;
-        for (const char of text) sum += char.codePointAt(0) ?? 0;
-        return (sum % 97) / 97;
-      },
-      sampledStep: () => model.getStep(),
-    },
-  );
-}
-
 describe('the objective through the local service', () => {
   it('resolves the KL reference step against the checkpoints and reports kl_ref and the sequence ratios', async () => {
     const model = await new TrainableModel({
@@ -56,10 +29,10 @@ describe('the objective through the local service', () => {
       name: 'kl',
       baseModel: 'policyloop/tiny-chat',
     }).register(backend);
-    const first = await model.train(await sampleGroups(model), { learningRate: 0.05 });
+    const first = await model.train(await checksumGroups(model), { learningRate: 0.05 });
     expect(first.metrics['train/kl_ref']).toBeUndefined();
     // Against step 1 (the policy itself): 0. Against the base (step 0): not 0.
-    const itself = await model.train(await sampleGroups(model), {
+    const itself = await model.train(await checksumGroups(model), {
       klPenaltyCoef: 0.2,
       klPenaltyReferenceStep: 1,
       importanceSamplingLevel: 'sequence',
@@ -67,10 +40,10 @@ describe('the objective through the local service', () => {
     });
     expect(Math.abs(itself.metrics['train/kl_ref'] as number)).toBeLessThan(1e-5);
     expect(itself.metrics['train/sequence_importance_ratio']).toBeCloseTo(1, 4);
-    const lagged = await model.train(await sampleGroups(model), { klPenaltyCoef: 0.2, klPenaltyStepLag: 2 });
+    const lagged = await model.train(await checksumGroups(model), { klPenaltyCoef: 0.2, klPenaltyStepLag: 2 });
     expect(Math.abs(lagged.metrics['train/kl_ref'] as number)).toBeGreaterThan(1e-4); // step 0: the base
     await expect(
-      model.train(await sampleGroups(model), { klPenaltyCoef: 0.2, klPenaltyReferenceStep: 9 }),
+      model.train(await checksumGroups(model), { klPenaltyCoef: 0.2, klPenaltyReferenceStep: 9 }),
     ).rejects.toThrow(/kl_penalty_reference_step 9 is not a step of this model yet \(it is at step 3\)/);
     expect(await model.getStep()).toBe(3);
   });

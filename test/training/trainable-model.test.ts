@@ -7,9 +7,7 @@ import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { gatherTrajectoryGroups } from '../../src/rollout/gather-trajectory-groups.js';
-import { isChoice } from 'policyloop/schema';
-import type { TrajectoryGroup, TrajectoryGroupInput } from 'policyloop/schema';
+import type { TrajectoryGroupInput } from 'policyloop/schema';
 import { InvalidArgumentError } from 'policyloop/client';
 import { LocalBackend } from '../../src/backends/local-backend.js';
 import { MissingLogprobsError, TrainingJobFailedError, TrainingTimeoutError } from '../../src/training/errors.js';
@@ -17,6 +15,7 @@ import { TrainableModel } from '../../src/training/trainable-model.js';
 import { APIUserAbortError } from 'policyloop/client';
 import type { GroupsDroppedEvent } from '../../src/training/model-events.js';
 import type { JobProgress } from '../../src/training/follow-job.js';
+import { checksumGroups } from './support/checksum-groups.js';
 
 const BASE_MODEL = 'policyloop/tiny-chat';
 let dataDir: string;
@@ -36,35 +35,6 @@ afterAll(async () => {
 async function freshModel(on: LocalBackend = backend): Promise<TrainableModel> {
   modelCount += 1;
   return new TrainableModel({ project: 'tests', name: `model-${modelCount}`, baseModel: BASE_MODEL }).register(on);
-}
-
-/**
- * Two groups of four short completions, each rewarded by a checksum of its reply's text (so that
- * different replies almost surely get different rewards and each group has something to train).
- */
-async function sampleGroups(model: TrainableModel): Promise<TrajectoryGroup[]> {
-  const client = model.openai();
-  return gatherTrajectoryGroups(
-    ['one', 'two'],
-    async (scenario) => {
-      await client.chat.completions.create({
-        model: model.inferenceName(),
-        messages: [{ role: 'user', content: `say ${scenario}` }],
-        max_tokens: 6,
-      });
-    },
-    {
-      groupSize: 4,
-      reward: (trajectory) => {
-        const last = trajectory.messages_and_choices.at(-1);
-        const text = last !== undefined && isChoice(last) ? String(last.message.content) : '';
-        let sum = 0;
-        for (const char of text) sum += char.codePointAt(0) ?? 0;
-        return (sum % 97) / 97;
-      },
-      sampledStep: () => model.getStep(),
-    },
-  );
 }
 
 /** A hand-written group whose rewards differ; `logprobs: false` leaves them out of the Choices. */
@@ -134,7 +104,7 @@ describe('registration and the OpenAI client', () => {
 describe('RL and SFT round trips', () => {
   it('RL: logs train metrics at the sampling step, trains, and moves to step 1', async () => {
     const model = await freshModel();
-    const groups = await sampleGroups(model);
+    const groups = await checksumGroups(model);
     expect(
       groups.every((group) => group.trajectories.every((trajectory) => trajectory.initial_policy_version === 0)),
     ).toBe(true);
@@ -238,7 +208,7 @@ describe('RL and SFT round trips', () => {
 describe('aborts and timeouts while following a job', () => {
   it('an abort while train follows its job rejects with APIUserAbortError whose cause is the reason', async () => {
     const model = await freshModel();
-    const groups = await sampleGroups(model);
+    const groups = await checksumGroups(model);
     const controller = new AbortController();
     const reason = new Error('enough training');
     const request = { signal: controller.signal, onProgress: () => controller.abort(reason) };
@@ -250,7 +220,7 @@ describe('aborts and timeouts while following a job', () => {
 
   it('a timeout while train follows its job rejects with TrainingTimeoutError, not the abort error', async () => {
     const model = await freshModel();
-    const groups = await sampleGroups(model);
+    const groups = await checksumGroups(model);
     const error = await model.train(groups, {}, { timeout: 1 }).catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(TrainingTimeoutError);
     expect(error).not.toBeInstanceOf(APIUserAbortError);
